@@ -1,0 +1,54 @@
+"""ctxrules: decide what an LLM is fed on every call.
+
+The public surface is what ``__all__`` lists; everything in ``_``-prefixed modules is
+private.  See ``ctxrules.hookspecs`` for the plugin contract.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import errors
+from .model import (
+    Call,
+    ContentBlock,
+    Context,
+    ContextCommit,
+    ContextItem,
+    ImageBlock,
+    Message,
+    RedactedThinkingBlock,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
+from .tokenizers import count, count_batch, get_tokenizer, resolve_model
+
+try:
+    __version__ = version("ctxrules")
+except PackageNotFoundError:  # running from a source tree without an install
+    __version__ = "0.0.0"
+
+__all__ = [
+    "Call",
+    "ContentBlock",
+    "Context",
+    "ContextCommit",
+    "ContextItem",
+    "ImageBlock",
+    "Message",
+    "RedactedThinkingBlock",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolSpec",
+    "ToolUseBlock",
+    "__version__",
+    "count",
+    "count_batch",
+    "errors",
+    "get_tokenizer",
+    "resolve_model",
+]

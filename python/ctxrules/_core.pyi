@@ -1,0 +1,20 @@
+# Hand-written stub of the compiled extension; checked by `python -m mypy.stubtest ctxrules._core`.
+
+__all__ = [
+    "ENCODINGS",
+    "__version__",
+    "count_tokens",
+    "count_tokens_batch",
+    "encoding_ranks",
+    "token_cache_clear",
+    "token_cache_len",
+]
+
+__version__: str
+ENCODINGS: list[str]
+
+def count_tokens(encoding_name: str, text: str, cached: bool = True) -> int: ...
+def count_tokens_batch(encoding_name: str, texts: list[str], cached: bool = True) -> list[int]: ...
+def encoding_ranks(encoding_name: str) -> list[bytes]: ...
+def token_cache_len() -> int: ...
+def token_cache_clear() -> None: ...

@@ -1,0 +1,59 @@
+"""The ``ctxrules`` command line.
+
+Each subcommand lives in its own module of this package and exposes
+``add_parser(subparsers)``; the parser it adds sets ``func`` to a callable taking the
+parsed arguments and returning an exit code.  A ``CtxrulesError`` prints one line to
+stderr and exits 1; no traceback is shown for user errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ..errors import CtxrulesError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+#: Subcommand modules, in the order ``--help`` lists them.
+COMMANDS: tuple[str, ...] = ("demo", "count", "plugins")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser, every subcommand included."""
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="ctxrules", description="Decide what an LLM is fed on every call."
+    )
+    parser.add_argument("--version", action="version", version=f"ctxrules {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f".{name}", __name__)
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (also the process's when run as a script)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CtxrulesError as exc:
+        print(f"ctxrules {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print(f"ctxrules {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

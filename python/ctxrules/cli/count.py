@@ -1,0 +1,46 @@
+"""``ctxrules count``: count the tokens of files or stdin."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..tokenizers import DEFAULT_ENCODING, get_tokenizer
+from ._common import print_json, read_text
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("count", help="count tokens of files (stdin when none)")
+    p.add_argument("files", nargs="*", metavar="FILE")
+    p.add_argument(
+        "--encoding",
+        default=DEFAULT_ENCODING,
+        help=f"a registered tokenizer (default {DEFAULT_ENCODING}; tiktoken:NAME for the oracle)",
+    )
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    tok = get_tokenizer(args.encoding)
+    paths = args.files or ["-"]
+    texts = [read_text(p) for p in paths]
+    counts = tok.count_batch(texts)
+    total = sum(counts)
+    if args.json:
+        print_json(
+            {
+                "encoding": args.encoding,
+                "tokens": total,
+                "files": [
+                    {"path": "<stdin>" if p == "-" else p, "tokens": n}
+                    for p, n in zip(paths, counts)
+                ],
+            }
+        )
+    else:
+        if len(paths) > 1:
+            for p, n in zip(paths, counts):
+                sys.stdout.write(f"{n:>10}  {p}\n")
+        sys.stdout.write(f"{total}\n")
+    return 0

@@ -1,0 +1,101 @@
+"""One exception hierarchy for ctxrules.
+
+Every error says what was wrong, where (file, line, node id, field) and, through
+``hint``, what the caller can do about it.  The CLI prints ``str(err)`` on one line
+and exits non-zero; it never shows a traceback for a ``CtxrulesError``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AgentRunActiveError",
+    "ConfigError",
+    "CtxrulesError",
+    "DagError",
+    "ImportFormatError",
+    "NotFoundError",
+    "PluginError",
+    "PromptTooLongError",
+    "ProviderError",
+    "RenderError",
+    "RuleError",
+    "StoreError",
+    "SummarizerError",
+    "TokenizerError",
+    "ValidationError",
+]
+
+
+class CtxrulesError(Exception):
+    """Base class of every error ctxrules raises on purpose.
+
+    ``where`` names the place (file:line, node id, field path); ``hint`` says what to do.
+    """
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None):
+        self.message = message
+        self.where = where
+        self.hint = hint
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        if self.hint:
+            text = f"{text} ({self.hint})"
+        return text
+
+
+class ValidationError(CtxrulesError):
+    """Data does not match the model: a wrong field, type or value."""
+
+
+class ConfigError(CtxrulesError):
+    """A configuration file or parameter is invalid."""
+
+
+class PluginError(CtxrulesError):
+    """A plugin failed to load, registered something invalid, or is unknown."""
+
+
+class TokenizerError(CtxrulesError):
+    """An unknown encoding or a tokenizer that cannot count the given input."""
+
+
+class StoreError(CtxrulesError):
+    """The store cannot be opened, is of an unknown schema, or refused a write."""
+
+
+class NotFoundError(StoreError):
+    """A session, node or commit id that the store does not hold."""
+
+
+class DagError(CtxrulesError):
+    """An operation would break a rule of the history graph (SPEC §2)."""
+
+
+class AgentRunActiveError(DagError):
+    """Edit or retry was asked for while an agent run is active on the session."""
+
+
+class ImportFormatError(CtxrulesError):
+    """A transcript could not be imported; nothing was written."""
+
+
+class RuleError(CtxrulesError):
+    """A rule broke its contract or was configured wrongly."""
+
+
+class SummarizerError(CtxrulesError):
+    """A summarizer failed; callers fall back to keeping content unfolded."""
+
+
+class RenderError(CtxrulesError):
+    """A commit or context could not be rendered into a request."""
+
+
+class ProviderError(CtxrulesError):
+    """A provider plugin is unknown or was given something it cannot send."""
+
+
+class PromptTooLongError(ProviderError):
+    """The provider refused a request because the prompt exceeds the model's window."""

@@ -1,0 +1,45 @@
+"""Built-in tokenizers, registered through the ``ctxrules`` entry points like any plugin."""
+
+from __future__ import annotations
+
+from ..hookspecs import Register, hookimpl
+from . import ENCODINGS, ModelTokenizer, RustTokenizer, TiktokenTokenizer
+
+# Anthropic does not publish its tokenizer; o200k counts times this factor estimate it.
+# Claude tokenises English/code into roughly 10-20 % more tokens than o200k; the factor
+# is refined per session by measured usage (SPEC §9 calibration).
+ANTHROPIC_CALIBRATION = 1.15
+
+
+class _LazyTiktoken:
+    """Defers building tiktoken's rank table (~0.5 s) until the oracle is first used."""
+
+    def __init__(self, encoding: str):
+        self.name = f"tiktoken:{encoding}"
+        self._encoding = encoding
+        self._tok: TiktokenTokenizer | None = None
+
+    def _get(self) -> TiktokenTokenizer:
+        if self._tok is None:
+            self._tok = TiktokenTokenizer(self._encoding)
+        return self._tok
+
+    def count(self, text: str) -> int:
+        return self._get().count(text)
+
+    def count_batch(self, texts):  # type: ignore[no-untyped-def]
+        return self._get().count_batch(texts)
+
+
+@hookimpl
+def register_tokenizers(register: Register) -> None:
+    for enc in ENCODINGS:
+        register(RustTokenizer(enc))
+        register(_LazyTiktoken(enc))
+    register(ModelTokenizer("openai-4o", "openai*:gpt-4o*", "o200k_base"))
+    register(ModelTokenizer("openai-o", "openai*:o[0-9]*", "o200k_base"))
+    register(ModelTokenizer("openai-gpt5", "openai*:gpt-5*", "o200k_base"))
+    register(ModelTokenizer("openai-gpt4", "openai*:gpt-4*", "cl100k_base"))
+    register(ModelTokenizer("openai-gpt35", "openai*:gpt-3.5*", "cl100k_base"))
+    register(ModelTokenizer("anthropic", "anthropic:*", "o200k_base", ANTHROPIC_CALIBRATION))
+    register(ModelTokenizer("gemini", "gemini:*", "o200k_base", 1.0))
