@@ -1,6 +1,4 @@
-//! PyO3 bindings: a thin layer over the plain crate.  Python validates and cleans
-//! input (e.g. lone surrogates) before calling; every function releases the GIL
-//! around real work and crosses the boundary once per call, batches included.
+//! Bindings of the token counter.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -71,9 +69,8 @@ fn token_cache_clear() {
     tokens::cache_clear()
 }
 
-#[pymodule]
-fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+/// Add the token-counting functions to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add(
         "ENCODINGS",
         Encoding::ALL.iter().map(|e| e.name()).collect::<Vec<_>>(),
