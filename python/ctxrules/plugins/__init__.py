@@ -106,12 +106,15 @@ def get_plugin_manager() -> pluggy.PluginManager:
         pm = pluggy.PluginManager(hookspecs.PROJECT)
         pm.add_hookspecs(hookspecs)
         loaded: list[LoadedPlugin] = []
-        for ep in sorted(
-            importlib_metadata.entry_points(group=hookspecs.PROJECT), key=lambda e: e.name
-        ):
+        # Built-ins first, then third-party plugins by name: registration order is stable.
+        entries = []
+        for ep in importlib_metadata.entry_points(group=hookspecs.PROJECT):
             dist = ep.dist
             dist_name = dist.metadata["Name"] if dist is not None else "?"
-            builtin = dist_name == BUILTIN_DISTRIBUTION
+            entries.append((dist_name != BUILTIN_DISTRIBUTION, ep.name, ep, dist_name))
+        for third_party, _, ep, dist_name in sorted(entries, key=lambda e: e[:2]):
+            dist = ep.dist
+            builtin = not third_party
             if not builtin and not _allowed(ep.name, dist_name):
                 continue
             if pm.get_plugin(ep.name) is not None:
@@ -163,7 +166,7 @@ def registry(kind: str) -> Registry:
         pm = get_plugin_manager()
         reg = Registry(kind)
         hook = getattr(pm.hook, KINDS[kind])
-        for impl in reversed(hook.get_hookimpls()):  # registration order = load order
+        for impl in hook.get_hookimpls():  # in load order
             plugin_name = impl.plugin_name
 
             def register(obj: Any, _plugin: str = plugin_name) -> None:

@@ -1,0 +1,32 @@
+"""Example ctxrules plugin: one tokenizer and one model mapping."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ctxrules.hookspecs import Register, hookimpl
+from ctxrules.tokenizers import ModelTokenizer
+
+__all__ = ["CharsPerTokenEstimate", "register_tokenizers"]
+
+
+class CharsPerTokenEstimate:
+    """Estimates tokens as ``ceil(len(text) / chars_per_token)``; never exact, always cheap."""
+
+    def __init__(self, name: str = "chars4", chars_per_token: int = 4):
+        self.name = name
+        self.chars_per_token = chars_per_token
+
+    def count(self, text: str) -> int:
+        """Estimated token count of ``text``."""
+        return -(-len(text) // self.chars_per_token)
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        """Estimated token counts of ``texts``, in order."""
+        return [self.count(t) for t in texts]
+
+
+@hookimpl
+def register_tokenizers(register: Register) -> None:
+    register(CharsPerTokenEstimate())
+    register(ModelTokenizer("example-models", "example:*", "chars4", 1.0))
