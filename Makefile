@@ -20,7 +20,7 @@ $(BIN)/python:
 
 # Rebuild when the Rust sources, the manifest or the plugins change.
 $(STAMP): $(BIN)/python pyproject.toml Cargo.toml $(wildcard rust/*.rs rust/*/*.rs) $(PLUGINS) $(wildcard plugins/*/*/*.py)
-	$(BIN)/pip install -q "maturin>=1.16,<2.0"
+	$(BIN)/pip install -q "maturin==1.16.0"
 	$(MATURIN) develop --release --extras dev -q
 	for p in $(dir $(PLUGINS)); do $(BIN)/pip install -q -e $$p || exit 1; done
 	touch $(STAMP)
