@@ -5,6 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin
+LINT_PATHS := $(wildcard python tests benches plugins) conftest.py
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
 .PHONY: run test setup build lint fmt pytest cargo-test bench clean
@@ -32,8 +33,8 @@ build: $(BIN)/python
 	$(MATURIN) develop --release -q
 
 lint: setup
-	$(BIN)/ruff check python tests benches plugins
-	$(BIN)/ruff format --check python tests benches plugins
+	$(BIN)/ruff check $(LINT_PATHS)
+	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy
 	$(BIN)/python -m mypy.stubtest ctxrules._core
 	cargo fmt --check
@@ -41,8 +42,8 @@ lint: setup
 	cargo clippy --all-targets --features python -q -- -D warnings
 
 fmt: setup
-	$(BIN)/ruff format python tests benches plugins
-	$(BIN)/ruff check --fix python tests benches plugins
+	$(BIN)/ruff format $(LINT_PATHS)
+	$(BIN)/ruff check --fix $(LINT_PATHS)
 	cargo fmt
 
 cargo-test:

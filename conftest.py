@@ -1,4 +1,8 @@
-"""Shared fixtures: the corpus location and a clean plugin state per test."""
+"""Fixtures shared by tests/ and benches/: the corpus of real sessions and a clean plugin state.
+
+Benchmarks run once as correctness checks under ``make test`` (``--benchmark-disable``
+is in addopts) and for real under ``make bench``.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parent
 CORPUS = Path(os.environ.get("CTXRULES_CORPUS", REPO.parent / "shared" / "corpus"))
 
 
