@@ -4,11 +4,13 @@
 
 use pyo3::prelude::*;
 
+mod render;
 mod tokens;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     tokens::register(m)?;
+    render::register(m)?;
     Ok(())
 }

@@ -1,0 +1,203 @@
+//! Anthropic Messages (`POST /v1/messages`).
+//!
+//! Rules enforced: system goes in the top-level `system` blocks; the first message is
+//! the user's; tool_result blocks open the user message right after the tool_use; thinking
+//! is sent back only with its signature (unsigned thinking would be refused); at most 4
+//! `cache_control` breakpoints, placed at layer boundaries only: end of L0 (tools and
+//! session system), end of L1 (situation), and in L2 the end of the previous request's
+//! messages and the end of this one — so the next request reads what this one writes,
+//! within the 20-block look-back.
+
+use super::input::Options;
+use super::json::Json;
+use super::neutral::{NBlock, NRole, Neutral};
+use super::{view, Sys, OPENING_PLACEHOLDER};
+
+/// Most breakpoints a request may carry.
+pub const MAX_BREAKPOINTS: usize = 4;
+
+fn cache_control(w: &mut Json, opts: &Options<'_>) {
+    match opts.cache_ttl.as_deref() {
+        Some(ttl) if !ttl.is_empty() => {
+            w.raw(",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":");
+            w.str(ttl);
+            w.raw("}");
+        }
+        _ => w.raw(",\"cache_control\":{\"type\":\"ephemeral\"}"),
+    }
+}
+
+/// Write the body; returns the number of messages.
+pub fn write(
+    w: &mut Json,
+    opts: &Options<'_>,
+    sys: &[Sys<'_>],
+    n: &Neutral<'_>,
+    breakpoints: &mut Vec<String>,
+) -> usize {
+    let msgs = view(&n.messages, |role, b| match b {
+        NBlock::Thinking { signature, .. } => role == NRole::Assistant && !signature.is_empty(),
+        NBlock::Redacted(_) => role == NRole::Assistant,
+        NBlock::Image(_) => role == NRole::User,
+        _ => true,
+    });
+    let placeholder = NBlock::Text(OPENING_PLACEHOLDER.into());
+    let opening = matches!(msgs.first(), Some((NRole::Assistant, _)));
+
+    // Where the breakpoints go (decided before writing, so the count is known).
+    let last_l0 = sys.iter().rposition(|s| s.layer == 0);
+    let last_l1 = sys.iter().rposition(|s| s.layer >= 1);
+    let tool_bp = opts.cache && last_l0.is_none() && !opts.tools.is_empty();
+    let sys_bps: Vec<usize> = if opts.cache {
+        last_l0.into_iter().chain(last_l1).collect()
+    } else {
+        Vec::new()
+    };
+    let mut msg_bps: Vec<(usize, usize)> = Vec::new(); // (message, block) in `msgs`
+    if opts.cache {
+        let used = sys_bps.len() + usize::from(tool_bp);
+        let last = msgs.len() - 1;
+        let mut targets = vec![last];
+        if last >= 2 {
+            targets.push(last - 2);
+        }
+        for mi in targets {
+            if used + msg_bps.len() >= MAX_BREAKPOINTS {
+                break;
+            }
+            if let Some(bi) = msgs[mi].1.iter().rposition(|b| b.cacheable()) {
+                msg_bps.push((mi, bi));
+            }
+        }
+    }
+
+    w.raw("{\"model\":");
+    w.str(&opts.model);
+    w.raw(",\"max_tokens\":");
+    w.uint(opts.max_tokens.unwrap_or(4096));
+    if !sys.is_empty() {
+        w.raw(",\"system\":[");
+        let mut first = true;
+        for (i, s) in sys.iter().enumerate() {
+            w.sep(&mut first);
+            w.raw("{\"type\":\"text\",\"text\":");
+            w.str(s.text);
+            if sys_bps.contains(&i) {
+                cache_control(w, opts);
+                breakpoints.push(format!("system[{i}] (end of L{})", s.layer.min(1)));
+            }
+            w.raw("}");
+        }
+        w.raw("]");
+    }
+    w.raw(",\"messages\":[");
+    let mut first = true;
+    if opening {
+        w.sep(&mut first);
+        w.raw("{\"role\":\"user\",\"content\":[");
+        block(w, &placeholder, false, opts);
+        w.raw("]}");
+    }
+    let shift = usize::from(opening);
+    for (mi, (role, blocks)) in msgs.iter().enumerate() {
+        w.sep(&mut first);
+        w.raw(match role {
+            NRole::User => "{\"role\":\"user\",\"content\":[",
+            NRole::Assistant => "{\"role\":\"assistant\",\"content\":[",
+        });
+        let mut fb = true;
+        for (bi, b) in blocks.iter().enumerate() {
+            w.sep(&mut fb);
+            let bp = msg_bps.contains(&(mi, bi));
+            if bp {
+                breakpoints.push(format!("messages[{}] (L2)", mi + shift));
+            }
+            block(w, b, bp, opts);
+        }
+        w.raw("]}");
+    }
+    w.raw("]");
+    if !opts.tools.is_empty() {
+        w.raw(",\"tools\":[");
+        let mut first = true;
+        let last = opts.tools.len() - 1;
+        for (i, t) in opts.tools.iter().enumerate() {
+            w.sep(&mut first);
+            w.raw("{\"name\":");
+            w.str(&t.name);
+            w.field_str("description", &t.description);
+            w.raw(",\"input_schema\":");
+            match t.input_schema {
+                Some(s) => w.raw(s.get()),
+                None => w.raw("{\"type\":\"object\",\"properties\":{}}"),
+            }
+            if tool_bp && i == last {
+                cache_control(w, opts);
+                breakpoints.push(format!("tools[{i}] (end of L0)"));
+            }
+            w.raw("}");
+        }
+        w.raw("]");
+    }
+    if let Some(extra) = opts.extra {
+        w.splice_object(extra);
+    }
+    w.raw("}");
+    msgs.len() + shift
+}
+
+fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, opts: &Options<'_>) {
+    match b {
+        NBlock::Text(t) => {
+            w.raw("{\"type\":\"text\",\"text\":");
+            w.str(t);
+        }
+        NBlock::Image(src) => {
+            if src.is_url() {
+                w.raw("{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":");
+                w.str(&src.url);
+            } else {
+                w.raw("{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":");
+                w.str(&src.media_type);
+                w.field_str("data", &src.data);
+            }
+            w.raw("}");
+        }
+        NBlock::Thinking {
+            thinking,
+            signature,
+        } => {
+            w.raw("{\"type\":\"thinking\",\"thinking\":");
+            w.str(thinking);
+            w.field_str("signature", signature);
+        }
+        NBlock::Redacted(data) => {
+            w.raw("{\"type\":\"redacted_thinking\",\"data\":");
+            w.str(data);
+        }
+        NBlock::ToolUse { id, name, args } => {
+            w.raw("{\"type\":\"tool_use\",\"id\":");
+            w.str(id);
+            w.field_str("name", name);
+            w.raw(",\"input\":");
+            w.raw(&args.object_json());
+        }
+        NBlock::ToolResult {
+            id,
+            content,
+            is_error,
+            ..
+        } => {
+            w.raw("{\"type\":\"tool_result\",\"tool_use_id\":");
+            w.str(id);
+            w.field_str("content", content);
+            if *is_error {
+                w.raw(",\"is_error\":true");
+            }
+        }
+    }
+    if bp {
+        cache_control(w, opts);
+    }
+    w.raw("}");
+}

@@ -1,0 +1,175 @@
+//! What the renderer reads: a commit as msgspec encodes it, and the render options.
+//!
+//! Strings borrow from the input bytes where they hold no escapes, so decoding a
+//! 10k-item commit copies almost nothing.  Unknown fields are ignored on purpose: the
+//! commit carries bookkeeping (reason, locked, …) that rendering does not need.
+//! Blocks are decoded as one flat struct rather than a tagged enum because serde
+//! buffers internally tagged enums, which would copy every string.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Role of a commit item.
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    User,
+    Assistant,
+    Tool,
+    System,
+}
+
+/// Compression state of a commit item (SPEC §3).
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    #[default]
+    Full,
+    Aged,
+    Cleared,
+    Summarized,
+    Summary,
+}
+
+/// The part of a `ContextCommit` the renderer uses.
+#[derive(Deserialize, Debug, Default)]
+pub struct Commit<'a> {
+    #[serde(borrow, default)]
+    pub items: Vec<Item<'a>>,
+}
+
+/// One `ContextItem` (see /work/notes/ITEMS.md for what each role carries).
+#[derive(Deserialize, Debug)]
+pub struct Item<'a> {
+    #[serde(borrow)]
+    pub source_node_id: Cow<'a, str>,
+    pub role: Role,
+    #[serde(default)]
+    pub state: State,
+    #[serde(borrow, default)]
+    pub rendered: Cow<'a, str>,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(borrow, default)]
+    pub name: Cow<'a, str>,
+    #[serde(default)]
+    pub caller: Option<String>,
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    #[serde(borrow, default)]
+    pub tool_input: Cow<'a, str>,
+    #[serde(default)]
+    pub is_error: bool,
+    #[serde(borrow, default)]
+    pub blocks: Vec<Block<'a>>,
+}
+
+/// A content block of an item.  `cache_control` is deliberately not read: breakpoints
+/// come only from the layering policy, never from (possibly imported) content.
+#[derive(Deserialize, Debug)]
+pub struct Block<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub text: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub source: Option<ImageSource<'a>>,
+    #[serde(borrow, default)]
+    pub thinking: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub signature: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub data: Cow<'a, str>,
+}
+
+/// Where an image's bytes are.
+#[derive(Deserialize, Debug)]
+pub struct ImageSource<'a> {
+    #[serde(rename = "type", borrow, default)]
+    pub kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub media_type: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub data: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub url: Cow<'a, str>,
+}
+
+impl ImageSource<'_> {
+    /// True when the image is given by URL rather than inline bytes.
+    pub fn is_url(&self) -> bool {
+        self.kind == "url" || (self.data.is_empty() && !self.url.is_empty())
+    }
+
+    /// A `data:` URL for inline images, the URL itself otherwise.
+    pub fn as_url(&self) -> String {
+        if self.is_url() {
+            self.url.to_string()
+        } else {
+            format!("data:{};base64,{}", self.media_type, self.data)
+        }
+    }
+}
+
+/// One system-prompt block with its stability layer (0 = session constant, 1 = situation).
+#[derive(Deserialize, Debug)]
+pub struct SystemBlock<'a> {
+    #[serde(borrow)]
+    pub text: Cow<'a, str>,
+    #[serde(default)]
+    pub layer: u8,
+}
+
+/// A tool declaration; `input_schema` is passed through as raw JSON.
+#[derive(Deserialize, Debug)]
+pub struct Tool<'a> {
+    #[serde(borrow)]
+    pub name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub description: Cow<'a, str>,
+    #[serde(borrow, default)]
+    pub input_schema: Option<&'a RawValue>,
+}
+
+/// Everything besides the commit that shapes a request body.
+#[derive(Deserialize, Debug, Default)]
+pub struct Options<'a> {
+    #[serde(borrow, default)]
+    pub model: Cow<'a, str>,
+    #[serde(default)]
+    pub max_tokens: Option<u64>,
+    #[serde(borrow, default)]
+    pub system: Vec<SystemBlock<'a>>,
+    #[serde(borrow, default)]
+    pub tools: Vec<Tool<'a>>,
+    /// Extra top-level body fields (temperature, tool_choice, thinking, …), an object.
+    #[serde(borrow, default)]
+    pub extra: Option<&'a RawValue>,
+    /// Place cache breakpoints (providers with explicit cache control only).
+    #[serde(default = "yes")]
+    pub cache: bool,
+    #[serde(default)]
+    pub cache_ttl: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Decode a commit; the error names the JSON position.
+pub fn parse_commit(bytes: &[u8]) -> Result<Commit<'_>, String> {
+    serde_json::from_slice(bytes).map_err(|e| format!("commit JSON: {e}"))
+}
+
+/// Decode render options.
+pub fn parse_options(bytes: &[u8]) -> Result<Options<'_>, String> {
+    if bytes.is_empty() {
+        return Ok(Options {
+            cache: true,
+            ..Options::default()
+        });
+    }
+    serde_json::from_slice(bytes).map_err(|e| format!("render options JSON: {e}"))
+}

@@ -1,0 +1,261 @@
+//! Rendering (hot path 3 of 3): a commit → provider-neutral messages → the request body
+//! bytes of a built-in provider, in one pass, with no Python work per item.
+//!
+//! `neutral` holds the item rules (pairing, summaries, degradation) once; each wire
+//! module only translates neutral messages into its vendor's shape and enforces that
+//! vendor's structural rules (first role, what may be sent back, where system goes).
+//! Output is a pure function of the input bytes: no clock, no randomness, no hash-map
+//! iteration order reaches the bytes.
+
+pub mod anthropic;
+pub mod gemini;
+pub mod input;
+pub mod json;
+pub mod neutral;
+pub mod openai_chat;
+pub mod openai_responses;
+
+use input::Options;
+use json::Json;
+use neutral::{NBlock, NMsg, NRole, Neutral};
+
+/// Text of the user message put first when a conversation would open with the
+/// assistant (Anthropic and Gemini refuse that; the text says why it is there).
+pub const OPENING_PLACEHOLDER: &str = "(conversation continues from earlier turns)";
+
+/// The built-in wire formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    Anthropic,
+    OpenAiChat,
+    OpenAiResponses,
+    Gemini,
+}
+
+impl Wire {
+    /// Parse a provider name as the CLI and the registry spell it.
+    pub fn from_name(name: &str) -> Option<Wire> {
+        match name {
+            "anthropic" => Some(Wire::Anthropic),
+            "openai-chat" => Some(Wire::OpenAiChat),
+            "openai-responses" => Some(Wire::OpenAiResponses),
+            "gemini" => Some(Wire::Gemini),
+            _ => None,
+        }
+    }
+}
+
+/// A rendered request: the body as sent, and a small JSON breakdown for `--explain`.
+pub struct Rendered {
+    pub body: Vec<u8>,
+    pub meta: Vec<u8>,
+}
+
+/// One system-prompt block and its layer (0 = session constant, 1 = situation).
+pub struct Sys<'a> {
+    pub text: &'a str,
+    pub layer: u8,
+}
+
+/// System blocks in request order: the caller's L0 then L1 blocks, then the commit's
+/// system items (situation, L1).  Empty texts are dropped (vendors refuse them).
+pub fn system_blocks<'a>(opts: &'a Options<'a>, n: &Neutral<'a>) -> Vec<Sys<'a>> {
+    let mut out: Vec<Sys<'a>> = Vec::new();
+    for layer in [0u8, 1u8] {
+        for b in opts.system.iter().filter(|b| b.layer.min(1) == layer) {
+            if !b.text.is_empty() {
+                out.push(Sys {
+                    text: &b.text,
+                    layer,
+                });
+            }
+        }
+        if layer == 1 {
+            for t in &n.system {
+                out.push(Sys { text: t, layer: 1 });
+            }
+        }
+    }
+    out
+}
+
+/// A provider's view of the neutral messages: blocks it cannot send removed, messages
+/// left empty dropped, same-role neighbours merged.  A user message that opens with
+/// tool results always directly follows the assistant message with the calls, because
+/// that message holds a tool_use, which every view keeps.
+pub fn view<'m, 'c>(
+    msgs: &'m [NMsg<'c>],
+    keep: impl Fn(NRole, &NBlock<'c>) -> bool,
+) -> Vec<(NRole, Vec<&'m NBlock<'c>>)> {
+    let mut out: Vec<(NRole, Vec<&'m NBlock<'c>>)> = Vec::with_capacity(msgs.len());
+    for m in msgs {
+        let kept: Vec<&NBlock<'c>> = m.blocks.iter().filter(|b| keep(m.role, b)).collect();
+        if kept.is_empty() {
+            continue;
+        }
+        match out.last_mut() {
+            Some((role, blocks)) if *role == m.role => blocks.extend(kept),
+            _ => out.push((m.role, kept)),
+        }
+    }
+    out
+}
+
+/// Render the neutral context as JSON shaped like `ctxrules.model.Context`
+/// (`system` text blocks and `messages`), for `render_commit` and plugin providers.
+pub fn render_context(commit_bytes: &[u8], options_bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let commit = input::parse_commit(commit_bytes)?;
+    let opts = input::parse_options(options_bytes)?;
+    let n = neutral::build(&commit);
+    let mut w = Json::with_capacity(commit_bytes.len() + 256);
+    w.raw("{\"system\":[");
+    let mut first = true;
+    for s in system_blocks(&opts, &n) {
+        w.sep(&mut first);
+        w.raw("{\"type\":\"text\",\"text\":");
+        w.str(s.text);
+        w.raw("}");
+    }
+    w.raw("],\"messages\":[");
+    let mut first = true;
+    for m in &n.messages {
+        w.sep(&mut first);
+        w.raw(match m.role {
+            NRole::User => "{\"role\":\"user\",\"content\":[",
+            NRole::Assistant => "{\"role\":\"assistant\",\"content\":[",
+        });
+        let mut fb = true;
+        for b in &m.blocks {
+            w.sep(&mut fb);
+            neutral_block(&mut w, b);
+        }
+        w.raw("]}");
+    }
+    w.raw("]}");
+    Ok(w.finish())
+}
+
+fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
+    match b {
+        NBlock::Text(t) => {
+            w.raw("{\"type\":\"text\",\"text\":");
+            w.str(t);
+            w.raw("}");
+        }
+        NBlock::Image(src) => {
+            w.raw("{\"type\":\"image\",\"source\":{\"type\":");
+            w.str(if src.is_url() { "url" } else { "base64" });
+            for (k, v) in [
+                ("media_type", &src.media_type),
+                ("data", &src.data),
+                ("url", &src.url),
+            ] {
+                if !v.is_empty() {
+                    w.field_str(k, v);
+                }
+            }
+            w.raw("}}");
+        }
+        NBlock::Thinking {
+            thinking,
+            signature,
+        } => {
+            w.raw("{\"type\":\"thinking\",\"thinking\":");
+            w.str(thinking);
+            if !signature.is_empty() {
+                w.field_str("signature", signature);
+            }
+            w.raw("}");
+        }
+        NBlock::Redacted(data) => {
+            w.raw("{\"type\":\"redacted_thinking\",\"data\":");
+            w.str(data);
+            w.raw("}");
+        }
+        NBlock::ToolUse { id, name, args } => {
+            w.raw("{\"type\":\"tool_use\",\"id\":");
+            w.str(id);
+            w.field_str("name", name);
+            w.raw(",\"input\":");
+            w.raw(&args.object_json());
+            w.raw("}");
+        }
+        NBlock::ToolResult {
+            id,
+            content,
+            is_error,
+            ..
+        } => {
+            w.raw("{\"type\":\"tool_result\",\"tool_use_id\":");
+            w.str(id);
+            w.field_str("content", content);
+            if *is_error {
+                w.raw(",\"is_error\":true");
+            }
+            w.raw("}");
+        }
+    }
+}
+
+/// Render the request body of `wire` for a commit, plus its breakdown.
+pub fn render_request(
+    wire: Wire,
+    commit_bytes: &[u8],
+    options_bytes: &[u8],
+) -> Result<Rendered, String> {
+    let commit = input::parse_commit(commit_bytes)?;
+    let opts = input::parse_options(options_bytes)?;
+    if let Some(extra) = opts.extra {
+        if !extra.get().trim_start().starts_with('{') {
+            return Err("render options: 'extra' must be a JSON object".into());
+        }
+    }
+    let n = neutral::build(&commit);
+    if n.messages.is_empty() {
+        return Err("the commit has no user or assistant content to render".into());
+    }
+    let sys = system_blocks(&opts, &n);
+    let mut w = Json::with_capacity(commit_bytes.len() + 1024);
+    let mut breakpoints: Vec<String> = Vec::new();
+    let messages = match wire {
+        Wire::Anthropic => anthropic::write(&mut w, &opts, &sys, &n, &mut breakpoints),
+        Wire::OpenAiChat => openai_chat::write(&mut w, &opts, &sys, &n),
+        Wire::OpenAiResponses => openai_responses::write(&mut w, &opts, &sys, &n),
+        Wire::Gemini => gemini::write(&mut w, &opts, &sys, &n),
+    };
+    let body = w.finish();
+    let mut m = Json::with_capacity(256);
+    m.raw("{\"messages\":");
+    m.uint(messages as u64);
+    m.raw(",\"degraded\":");
+    m.uint(n.degraded as u64);
+    m.raw(",\"body_bytes\":");
+    m.uint(body.len() as u64);
+    m.raw(",\"system_blocks\":");
+    m.uint(sys.len() as u64);
+    m.raw(",\"breakpoints\":[");
+    let mut first = true;
+    for b in &breakpoints {
+        m.sep(&mut first);
+        m.str(b);
+    }
+    let t = n.tokens;
+    m.raw("],\"item_tokens\":{\"system\":");
+    m.uint(t.system);
+    m.raw(",\"user\":");
+    m.uint(t.user);
+    m.raw(",\"assistant\":");
+    m.uint(t.assistant);
+    m.raw(",\"tool\":");
+    m.uint(t.tool);
+    m.raw(",\"summary\":");
+    m.uint(t.summary);
+    m.raw("}}");
+    Ok(Rendered {
+        body,
+        meta: m.finish(),
+    })
+}
+
+#[cfg(test)]
+mod tests;

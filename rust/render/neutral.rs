@@ -1,0 +1,344 @@
+//! Commit items → provider-neutral messages (the one implementation of the item rules
+//! in /work/notes/ITEMS.md; every wire format is written from this).
+//!
+//! Pairing is decided here, once: a tool item becomes a tool_use on its caller's
+//! assistant message and a tool_result in the user message right after it, or — when
+//! its call id is missing, duplicated, or its caller is absent — plain user text.  So no
+//! provider can ever see an orphan result or an unanswered call, whatever the rules did.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+use serde_json::value::RawValue;
+
+use super::input::{Block, Commit, ImageSource, Item, Role, State};
+
+/// Text a summary item is shown with (SPEC §5).
+pub const SUMMARY_PREFIX: &str = "[Summary] ";
+
+/// Role of a neutral message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NRole {
+    User,
+    Assistant,
+}
+
+/// Tool arguments: a JSON object as is, or text that is not one (e.g. cut by aging).
+#[derive(Clone, Copy, Debug)]
+pub enum Args<'c> {
+    Object(&'c str),
+    Text(&'c str),
+}
+
+impl Args<'_> {
+    /// Classify a tool_input text; empty means no arguments.
+    pub fn of(s: &str) -> Args<'_> {
+        let t = s.trim();
+        if t.is_empty() {
+            return Args::Object("{}");
+        }
+        if t.starts_with('{') && serde_json::from_str::<&RawValue>(t).is_ok() {
+            Args::Object(t)
+        } else {
+            Args::Text(s)
+        }
+    }
+
+    /// The arguments as one JSON object text; text that is not an object is wrapped so
+    /// vendors that require an object still get one, and nothing of it is lost.
+    pub fn object_json(&self) -> Cow<'_, str> {
+        match *self {
+            Args::Object(s) => Cow::Borrowed(s),
+            Args::Text(s) => {
+                let mut out = String::from("{\"truncated_args\":");
+                out.push_str(&serde_json::to_string(s).expect("string"));
+                out.push('}');
+                Cow::Owned(out)
+            }
+        }
+    }
+}
+
+/// A neutral content block, borrowing from the commit.
+#[derive(Debug)]
+pub enum NBlock<'c> {
+    Text(Cow<'c, str>),
+    Image(&'c ImageSource<'c>),
+    Thinking {
+        thinking: &'c str,
+        signature: &'c str,
+    },
+    Redacted(&'c str),
+    ToolUse {
+        id: &'c str,
+        name: &'c str,
+        args: Args<'c>,
+    },
+    ToolResult {
+        id: &'c str,
+        name: &'c str,
+        content: &'c str,
+        is_error: bool,
+    },
+}
+
+impl NBlock<'_> {
+    /// Blocks that may carry a cache breakpoint on Anthropic.
+    pub fn cacheable(&self) -> bool {
+        !matches!(self, NBlock::Thinking { .. } | NBlock::Redacted(_))
+    }
+}
+
+/// A neutral message.
+#[derive(Debug)]
+pub struct NMsg<'c> {
+    pub role: NRole,
+    pub blocks: Vec<NBlock<'c>>,
+}
+
+/// The neutral rendering of one commit.
+#[derive(Debug, Default)]
+pub struct Neutral<'c> {
+    /// Texts of system items, in order (they join the situation layer, L1).
+    pub system: Vec<&'c str>,
+    pub messages: Vec<NMsg<'c>>,
+    /// Tool items shown as user text because their pairing information was missing.
+    pub degraded: usize,
+    /// Token sums by category, from the items' counts.
+    pub tokens: Tokens,
+}
+
+/// Token sums of the rendered items, by category.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tokens {
+    pub system: u64,
+    pub user: u64,
+    pub assistant: u64,
+    pub tool: u64,
+    pub summary: u64,
+}
+
+struct Builder<'c> {
+    out: Neutral<'c>,
+    /// Results waiting to open the user message after the current assistant message.
+    pending: Vec<NBlock<'c>>,
+    /// Source ids of the assistant items merged into the last (assistant) message.
+    open_assistants: HashSet<&'c str>,
+    seen_ids: HashSet<&'c str>,
+    /// The open assistant turn has no content yet; its first tool_use opens its message.
+    empty_open: bool,
+}
+
+impl<'c> Builder<'c> {
+    fn push(&mut self, role: NRole, block: NBlock<'c>) {
+        match self.out.messages.last_mut() {
+            Some(m) if m.role == role => m.blocks.push(block),
+            _ => self.out.messages.push(NMsg {
+                role,
+                blocks: vec![block],
+            }),
+        }
+    }
+
+    /// Close the open tool group: its results open the next user message.
+    fn flush(&mut self) {
+        if !self.pending.is_empty() {
+            let results = std::mem::take(&mut self.pending);
+            self.out.messages.push(NMsg {
+                role: NRole::User,
+                blocks: results,
+            });
+        }
+        self.open_assistants.clear();
+        self.empty_open = false;
+    }
+
+    fn user(&mut self, item: &'c Item<'c>) {
+        self.flush();
+        if !item.rendered.is_empty() {
+            self.push(NRole::User, NBlock::Text(Cow::Borrowed(&item.rendered)));
+        }
+        for b in &item.blocks {
+            if b.kind == "image" {
+                if let Some(src) = &b.source {
+                    self.push(NRole::User, NBlock::Image(src));
+                }
+            }
+        }
+    }
+
+    fn assistant(&mut self, item: &'c Item<'c>) {
+        if !self.pending.is_empty() {
+            self.flush();
+        }
+        if !matches!(self.out.messages.last(), Some(m) if m.role == NRole::Assistant) {
+            self.open_assistants.clear();
+        }
+        let mut any = false;
+        if item.state == State::Summary {
+            let mut s = String::with_capacity(SUMMARY_PREFIX.len() + item.rendered.len());
+            s.push_str(SUMMARY_PREFIX);
+            s.push_str(&item.rendered);
+            self.push(NRole::Assistant, NBlock::Text(Cow::Owned(s)));
+            any = true;
+        } else {
+            // Text blocks give the original block order, but only while they still say
+            // what `rendered` says (a rule may have rewritten the text).
+            let use_blocks = blocks_match(&item.blocks, &item.rendered);
+            for b in &item.blocks {
+                let block = match &*b.kind {
+                    "text" if use_blocks && !b.text.is_empty() => {
+                        NBlock::Text(Cow::Borrowed(&b.text))
+                    }
+                    "thinking" => NBlock::Thinking {
+                        thinking: &b.thinking,
+                        signature: &b.signature,
+                    },
+                    "redacted_thinking" => NBlock::Redacted(&b.data),
+                    _ => continue,
+                };
+                self.push(NRole::Assistant, block);
+                any = true;
+            }
+            if !use_blocks && !item.rendered.is_empty() {
+                self.push(
+                    NRole::Assistant,
+                    NBlock::Text(Cow::Borrowed(&item.rendered)),
+                );
+                any = true;
+            }
+        }
+        if any {
+            self.empty_open = false;
+            self.open_assistants.insert(&item.source_node_id);
+        } else if matches!(self.out.messages.last(), Some(m) if m.role == NRole::Assistant) {
+            self.open_assistants.insert(&item.source_node_id);
+        } else {
+            // An empty assistant turn still owns its tool calls: its first tool_use
+            // opens its message.
+            self.open_assistants.clear();
+            self.open_assistants.insert(&item.source_node_id);
+            self.empty_open = true;
+        }
+    }
+
+    fn tool(&mut self, item: &'c Item<'c>, present: &HashSet<&'c str>) {
+        let id = item.tool_use_id.as_deref().unwrap_or("");
+        let caller = item.caller.as_deref().unwrap_or("");
+        let last_is_assistant =
+            matches!(self.out.messages.last(), Some(m) if m.role == NRole::Assistant);
+        let paired = !id.is_empty()
+            && present.contains(caller)
+            && self.open_assistants.contains(caller)
+            && (last_is_assistant || self.empty_open)
+            && !self.seen_ids.contains(id);
+        if paired {
+            self.seen_ids.insert(id);
+            self.empty_open = false;
+            self.push(
+                NRole::Assistant,
+                NBlock::ToolUse {
+                    id,
+                    name: &item.name,
+                    args: Args::of(&item.tool_input),
+                },
+            );
+            self.pending.push(NBlock::ToolResult {
+                id,
+                name: &item.name,
+                content: &item.rendered,
+                is_error: item.is_error,
+            });
+        } else {
+            self.out.degraded += 1;
+            self.flush();
+            self.empty_open = false;
+            let mut s = format!("[tool {}", item.name);
+            if !item.tool_input.is_empty() {
+                s.push_str(" called with ");
+                s.push_str(&item.tool_input);
+            }
+            s.push_str(if item.is_error {
+                "; error]\n"
+            } else {
+                "; result]\n"
+            });
+            s.push_str(&item.rendered);
+            self.push(NRole::User, NBlock::Text(Cow::Owned(s)));
+        }
+    }
+}
+
+/// Whether the non-empty text blocks of `blocks` joined reproduce `rendered`.
+fn blocks_match(blocks: &[Block<'_>], rendered: &str) -> bool {
+    let texts: Vec<&str> = blocks
+        .iter()
+        .filter(|b| b.kind == "text" && !b.text.is_empty())
+        .map(|b| &*b.text)
+        .collect();
+    if texts.is_empty() {
+        return false;
+    }
+    ["\n", "", "\n\n"]
+        .iter()
+        .any(|sep| joined_eq(&texts, sep, rendered))
+}
+
+fn joined_eq(parts: &[&str], sep: &str, target: &str) -> bool {
+    let mut rest = target;
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            match rest.strip_prefix(sep) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        match rest.strip_prefix(p) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// Render a commit's items to neutral messages.
+pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
+    let present: HashSet<&str> = commit
+        .items
+        .iter()
+        .filter(|i| i.role == Role::Assistant && i.state != State::Summarized)
+        .map(|i| &*i.source_node_id)
+        .collect();
+    let mut b = Builder {
+        out: Neutral::default(),
+        pending: Vec::new(),
+        open_assistants: HashSet::new(),
+        seen_ids: HashSet::new(),
+        empty_open: false,
+    };
+    for item in &commit.items {
+        if item.state == State::Summarized {
+            continue;
+        }
+        let t = &mut b.out.tokens;
+        match (item.role, item.state) {
+            (_, State::Summary) => t.summary += item.tokens,
+            (Role::System, _) => t.system += item.tokens,
+            (Role::User, _) => t.user += item.tokens,
+            (Role::Assistant, _) => t.assistant += item.tokens,
+            (Role::Tool, _) => t.tool += item.tokens,
+        }
+        match item.role {
+            Role::System if item.state != State::Summary => {
+                if !item.rendered.is_empty() {
+                    b.out.system.push(&item.rendered);
+                }
+            }
+            Role::User => b.user(item),
+            Role::Assistant | Role::System => b.assistant(item),
+            Role::Tool => b.tool(item, &present),
+        }
+    }
+    b.flush();
+    b.out
+}

@@ -1,0 +1,153 @@
+//! OpenAI Chat Completions (`POST /v1/chat/completions`).
+//!
+//! Rules enforced: system text is one leading `system` message; an assistant turn's
+//! calls are `tool_calls` with `function.arguments` as a JSON *string*, each answered by
+//! a role `tool` message with its `tool_call_id` before any other message; reasoning
+//! blocks are not sent (Chat has no field for them); images only in user messages.
+
+use super::input::Options;
+use super::json::Json;
+use super::neutral::{NBlock, NRole, Neutral};
+use super::{view, Sys};
+
+/// Join text parts the way every text-only wire field here does.
+pub const TEXT_JOIN: &str = "\n\n";
+
+/// Write the body; returns the number of messages.
+pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
+    let msgs = view(&n.messages, |role, b| match b {
+        NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
+        NBlock::Image(_) => role == NRole::User,
+        _ => true,
+    });
+    let mut count = 0usize;
+    w.raw("{\"model\":");
+    w.str(&opts.model);
+    w.raw(",\"messages\":[");
+    let mut first = true;
+    if !sys.is_empty() {
+        w.sep(&mut first);
+        w.raw("{\"role\":\"system\",\"content\":");
+        let joined: Vec<&str> = sys.iter().map(|s| s.text).collect();
+        w.str(&joined.join(TEXT_JOIN));
+        w.raw("}");
+        count += 1;
+    }
+    for (role, blocks) in &msgs {
+        match role {
+            NRole::User => {
+                for b in blocks {
+                    if let NBlock::ToolResult { id, content, .. } = b {
+                        w.sep(&mut first);
+                        w.raw("{\"role\":\"tool\",\"tool_call_id\":");
+                        w.str(id);
+                        w.field_str("content", content);
+                        w.raw("}");
+                        count += 1;
+                    }
+                }
+                let rest: Vec<&&NBlock<'_>> = blocks
+                    .iter()
+                    .filter(|b| !matches!(b, NBlock::ToolResult { .. }))
+                    .collect();
+                if rest.is_empty() {
+                    continue;
+                }
+                w.sep(&mut first);
+                w.raw("{\"role\":\"user\",\"content\":");
+                if let [NBlock::Text(t)] = rest.as_slice() {
+                    w.str(t);
+                } else {
+                    w.raw("[");
+                    let mut fp = true;
+                    for b in rest {
+                        match b {
+                            NBlock::Text(t) => {
+                                w.sep(&mut fp);
+                                w.raw("{\"type\":\"text\",\"text\":");
+                                w.str(t);
+                                w.raw("}");
+                            }
+                            NBlock::Image(src) => {
+                                w.sep(&mut fp);
+                                w.raw("{\"type\":\"image_url\",\"image_url\":{\"url\":");
+                                w.str(&src.as_url());
+                                w.raw("}}");
+                            }
+                            _ => {}
+                        }
+                    }
+                    w.raw("]");
+                }
+                w.raw("}");
+                count += 1;
+            }
+            NRole::Assistant => {
+                let texts: Vec<&str> = blocks
+                    .iter()
+                    .filter_map(|b| match b {
+                        NBlock::Text(t) => Some(&**t),
+                        _ => None,
+                    })
+                    .collect();
+                w.sep(&mut first);
+                w.raw("{\"role\":\"assistant\",\"content\":");
+                if texts.is_empty() {
+                    w.raw("null");
+                } else {
+                    w.str(&texts.join(TEXT_JOIN));
+                }
+                let mut fc = true;
+                for b in blocks {
+                    if let NBlock::ToolUse { id, name, args } = b {
+                        if fc {
+                            w.raw(",\"tool_calls\":[");
+                        }
+                        w.sep(&mut fc);
+                        w.raw("{\"id\":");
+                        w.str(id);
+                        w.raw(",\"type\":\"function\",\"function\":{\"name\":");
+                        w.str(name);
+                        w.raw(",\"arguments\":");
+                        w.str(&args.object_json());
+                        w.raw("}}");
+                    }
+                }
+                if !fc {
+                    w.raw("]");
+                }
+                w.raw("}");
+                count += 1;
+            }
+        }
+    }
+    w.raw("]");
+    if !opts.tools.is_empty() {
+        w.raw(",\"tools\":[");
+        let mut first = true;
+        for t in &opts.tools {
+            w.sep(&mut first);
+            w.raw("{\"type\":\"function\",\"function\":{\"name\":");
+            w.str(&t.name);
+            if !t.description.is_empty() {
+                w.field_str("description", &t.description);
+            }
+            w.raw(",\"parameters\":");
+            match t.input_schema {
+                Some(s) => w.raw(s.get()),
+                None => w.raw("{\"type\":\"object\",\"properties\":{}}"),
+            }
+            w.raw("}}");
+        }
+        w.raw("]");
+    }
+    if let Some(max) = opts.max_tokens {
+        w.raw(",\"max_completion_tokens\":");
+        w.uint(max);
+    }
+    if let Some(extra) = opts.extra {
+        w.splice_object(extra);
+    }
+    w.raw("}");
+    count
+}

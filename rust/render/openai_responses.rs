@@ -1,0 +1,135 @@
+//! OpenAI Responses (`POST /v1/responses`).
+//!
+//! Rules enforced: system text goes to `instructions`; each call is a `function_call`
+//! item with `call_id`, answered by a `function_call_output` with the same `call_id`
+//! before the next message; assistant text is sent back as an assistant message with
+//! string content (the form the API accepts without output item ids); reasoning items
+//! need the vendor's encrypted ids, which commits do not carry, so they are not sent.
+
+use super::input::Options;
+use super::json::Json;
+use super::neutral::{NBlock, NRole, Neutral};
+use super::openai_chat::TEXT_JOIN;
+use super::{view, Sys};
+
+/// Write the body; returns the number of input items.
+pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
+    let msgs = view(&n.messages, |role, b| match b {
+        NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
+        NBlock::Image(_) => role == NRole::User,
+        _ => true,
+    });
+    let mut count = 0usize;
+    w.raw("{\"model\":");
+    w.str(&opts.model);
+    if !sys.is_empty() {
+        let joined: Vec<&str> = sys.iter().map(|s| s.text).collect();
+        w.field_str("instructions", &joined.join(TEXT_JOIN));
+    }
+    w.raw(",\"input\":[");
+    let mut first = true;
+    for (role, blocks) in &msgs {
+        match role {
+            NRole::User => {
+                let mut parts = 0usize;
+                for b in blocks {
+                    match b {
+                        NBlock::ToolResult { id, content, .. } => {
+                            w.sep(&mut first);
+                            w.raw("{\"type\":\"function_call_output\",\"call_id\":");
+                            w.str(id);
+                            w.field_str("output", content);
+                            w.raw("}");
+                            count += 1;
+                        }
+                        NBlock::Text(_) | NBlock::Image(_) => parts += 1,
+                        _ => {}
+                    }
+                }
+                if parts == 0 {
+                    continue;
+                }
+                w.sep(&mut first);
+                w.raw("{\"type\":\"message\",\"role\":\"user\",\"content\":[");
+                let mut fp = true;
+                for b in blocks {
+                    match b {
+                        NBlock::Text(t) => {
+                            w.sep(&mut fp);
+                            w.raw("{\"type\":\"input_text\",\"text\":");
+                            w.str(t);
+                            w.raw("}");
+                        }
+                        NBlock::Image(src) => {
+                            w.sep(&mut fp);
+                            w.raw("{\"type\":\"input_image\",\"detail\":\"auto\",\"image_url\":");
+                            w.str(&src.as_url());
+                            w.raw("}");
+                        }
+                        _ => {}
+                    }
+                }
+                w.raw("]}");
+                count += 1;
+            }
+            NRole::Assistant => {
+                let texts: Vec<&str> = blocks
+                    .iter()
+                    .filter_map(|b| match b {
+                        NBlock::Text(t) => Some(&**t),
+                        _ => None,
+                    })
+                    .collect();
+                if !texts.is_empty() {
+                    w.sep(&mut first);
+                    w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
+                    w.str(&texts.join(TEXT_JOIN));
+                    w.raw("}");
+                    count += 1;
+                }
+                for b in blocks {
+                    if let NBlock::ToolUse { id, name, args } = b {
+                        w.sep(&mut first);
+                        w.raw("{\"type\":\"function_call\",\"call_id\":");
+                        w.str(id);
+                        w.field_str("name", name);
+                        w.field_str("arguments", &args.object_json());
+                        w.raw("}");
+                        count += 1;
+                    }
+                }
+            }
+        }
+    }
+    w.raw("]");
+    if !opts.tools.is_empty() {
+        w.raw(",\"tools\":[");
+        let mut first = true;
+        for t in &opts.tools {
+            w.sep(&mut first);
+            w.raw("{\"type\":\"function\",\"name\":");
+            w.str(&t.name);
+            if !t.description.is_empty() {
+                w.field_str("description", &t.description);
+            }
+            w.raw(",\"parameters\":");
+            match t.input_schema {
+                Some(s) => w.raw(s.get()),
+                None => w.raw("{\"type\":\"object\",\"properties\":{}}"),
+            }
+            // Responses makes function tools strict unless told otherwise, and strict
+            // mode refuses ordinary JSON schemas (optional fields, open objects).
+            w.raw(",\"strict\":false}");
+        }
+        w.raw("]");
+    }
+    if let Some(max) = opts.max_tokens {
+        w.raw(",\"max_output_tokens\":");
+        w.uint(max);
+    }
+    if let Some(extra) = opts.extra {
+        w.splice_object(extra);
+    }
+    w.raw("}");
+    count
+}
