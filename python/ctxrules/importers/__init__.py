@@ -1,0 +1,183 @@
+"""Importers: real transcripts (Claude Code, OpenAI, Anthropic, SWE-agent, …) into the DAG.
+
+Importers are a plugin kind: each is registered through the ``register_importers`` hook
+(the built-ins too, from ``ctxrules.importers._plugin``) and implements ``Importer``.
+``import_paths`` is the one way in: it parses every file first and then writes each
+file's sessions in one transaction, so a bad file writes nothing, and re-importing the
+same bytes finds the sessions already there instead of duplicating them.
+
+``--format auto`` asks every importer's ``detect`` in registration order and parses
+with the first that claims the file; if that parse fails it tries the next claimant,
+and the final error names every format it tried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import msgspec
+
+from ..errors import CtxrulesError, DagError, ImportFormatError
+from ..plugins import registry
+from ..store import SessionInfo, Store
+from ._common import ImportedSession, read_bytes
+
+__all__ = [
+    "HEAD_BYTES",
+    "ImportResult",
+    "ImportedSession",
+    "Importer",
+    "detect_formats",
+    "import_paths",
+    "parse_file",
+    "session_id_for",
+]
+
+#: How much of a file ``detect`` sees.
+HEAD_BYTES = 64 * 1024
+
+
+@runtime_checkable
+class Importer(Protocol):
+    """A transcript format.
+
+    ``detect(path, head)`` answers quickly from the first ``HEAD_BYTES`` (it may parse
+    the file; ``_common.load_json`` caches that for ``parse``); ``parse(path)`` returns
+    the sessions or raises ``ImportFormatError`` naming file, line and what to do.
+    ``auto`` says whether ``--format auto`` may pick this importer.
+    """
+
+    name: str
+    description: str
+    auto: bool
+
+    def detect(self, path: str, head: bytes) -> bool: ...
+
+    def parse(self, path: str) -> list[ImportedSession]: ...
+
+
+class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
+    """One session an import produced (or found already imported: ``created=False``)."""
+
+    id: str
+    calls: int
+    source: str
+    format: str
+    created: bool
+
+
+def session_id_for(key: str) -> str:
+    """The session id an import key gets (stable: the same file names the same session)."""
+    return "s_" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+
+
+def _importers() -> list[Importer]:
+    return list(registry("importers").items.values())
+
+
+def detect_formats(path: str) -> list[str]:
+    """Names of the auto-detectable importers that claim the file, in trial order."""
+    head = read_bytes(path)[:HEAD_BYTES]
+    found = []
+    for imp in _importers():
+        if not imp.auto:
+            continue
+        try:
+            if imp.detect(path, head):
+                found.append(imp.name)
+        except CtxrulesError:
+            continue  # e.g. a JSON importer looking at a file that is not JSON
+    return found
+
+
+def _parse_with(imp: Importer, path: str) -> list[ImportedSession]:
+    try:
+        return imp.parse(path)
+    except CtxrulesError:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError) as exc:
+        # Last line of defence: a structure the importer did not anticipate.
+        raise ImportFormatError(
+            f"unknown structure for format {imp.name!r}: {type(exc).__name__}: {exc}",
+            where=path,
+            hint="check that the file is a complete transcript of that format; "
+            "nothing was imported",
+        ) from None
+
+
+def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSession]]:
+    """Parse one file; returns ``(format used, sessions)``; writes nothing."""
+    if format != "auto":
+        imp = registry("importers").get(format)
+        return imp.name, _parse_with(imp, path)
+    tried = [imp.name for imp in _importers() if imp.auto]
+    candidates = detect_formats(path)
+    if not candidates:
+        raise ImportFormatError(
+            "not a transcript format ctxrules knows",
+            where=path,
+            hint=f"tried: {', '.join(tried)}; pass --format to force one; nothing was imported",
+        )
+    first: ImportFormatError | None = None
+    for name in candidates:
+        try:
+            return name, _parse_with(registry("importers").get(name), path)
+        except ImportFormatError as exc:
+            first = first or exc
+    assert first is not None
+    raise ImportFormatError(
+        first.message,
+        where=first.where,
+        hint=f"{first.hint}; detected as {', '.join(candidates)} (tried: {', '.join(tried)}); "
+        "pass --format to choose",
+    )
+
+
+def _write(store: Store, fmt: str, sessions: list[ImportedSession]) -> list[ImportResult]:
+    out: list[ImportResult] = []
+    with store.transaction():
+        for s in sessions:
+            info: SessionInfo | None = store.find_session(s.key)
+            created = info is None
+            if info is None:
+                info = store.create_session(
+                    session_id=session_id_for(s.key),
+                    source=s.source,
+                    import_key=s.key,
+                    metadata={**s.metadata, "format": s.format},
+                    nodes=s.nodes,
+                    head=s.head,
+                )
+            out.append(
+                ImportResult(
+                    id=info.id, calls=info.calls, source=info.source, format=fmt, created=created
+                )
+            )
+    return out
+
+
+def import_paths(store: Store, paths: Sequence[str], *, format: str = "auto") -> list[ImportResult]:
+    """Import files: all are parsed before anything is written; each file is one transaction.
+
+    Any parse error (``ImportFormatError``) leaves the store untouched.  Re-importing a
+    file with the same bytes returns its existing sessions with ``created=False``.
+    """
+    parsed = []
+    for p in paths:
+        source = str(Path(p).resolve())
+        fmt, sessions = parse_file(source, format=format)
+        parsed.append((source, fmt, sessions))
+    out: list[ImportResult] = []
+    for source, fmt, sessions in parsed:
+        try:
+            out.extend(_write(store, fmt, sessions))
+        except DagError as exc:
+            raise ImportFormatError(
+                f"the {fmt} transcript does not form a valid history graph: {exc.message}",
+                where=source,
+                hint="the file may be corrupt; nothing from it was imported",
+            ) from None
+    return out

@@ -1,0 +1,381 @@
+"""Message-list conversions shared by several importers (files and recorded requests).
+
+Each function appends one conversation to a ``SessionBuilder``: a linear chain of
+conversation nodes (system, user, assistant) and, under each assistant node, one tool
+node per answered tool call.  A tool result whose call is not in an earlier assistant
+message is an error: the file is incomplete, and guessing would pair it wrongly.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..model import ContentBlock, ImageBlock, ImageSource, TextBlock, ToolUseBlock
+from ._common import SessionBuilder, fail, to_blocks
+
+__all__ = ["anthropic_messages", "gemini_contents", "openai_messages"]
+
+
+def _text_of(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in content)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _image_from_url(url: str) -> ImageBlock:
+    if url.startswith("data:") and ";base64," in url:
+        media, data = url[5:].split(";base64,", 1)
+        return ImageBlock(source=ImageSource(type="base64", media_type=media, data=data))
+    return ImageBlock(source=ImageSource(type="url", url=url))
+
+
+def _openai_parts(content: Any, path: str, at: str) -> Any:
+    """OpenAI user/tool content: a string stays a string; parts become blocks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise fail(path, None, "message content must be a string or a list", "fix it", at=at)
+    blocks: list[ContentBlock] = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "image_url":
+            img = part.get("image_url")
+            url = img.get("url", "") if isinstance(img, dict) else str(img or "")
+            blocks.append(_image_from_url(url))
+        elif isinstance(part, dict) and "text" in part:
+            blocks.append(TextBlock(text=str(part["text"])))
+        else:
+            blocks.append(TextBlock(text=json.dumps(part, ensure_ascii=False)))
+    return blocks
+
+
+def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
+    # Chat Completions sends arguments as a JSON string, and models do emit broken JSON;
+    # the raw string is kept so nothing is lost.
+    if isinstance(raw, dict):
+        return raw, None
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return {"arguments": raw}, raw
+        if isinstance(parsed, dict):
+            return parsed, None
+        return {"arguments": parsed}, raw
+    return {}, None
+
+
+def openai_messages(
+    b: SessionBuilder,
+    messages: Any,
+    *,
+    path: str,
+    at: str,
+    model: str = "",
+    extra_keys: bool = True,
+) -> None:
+    """Append Chat Completions messages (also SWE-agent ``history``: ``tool_call_ids``).
+
+    Keys a message has beyond the standard ones (SWE-agent's ``thought``, ``action``,
+    …) go to the node's metadata under ``extra`` when ``extra_keys``.
+    """
+    if not isinstance(messages, list):
+        raise fail(path, None, "expected a list of messages", "pass a message list", at=at)
+    calls: dict[str, tuple[str, str, dict[str, Any]]] = {}  # call id -> (node, name, args)
+    last: str | None = None
+    standard = {"role", "content", "tool_calls", "tool_call_id", "tool_call_ids", "name"}
+    for i, msg in enumerate(messages):
+        where = f"{at}[{i}]"
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            raise fail(path, None, "a message without a 'role'", "fix the message", at=where)
+        role = msg["role"]
+        meta: dict[str, Any] = {"index": i}
+        if extra_keys:
+            extra = {k: v for k, v in msg.items() if k not in standard}
+            if extra:
+                meta["extra"] = extra
+        if msg.get("name") and role != "tool":
+            meta["name"] = msg["name"]
+        content = msg.get("content")
+        if role in ("system", "developer"):
+            if role == "developer":
+                meta["openai_role"] = role
+            last = b.add(
+                "system", "", pos=i, input=_text_of(content), predecessor=last, metadata=meta
+            )
+        elif role == "user":
+            last = b.add(
+                "user", _openai_parts(content, path, where), pos=i, predecessor=last, metadata=meta
+            )
+        elif role == "assistant":
+            nid = b.node_id(f"{at}#{i}")
+            blocks: list[ContentBlock] = []
+            if content:
+                blocks.extend(
+                    [TextBlock(text=content)]
+                    if isinstance(content, str)
+                    else _openai_parts(content, path, where)
+                )
+            raw_args: dict[str, str] = {}
+            for j, tc in enumerate(msg.get("tool_calls") or []):
+                fn = tc.get("function") if isinstance(tc, dict) else None
+                if not isinstance(fn, dict):
+                    raise fail(
+                        path,
+                        None,
+                        "a tool call without 'function'",
+                        "fix it",
+                        at=f"{where}.tool_calls[{j}]",
+                    )
+                cid = str(tc.get("id") or f"call_{i}_{j}")
+                args, raw = _arguments(fn.get("arguments"))
+                if raw is not None:
+                    raw_args[cid] = raw
+                name = str(fn.get("name", ""))
+                blocks.append(ToolUseBlock(id=cid, name=name, input=args))
+                calls[cid] = (nid, name, args)
+            if raw_args:
+                meta["raw_arguments"] = raw_args
+            output: Any = blocks
+            if not msg.get("tool_calls") and (content is None or isinstance(content, str)):
+                output = content or ""
+            last = b.add(
+                "assistant",
+                output,
+                pos=i,
+                local=f"{at}#{i}",
+                name=model,
+                predecessor=last,
+                metadata=meta,
+            )
+        elif role == "tool":
+            ids = msg.get("tool_call_ids")
+            if ids is None:
+                ids = [msg.get("tool_call_id")]
+            if not isinstance(ids, list) or not ids:
+                raise fail(path, None, "a tool message without tool_call_id", "fix it", at=where)
+            for cid in ids:
+                call = calls.get(str(cid))
+                if call is None:
+                    raise fail(
+                        path,
+                        None,
+                        f"tool result for {cid!r} has no tool call before it",
+                        "the conversation is incomplete; import the full message list",
+                        at=where,
+                    )
+                caller, name, args = call
+                b.add(
+                    "tool",
+                    _openai_parts(content, path, where),
+                    pos=i + 0.5,
+                    name=str(msg.get("name") or name),
+                    input=args,
+                    caller=caller,
+                    metadata={**meta, "tool_use_id": str(cid), "is_error": False},
+                )
+        else:
+            raise fail(
+                path,
+                None,
+                f"unknown message role {role!r}",
+                "expected system, developer, user, assistant or tool",
+                at=where,
+            )
+    b.head = last
+
+
+def anthropic_messages(
+    b: SessionBuilder, system: Any, messages: Any, *, path: str, at: str, model: str = ""
+) -> None:
+    """Append an Anthropic Messages conversation (``system`` + ``messages``).
+
+    A system given as blocks keeps them (``cache_control`` included) in the system
+    node's metadata ``system_blocks``; its text is the node's ``input``.
+    """
+    if not isinstance(messages, list):
+        raise fail(path, None, "expected a list of messages", "pass a message list", at=at)
+    last: str | None = None
+    if system:
+        meta: dict[str, Any] = {}
+        if isinstance(system, list):
+            meta["system_blocks"] = system
+        last = b.add("system", "", pos=-1, input=_text_of(system), metadata=meta)
+    uses: dict[str, tuple[str, dict[str, Any]]] = {}
+    for i, msg in enumerate(messages):
+        where = f"{at}[{i}]"
+        if not isinstance(msg, dict) or msg.get("role") not in ("user", "assistant"):
+            raise fail(
+                path,
+                None,
+                "a message whose role is not user or assistant",
+                "Anthropic messages alternate user and assistant",
+                at=where,
+            )
+        content = msg.get("content", "")
+        meta = {"index": i}
+        if isinstance(content, str):
+            last = b.add(
+                msg["role"],
+                content,
+                pos=i,
+                name=model if msg["role"] == "assistant" else "",
+                predecessor=last,
+                metadata=meta,
+            )
+            continue
+        if not isinstance(content, list):
+            raise fail(
+                path, None, "content must be a string or a list of blocks", "fix it", at=where
+            )
+        if msg["role"] == "assistant":
+            blocks, kept = to_blocks(content)
+            if kept:
+                meta["converted_blocks"] = kept
+            last = b.add(
+                "assistant", list(blocks), pos=i, name=model, predecessor=last, metadata=meta
+            )
+            for blk in content:
+                if isinstance(blk, dict) and blk.get("type") == "tool_use":
+                    uses[str(blk.get("id"))] = (last, blk)
+            continue
+        results = [x for x in content if isinstance(x, dict) and x.get("type") == "tool_result"]
+        others = [
+            x for x in content if not (isinstance(x, dict) and x.get("type") == "tool_result")
+        ]
+        for j, res in enumerate(results):
+            tid = str(res.get("tool_use_id"))
+            use = uses.get(tid)
+            if use is None:
+                raise fail(
+                    path,
+                    None,
+                    f"tool_result for {tid!r} has no tool_use before it",
+                    "the conversation is incomplete; import the full message list",
+                    at=f"{where}.content",
+                )
+            out = res.get("content", "")
+            rmeta: dict[str, Any] = {
+                "index": i,
+                "tool_use_id": tid,
+                "is_error": bool(res.get("is_error", False)),
+            }
+            if isinstance(out, list):
+                out, kept = to_blocks(out)
+                if kept:
+                    rmeta["converted_blocks"] = kept
+            if "cache_control" in res:
+                rmeta["cache_control"] = res["cache_control"]
+            b.add(
+                "tool",
+                out if out is not None else "",
+                pos=i + j / 1000,
+                name=str(use[1].get("name", "")),
+                input=use[1].get("input"),
+                caller=use[0],
+                metadata=rmeta,
+            )
+        if others or not results:
+            blocks, kept = to_blocks(others)
+            if kept:
+                meta["converted_blocks"] = kept
+            last = b.add("user", list(blocks), pos=i + 0.9, predecessor=last, metadata=meta)
+    b.head = last
+
+
+def gemini_contents(
+    b: SessionBuilder, system: Any, contents: Any, *, path: str, at: str, model: str = ""
+) -> None:
+    """Append a Gemini ``generateContent`` conversation (``systemInstruction`` + ``contents``).
+
+    ``functionResponse`` parts pair with the ``functionCall`` of the same id (or, for
+    requests without ids, the oldest unanswered call of that name).  Each model node
+    keeps its raw parts (``thoughtSignature`` included) in metadata ``gemini_parts``.
+    """
+    if not isinstance(contents, list):
+        raise fail(
+            path, None, "expected a list of contents", "pass generateContent contents", at=at
+        )
+    last: str | None = None
+    if isinstance(system, dict):
+        last = b.add(
+            "system",
+            "",
+            pos=-1,
+            input=_text_of(system.get("parts")),
+            metadata={"gemini_parts": system.get("parts")},
+        )
+    open_calls: list[tuple[str, str, str, dict[str, Any]]] = []  # (id, name, node, args)
+    for i, content in enumerate(contents):
+        where = f"{at}[{i}]"
+        parts = content.get("parts") if isinstance(content, dict) else None
+        if not isinstance(parts, list):
+            raise fail(path, None, "a content without 'parts'", "fix it", at=where)
+        role = "assistant" if content.get("role") == "model" else "user"
+        blocks: list[ContentBlock] = []
+        responses = []
+        nid = b.node_id(f"{at}#{i}")
+        for j, part in enumerate(parts):
+            if not isinstance(part, dict):
+                raise fail(
+                    path, None, "a part that is not an object", "fix it", at=f"{where}.parts[{j}]"
+                )
+            if "functionCall" in part:
+                fc = part["functionCall"] or {}
+                cid = str(fc.get("id") or f"{fc.get('name')}_{i}_{j}")
+                args: dict[str, Any] = fc["args"] if isinstance(fc.get("args"), dict) else {}
+                blocks.append(ToolUseBlock(id=cid, name=str(fc.get("name", "")), input=args))
+                open_calls.append((cid, str(fc.get("name", "")), nid, args))
+            elif "functionResponse" in part:
+                responses.append((j, part["functionResponse"] or {}))
+            elif "inlineData" in part:
+                data = part["inlineData"] or {}
+                blocks.append(
+                    ImageBlock(
+                        source=ImageSource(
+                            media_type=str(data.get("mimeType", "")), data=str(data.get("data", ""))
+                        )
+                    )
+                )
+            else:
+                blocks.append(TextBlock(text=str(part.get("text", ""))))
+        for j, fr in responses:
+            fid, fname = fr.get("id"), fr.get("name")
+            match = next((c for c in open_calls if fid and c[0] == fid), None) or next(
+                (c for c in open_calls if not fid and c[1] == fname), None
+            )
+            if match is None:
+                raise fail(
+                    path,
+                    None,
+                    f"functionResponse {fid or fname!r} has no functionCall",
+                    "the conversation is incomplete",
+                    at=f"{where}.parts[{j}]",
+                )
+            open_calls.remove(match)
+            b.add(
+                "tool",
+                json.dumps(fr.get("response"), ensure_ascii=False),
+                pos=i + j / 1000,
+                name=match[1],
+                input=match[3],
+                caller=match[2],
+                metadata={"index": i, "tool_use_id": match[0], "is_error": False},
+            )
+        if blocks or not responses:
+            last = b.add(
+                role,
+                blocks,
+                pos=i + 0.9,
+                local=f"{at}#{i}",
+                name=model if role == "assistant" else "",
+                predecessor=last,
+                metadata={"index": i, "gemini_parts": parts},
+            )
+    b.head = last

@@ -1,0 +1,26 @@
+"""Built-in importers, registered through the ``ctxrules`` entry points like any plugin.
+
+Registration order is the order ``--format auto`` tries them: specific containers
+(Claude Code lines, SWE-agent, OpenHands, cassettes) before the generic message lists.
+"""
+
+from __future__ import annotations
+
+from ..hookspecs import Register, hookimpl
+from .anthropic import AnthropicMessagesImporter
+from .cassette import CassetteImporter
+from .claude_code import ClaudeCodeImporter
+from .openai_chat import OpenAIChatImporter
+from .openhands import OpenHandsImporter
+from .swe_agent import SweAgentImporter
+
+
+@hookimpl
+def register_importers(register: Register) -> None:
+    register(ClaudeCodeImporter())
+    register(SweAgentImporter())
+    register(OpenHandsImporter())
+    register(CassetteImporter("last"))
+    register(CassetteImporter("all"))
+    register(AnthropicMessagesImporter())
+    register(OpenAIChatImporter())

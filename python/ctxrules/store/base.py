@@ -1,0 +1,159 @@
+"""The store interface: what every backend offers the history graph and the layers above.
+
+A backend keeps sessions (with a HEAD and metadata), the append-only nodes of each
+session, an agent-run guard per session and a generic key/value table for later layers.
+Callers only use this Protocol, so a server database can replace the embedded SQLite
+file without touching them.  Every method that writes is atomic: it either happens
+completely or not at all, and an acknowledged write survives a crash.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import msgspec
+
+from ..model import Call
+
+__all__ = ["Edge", "RunInfo", "SessionInfo", "Store"]
+
+#: Which edge a child hangs on: the conversation edge or the call edge.
+Edge = Literal["predecessor", "caller"]
+
+
+class SessionInfo(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A session row: its HEAD, where it came from, and how many nodes it owns.
+
+    A fork has ``base_session`` / ``base_node`` set and sees the base session's nodes
+    with ``seq <= base_seq`` (the base graph as it was when forked) without copying
+    them.  ``calls`` counts the nodes the session owns, not inherited ones.
+    """
+
+    id: str
+    created_at: float
+    head: str | None = None
+    source: str = ""
+    import_key: str | None = None
+    base_session: str | None = None
+    base_node: str | None = None
+    base_seq: int = 0
+    metadata: dict[str, Any] = {}
+    calls: int = 0
+
+
+class RunInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """An agent run holding a session's guard: who (pid, host) and until when."""
+
+    session_id: str
+    run_id: str
+    pid: int
+    host: str
+    started_at: float
+    expires_at: float
+
+
+@runtime_checkable
+class Store(Protocol):
+    """A backend for the history graph (SQLite by default; see ``ctxrules.store.open_store``)."""
+
+    location: str
+
+    # -- transactions and schema -------------------------------------------------
+    def transaction(self) -> AbstractContextManager[Any]:
+        """A write transaction; yields the backend connection (SQLite: ``sqlite3.Connection``).
+
+        Nested use joins the outer transaction.  Later layers (ContextCommits) write
+        their own tables through it so their rows commit atomically with nodes.
+        """
+
+    def migrate(self) -> list[int]:
+        """Apply registered migrations that this store lacks; returns the versions applied."""
+
+    def close(self) -> None:
+        """Release the connection; the store must not be used afterwards."""
+
+    # -- sessions ------------------------------------------------------------------
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        source: str = "",
+        import_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        base_session: str | None = None,
+        base_node: str | None = None,
+        nodes: Sequence[Call] = (),
+        head: str | None = None,
+    ) -> SessionInfo:
+        """Create a session, optionally with its nodes and HEAD, in one transaction.
+
+        ``nodes`` are appended in the given order with ``seq`` assigned by the store
+        (their edges must point at earlier nodes); ``import_key`` is unique, and a
+        second create with the same key raises ``StoreError``.
+        """
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """The session row; ``NotFoundError`` if unknown."""
+
+    def find_session(self, import_key: str) -> SessionInfo | None:
+        """The session created with ``import_key``, if any."""
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session, oldest first."""
+
+    def set_head(self, session_id: str, node_id: str | None) -> None:
+        """Move HEAD to a node visible in the session (or ``None`` for an empty one)."""
+
+    def update_metadata(self, session_id: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the session metadata (a ``None`` value deletes a key)."""
+
+    # -- nodes -----------------------------------------------------------------------
+    def append(
+        self, session_id: str, call: Call, *, at_head: bool = False, set_head: bool = False
+    ) -> Call:
+        """Append a node, assigning ``seq`` (and ``session_id``) atomically; returns it.
+
+        With ``at_head`` the node's predecessor becomes the HEAD read inside the same
+        transaction and HEAD advances to the node; ``set_head`` advances HEAD without
+        touching the edges.  Edges must name nodes visible in the session.
+        """
+
+    def get_node(self, node_id: str) -> Call:
+        """A node by id; ``NotFoundError`` if unknown."""
+
+    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
+        """The session's nodes in ``seq`` order (with ``inherited``, a fork's base nodes too)."""
+
+    def iter_nodes(self, session_id: str) -> Iterator[Call]:
+        """The session's own nodes in ``seq`` order, streamed."""
+
+    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
+        """Nodes visible in ``session_id`` whose ``edge`` names ``node_id``, in ``seq`` order."""
+
+    def is_visible(self, session_id: str, node_id: str) -> bool:
+        """Whether a node belongs to the session or to the part of its base it inherits."""
+
+    # -- agent-run guard -------------------------------------------------------------
+    def start_run(self, session_id: str, run_id: str, *, ttl: float) -> RunInfo:
+        """Take the session's run guard; ``AgentRunActiveError`` if a live run holds it."""
+
+    def renew_run(self, session_id: str, run_id: str, *, ttl: float) -> None:
+        """Extend the guard held by ``run_id`` (the heartbeat)."""
+
+    def end_run(self, session_id: str, run_id: str) -> None:
+        """Release the guard held by ``run_id`` (no error if it already expired)."""
+
+    def active_run(self, session_id: str) -> RunInfo | None:
+        """The live run holding the guard, if any (expired or dead-process runs are ignored)."""
+
+    # -- key/value table for later layers --------------------------------------------
+    def kv_put(self, namespace: str, key: str, value: bytes) -> None:
+        """Store ``value`` under ``(namespace, key)``, replacing an earlier value."""
+
+    def kv_get(self, namespace: str, key: str) -> bytes | None:
+        """The value under ``(namespace, key)``, or ``None``."""
+
+    def kv_keys(self, namespace: str, prefix: str = "") -> list[str]:
+        """Keys of a namespace (optionally with a prefix), sorted."""

@@ -1,0 +1,561 @@
+"""The embedded default store: one SQLite file in WAL mode with ``synchronous=FULL``.
+
+WAL lets readers run while one writer appends; ``synchronous=FULL`` makes SQLite sync
+the WAL on every commit, so an append that returned is on disk even if the process is
+killed or the machine loses power the next moment.  Writers take the lock up front
+(``BEGIN IMMEDIATE``) so concurrent processes queue instead of failing half-way; the
+``seq`` counter lives in the session row and is read and bumped in the same
+transaction as the insert, which is what makes ``seq`` gap-free and never reused.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from ..errors import AgentRunActiveError, DagError, NotFoundError, StoreError
+from ..model import Call
+from .base import Edge, RunInfo, SessionInfo
+from .migrations import MIGRATIONS
+
+__all__ = ["DB_NAME", "SQLiteStore"]
+
+DB_NAME = "ctxrules.db"
+# How long a writer waits for another process's transaction before giving up.
+BUSY_TIMEOUT_S = 60.0
+
+_SESSION_COLS = (
+    "id, created_at, head, source, import_key, base_session, base_node, base_seq, next_seq, "
+    "metadata"
+)
+_json_decoder = msgspec.json.Decoder(Call)
+
+
+def _decode_call(body: bytes) -> Call:
+    return _json_decoder.decode(body)
+
+
+def _session(row: tuple[Any, ...]) -> SessionInfo:
+    sid, created, head, source, key, base_s, base_n, base_seq, next_seq, meta = row
+    return SessionInfo(
+        id=sid,
+        created_at=created,
+        head=head,
+        source=source,
+        import_key=key,
+        base_session=base_s,
+        base_node=base_n,
+        base_seq=base_seq,
+        metadata=msgspec.json.decode(meta),
+        # seq values are assigned contiguously from base_seq + 1 inside the insert's
+        # transaction, so the count of owned nodes needs no scan.
+        calls=next_seq - 1 - base_seq,
+    )
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class SQLiteStore:
+    """The ``Store`` backed by one SQLite file (see the module docstring for durability)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.location = str(path)
+        try:
+            self._conn = sqlite3.connect(
+                self.location,
+                timeout=BUSY_TIMEOUT_S,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"cannot open the store: {exc}",
+                where=self.location,
+                hint="point --store / CTXRULES_STORE at a ctxrules store directory",
+            ) from None
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._chains: dict[str, list[tuple[str, int | None]]] = {}
+        self.migrate()
+
+    # -- transactions and schema -------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested use joins the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                raise StoreError(f"cannot start a write: {exc}", where=self.location) from None
+            self._depth = 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.OperationalError as exc:
+                    self._conn.execute("ROLLBACK")
+                    raise StoreError(f"commit failed: {exc}", where=self.location) from None
+            finally:
+                self._depth = 0
+
+    def migrate(self) -> list[int]:
+        """Apply registered migrations this store lacks, in version order."""
+        applied: list[int] = []
+        with self.transaction() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+            )
+            done = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
+            for version in sorted(MIGRATIONS):
+                mig = MIGRATIONS[version]
+                if version in done:
+                    if done[version] != mig.name:
+                        raise StoreError(
+                            f"schema version {version} is {done[version]!r} in this store "
+                            f"but {mig.name!r} in this ctxrules",
+                            where=self.location,
+                            hint="use the ctxrules version (and plugins) that created the store",
+                        )
+                    continue
+                mig.apply(conn)
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                    (version, mig.name, time.time()),
+                )
+                applied.append(version)
+            top = max([*done, *applied], default=0)
+            conn.execute(f"PRAGMA user_version={int(top)}")
+        return applied
+
+    def schema_versions(self) -> dict[int, str]:
+        """Applied migrations: version → name."""
+        return dict(self._conn.execute("SELECT version, name FROM schema_migrations").fetchall())
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    # -- sessions ------------------------------------------------------------------
+    def _session_row(self, session_id: str) -> tuple[Any, ...]:
+        row = self._conn.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ?", (session_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(
+                f"no session {session_id!r}",
+                where=self.location,
+                hint="`ctxrules sessions` lists the sessions of this store",
+            )
+        return row
+
+    def create_session(
+        self,
+        *,
+        session_id: str | None = None,
+        source: str = "",
+        import_key: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        base_session: str | None = None,
+        base_node: str | None = None,
+        nodes: Sequence[Call] = (),
+        head: str | None = None,
+    ) -> SessionInfo:
+        """Create a session with its nodes and HEAD in one transaction (see ``Store``)."""
+        sid = session_id or f"s_{os.urandom(8).hex()}"
+        with self.transaction() as conn:
+            base_seq = 0
+            if base_session is not None:
+                base = _session(self._session_row(base_session))
+                base_seq = base.base_seq + base.calls
+                if base_node is not None and not self.is_visible(base_session, base_node):
+                    raise DagError(
+                        f"node {base_node!r} is not part of session {base_session!r}",
+                        hint="fork from a node that `ctxrules log` shows for that session",
+                    )
+            try:
+                conn.execute(
+                    "INSERT INTO sessions (id, created_at, head, source, import_key, base_session,"
+                    " base_node, base_seq, next_seq, metadata) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        sid,
+                        time.time(),
+                        None,
+                        source,
+                        import_key,
+                        base_session,
+                        base_node,
+                        base_seq,
+                        base_seq + 1,
+                        msgspec.json.encode(metadata or {}),
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise StoreError(
+                    f"session {sid!r} or import key {import_key!r} exists already",
+                    where=self.location,
+                ) from None
+            self._chains.pop(sid, None)
+            if nodes:
+                self._insert_batch(conn, sid, base_seq + 1, nodes)
+            if head is not None:
+                self._set_head(conn, sid, head)
+            return _session(self._session_row(sid))
+
+    def _insert_batch(
+        self, conn: sqlite3.Connection, sid: str, first_seq: int, nodes: Sequence[Call]
+    ) -> None:
+        seen: set[str] = set()
+        rows = []
+        for offset, call in enumerate(nodes):
+            for edge in (call.predecessor, call.caller):
+                if edge is not None and edge not in seen and not self.is_visible(sid, edge):
+                    raise DagError(
+                        f"node {call.id!r} points at {edge!r}, which is not an earlier node "
+                        f"of session {sid!r}",
+                        hint="append nodes after the nodes they answer or call",
+                    )
+            self._check_reads(call)
+            stored = msgspec.structs.replace(call, seq=first_seq + offset, session_id=sid)
+            seen.add(call.id)
+            rows.append(
+                (
+                    stored.id,
+                    sid,
+                    stored.seq,
+                    stored.role,
+                    stored.predecessor,
+                    stored.caller,
+                    msgspec.json.encode(stored),
+                )
+            )
+        try:
+            conn.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", rows)
+        except sqlite3.IntegrityError as exc:
+            raise DagError(f"duplicate node id in session {sid!r}: {exc}") from None
+        conn.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (first_seq + len(nodes), sid))
+
+    def _check_reads(self, call: Call) -> None:
+        for rid in call.reads:
+            if self._conn.execute("SELECT 1 FROM nodes WHERE id = ?", (rid,)).fetchone() is None:
+                raise DagError(
+                    f"node {call.id!r} declares it read {rid!r}, which does not exist",
+                    hint="'reads' may only name stored nodes",
+                )
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """The session row; ``NotFoundError`` if unknown."""
+        return _session(self._session_row(session_id))
+
+    def find_session(self, import_key: str) -> SessionInfo | None:
+        """The session created with ``import_key``, if any."""
+        row = self._conn.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions WHERE import_key = ?", (import_key,)
+        ).fetchone()
+        return _session(row) if row else None
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session, oldest first."""
+        rows = self._conn.execute(
+            f"SELECT {_SESSION_COLS} FROM sessions ORDER BY created_at, rowid"
+        ).fetchall()
+        return [_session(r) for r in rows]
+
+    def _set_head(self, conn: sqlite3.Connection, sid: str, node_id: str | None) -> None:
+        if node_id is not None and not self.is_visible(sid, node_id):
+            raise DagError(
+                f"node {node_id!r} is not part of session {sid!r}",
+                hint="`ctxrules log SESSION` lists the nodes you can check out",
+            )
+        conn.execute("UPDATE sessions SET head = ? WHERE id = ?", (node_id, sid))
+
+    def set_head(self, session_id: str, node_id: str | None) -> None:
+        """Move HEAD to a node visible in the session."""
+        with self.transaction() as conn:
+            self._session_row(session_id)
+            self._set_head(conn, session_id, node_id)
+
+    def update_metadata(self, session_id: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the session metadata; a ``None`` value deletes the key."""
+        with self.transaction() as conn:
+            meta = _session(self._session_row(session_id)).metadata
+            merged = dict(meta)
+            for key, value in patch.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            conn.execute(
+                "UPDATE sessions SET metadata = ? WHERE id = ?",
+                (msgspec.json.encode(merged), session_id),
+            )
+            return merged
+
+    # -- nodes -----------------------------------------------------------------------
+    def _chain(self, session_id: str) -> list[tuple[str, int | None]]:
+        # (session, highest visible seq) from the session down its fork bases.  Base
+        # links never change once written, so the chain is cached per store object.
+        chain = self._chains.get(session_id)
+        if chain is not None:
+            return chain
+        chain = []
+        sid: str | None = session_id
+        limit: int | None = None
+        while sid is not None:
+            row = self._conn.execute(
+                "SELECT base_session, base_seq FROM sessions WHERE id = ?", (sid,)
+            ).fetchone()
+            if row is None:
+                break
+            chain.append((sid, limit))
+            sid, limit = row[0], row[1]
+        self._chains[session_id] = chain
+        return chain
+
+    def _visible_sql(self, session_id: str) -> tuple[str, list[Any]]:
+        parts: list[str] = []
+        args: list[Any] = []
+        for sid, limit in self._chain(session_id):
+            if limit is None:
+                parts.append("session_id = ?")
+                args.append(sid)
+            else:
+                parts.append("(session_id = ? AND seq <= ?)")
+                args.extend((sid, limit))
+        return "(" + " OR ".join(parts or ["0"]) + ")", args
+
+    def append(
+        self, session_id: str, call: Call, *, at_head: bool = False, set_head: bool = False
+    ) -> Call:
+        """Append one node; ``seq`` and, with ``at_head``, the predecessor are set here."""
+        with self.transaction() as conn:
+            row = conn.execute(
+                "SELECT head, next_seq FROM sessions WHERE id = ?", (session_id,)
+            ).fetchone()
+            if row is None:
+                self._session_row(session_id)  # raises NotFoundError
+            head, seq = row
+            if at_head:
+                if call.caller is not None:
+                    raise DagError(
+                        f"node {call.id!r} has a caller; it cannot also continue HEAD",
+                        hint="append tool and sub-LLM calls under their caller, not at HEAD",
+                    )
+                call = msgspec.structs.replace(call, predecessor=head)
+            for edge in (call.predecessor, call.caller):
+                if edge is not None and not self.is_visible(session_id, edge):
+                    raise DagError(
+                        f"node {call.id!r} points at {edge!r}, which is not a node of "
+                        f"session {session_id!r}",
+                        hint="a predecessor or caller must be a node of the same session",
+                    )
+            self._check_reads(call)
+            stored = msgspec.structs.replace(call, seq=seq, session_id=session_id)
+            try:
+                conn.execute(
+                    "INSERT INTO nodes VALUES (?,?,?,?,?,?,?)",
+                    (
+                        stored.id,
+                        session_id,
+                        seq,
+                        stored.role,
+                        stored.predecessor,
+                        stored.caller,
+                        msgspec.json.encode(stored),
+                    ),
+                )
+            except sqlite3.IntegrityError:
+                raise DagError(f"node id {stored.id!r} exists already") from None
+            conn.execute(
+                "UPDATE sessions SET next_seq = ?"
+                + (", head = ?" if at_head or set_head else "")
+                + " WHERE id = ?",
+                (seq + 1, stored.id, session_id) if at_head or set_head else (seq + 1, session_id),
+            )
+            return stored
+
+    def get_node(self, node_id: str) -> Call:
+        """A node by id; ``NotFoundError`` if unknown."""
+        row = self._conn.execute("SELECT body FROM nodes WHERE id = ?", (node_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(
+                f"no node {node_id!r}",
+                where=self.location,
+                hint="`ctxrules log SESSION` lists node ids",
+            )
+        return _decode_call(row[0])
+
+    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
+        """The session's nodes in ``seq`` order; ``inherited`` adds a fork's base nodes."""
+        self._session_row(session_id)
+        if inherited:
+            where, args = self._visible_sql(session_id)
+        else:
+            where, args = "session_id = ?", [session_id]
+        rows = self._conn.execute(
+            f"SELECT body FROM nodes WHERE {where} ORDER BY seq", args
+        ).fetchall()
+        return [_decode_call(r[0]) for r in rows]
+
+    def iter_nodes(self, session_id: str) -> Iterator[Call]:
+        """The session's own nodes in ``seq`` order, streamed."""
+        cur = self._conn.execute(
+            "SELECT body FROM nodes WHERE session_id = ? ORDER BY seq", (session_id,)
+        )
+        for (body,) in cur:
+            yield _decode_call(body)
+
+    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
+        """Visible nodes whose ``edge`` is ``node_id``, in ``seq`` order."""
+        if edge not in ("predecessor", "caller"):
+            raise StoreError(f"unknown edge {edge!r}", hint="use 'predecessor' or 'caller'")
+        where, args = self._visible_sql(session_id)
+        rows = self._conn.execute(
+            f"SELECT body FROM nodes WHERE {edge} = ? AND {where} ORDER BY seq",
+            [node_id, *args],
+        ).fetchall()
+        return [_decode_call(r[0]) for r in rows]
+
+    def is_visible(self, session_id: str, node_id: str) -> bool:
+        """Whether the node is the session's own or inherited from its fork base."""
+        row = self._conn.execute(
+            "SELECT session_id, seq FROM nodes WHERE id = ?", (node_id,)
+        ).fetchone()
+        if row is None:
+            return False
+        owner, seq = row
+        for sid, limit in self._chain(session_id):
+            if sid == owner:
+                return limit is None or seq <= limit
+        return False
+
+    # -- agent-run guard -------------------------------------------------------------
+    def _live(self, row: tuple[Any, ...] | None, now: float) -> RunInfo | None:
+        if row is None:
+            return None
+        run = RunInfo(
+            session_id=row[0],
+            run_id=row[1],
+            pid=row[2],
+            host=row[3],
+            started_at=row[4],
+            expires_at=row[5],
+        )
+        if run.expires_at <= now:
+            return None
+        if run.host == socket.gethostname() and not _pid_alive(run.pid):
+            return None  # the process that held it died without releasing it
+        return run
+
+    def start_run(self, session_id: str, run_id: str, *, ttl: float) -> RunInfo:
+        """Take the run guard; ``AgentRunActiveError`` names the live holder."""
+        with self.transaction() as conn:
+            self._session_row(session_id)
+            now = time.time()
+            row = conn.execute("SELECT * FROM runs WHERE session_id = ?", (session_id,)).fetchone()
+            live = self._live(row, now)
+            if live is not None and live.run_id != run_id:
+                raise AgentRunActiveError(
+                    f"an agent run ({live.run_id}, pid {live.pid} on {live.host}) is active "
+                    f"on session {session_id!r}",
+                    hint="wait for it to finish; checkout works meanwhile",
+                )
+            run = RunInfo(
+                session_id=session_id,
+                run_id=run_id,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                started_at=now,
+                expires_at=now + ttl,
+            )
+            conn.execute(
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?)",
+                (run.session_id, run.run_id, run.pid, run.host, run.started_at, run.expires_at),
+            )
+            return run
+
+    def renew_run(self, session_id: str, run_id: str, *, ttl: float) -> None:
+        """Push the guard's expiry ``ttl`` seconds into the future."""
+        with self.transaction() as conn:
+            conn.execute(
+                "UPDATE runs SET expires_at = ? WHERE session_id = ? AND run_id = ?",
+                (time.time() + ttl, session_id, run_id),
+            )
+
+    def end_run(self, session_id: str, run_id: str) -> None:
+        """Release the guard if ``run_id`` still holds it."""
+        with self.transaction() as conn:
+            conn.execute(
+                "DELETE FROM runs WHERE session_id = ? AND run_id = ?", (session_id, run_id)
+            )
+
+    def active_run(self, session_id: str) -> RunInfo | None:
+        """The live run on the session, if any."""
+        row = self._conn.execute(
+            "SELECT * FROM runs WHERE session_id = ?", (session_id,)
+        ).fetchone()
+        return self._live(row, time.time())
+
+    # -- key/value ---------------------------------------------------------------------
+    def kv_put(self, namespace: str, key: str, value: bytes) -> None:
+        """Store a value under ``(namespace, key)``."""
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO kv VALUES (?,?,?)", (namespace, key, value))
+
+    def kv_get(self, namespace: str, key: str) -> bytes | None:
+        """The value under ``(namespace, key)`` or ``None``."""
+        row = self._conn.execute(
+            "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)
+        ).fetchone()
+        return bytes(row[0]) if row else None
+
+    def kv_keys(self, namespace: str, prefix: str = "") -> list[str]:
+        """Sorted keys of a namespace starting with ``prefix``."""
+        rows = self._conn.execute(
+            "SELECT key FROM kv WHERE namespace = ? AND substr(key, 1, ?) = ? ORDER BY key",
+            (namespace, len(prefix), prefix),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+
+def database_path(location: str | os.PathLike[str]) -> Path:
+    """The SQLite file for a store location: a directory holds ``ctxrules.db``.
+
+    An existing file, or a name ending in ``.db`` / ``.sqlite`` / ``.sqlite3``, is the
+    database file itself.
+    """
+    p = Path(location)
+    if p.is_file() or p.suffix in (".db", ".sqlite", ".sqlite3"):
+        return p
+    return p / DB_NAME
