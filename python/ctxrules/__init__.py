@@ -24,6 +24,7 @@ from .model import (
     ToolSpec,
     ToolUseBlock,
 )
+from .render import render_commit, render_context, render_request
 from .tokenizers import count, count_batch, get_tokenizer, resolve_model
 
 try:
@@ -50,5 +51,8 @@ __all__ = [
     "count_batch",
     "errors",
     "get_tokenizer",
+    "render_commit",
+    "render_context",
+    "render_request",
     "resolve_model",
 ]

@@ -1,0 +1,142 @@
+"""Anthropic Messages: ``POST /v1/messages``.
+
+The body is written in Rust (``wire = "anthropic"``); this class adds usage parsing,
+the prompt-too-long error, and a structural validator that checks a body the way the
+API would before accepting it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .base import PromptTooLong, Provider, Usage
+
+__all__ = ["MAX_BREAKPOINTS", "AnthropicProvider", "validate_anthropic"]
+
+#: Anthropic accepts at most this many ``cache_control`` breakpoints per request.
+MAX_BREAKPOINTS = 4
+_BLOCK_TYPES = {
+    "user": {"text", "image", "tool_result", "document"},
+    "assistant": {"text", "thinking", "redacted_thinking", "tool_use"},
+}
+
+
+def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
+    """Problems of an Anthropic Messages body: pairing, roles, signatures, breakpoints."""
+    problems: list[str] = []
+    if not isinstance(body.get("model"), str) or not body.get("model"):
+        problems.append("model missing")
+    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] <= 0:
+        problems.append("max_tokens missing or not positive")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return [*problems, "messages missing or empty"]
+    breakpoints = int("cache_control" in body)  # automatic caching counts as one
+    system = body.get("system")
+    if isinstance(system, list):
+        for i, b in enumerate(system):
+            if b.get("type") != "text" or not b.get("text"):
+                problems.append(f"system[{i}] is not a non-empty text block")
+            breakpoints += "cache_control" in b
+    elif system is not None and not isinstance(system, str):
+        problems.append("system is neither a string nor a list of text blocks")
+    for t in body.get("tools") or []:
+        breakpoints += "cache_control" in t
+    if messages[0].get("role") != "user":
+        problems.append("messages[0] is not the user's")
+    pending: list[str] = []  # tool_use ids of the previous assistant message
+    seen: set[str] = set()
+    prev_role = None
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role not in _BLOCK_TYPES:
+            problems.append(f"messages[{i}] has role {role!r}")
+            continue
+        if role == prev_role:
+            problems.append(f"messages[{i}] repeats role {role}")
+        prev_role = role
+        content = m.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not isinstance(content, list) or not content:
+            problems.append(f"messages[{i}] has no content")
+            continue
+        answered: list[str] = []
+        calls: list[str] = []
+        opened = True  # tool_result blocks must come before anything else
+        for j, b in enumerate(content):
+            kind = b.get("type")
+            where = f"messages[{i}].content[{j}]"
+            if kind not in _BLOCK_TYPES[role]:
+                problems.append(f"{where}: {kind!r} block in a {role} message")
+            if "cache_control" in b:
+                breakpoints += 1
+                if kind in ("thinking", "redacted_thinking"):
+                    problems.append(f"{where}: cache_control on a thinking block")
+            if kind == "text" and not b.get("text"):
+                problems.append(f"{where}: empty text block")
+            if kind == "thinking" and not b.get("signature"):
+                problems.append(f"{where}: thinking without signature")
+            if kind == "tool_use":
+                tid = b.get("id")
+                if not tid or tid in seen:
+                    problems.append(f"{where}: tool_use id missing or repeated")
+                seen.add(tid)
+                calls.append(tid)
+                if not isinstance(b.get("input"), dict):
+                    problems.append(f"{where}: tool_use input is not an object")
+            if kind == "tool_result":
+                if not opened:
+                    problems.append(f"{where}: tool_result after other content")
+                if b.get("tool_use_id") not in pending:
+                    problems.append(f"{where}: orphan tool_result {b.get('tool_use_id')!r}")
+                answered.append(b.get("tool_use_id"))
+            else:
+                opened = False
+        for tid in pending:
+            if tid not in answered:
+                problems.append(f"messages[{i}]: tool_use {tid!r} not answered here")
+        pending = calls
+    for tid in pending:
+        problems.append(f"tool_use {tid!r} unanswered at the end")
+    if breakpoints > MAX_BREAKPOINTS:
+        problems.append(f"{breakpoints} cache_control breakpoints (at most {MAX_BREAKPOINTS})")
+    return problems
+
+
+class AnthropicProvider(Provider):
+    """Anthropic Messages API."""
+
+    name = "anthropic"
+    wire = "anthropic"
+    family = "anthropic"
+    default_model = "claude-sonnet-4-5"
+    reserved = frozenset({"model", "max_tokens", "system", "messages", "tools"})
+    explicit_cache = True
+    requires_max_tokens = True
+
+    def endpoint(self, model: str) -> str:
+        return "/v1/messages"
+
+    def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
+        u = response.get("usage")
+        if not isinstance(u, Mapping):
+            return None
+        return Usage(
+            input_tokens=self._int(u.get("input_tokens")),
+            cache_read_tokens=self._int(u.get("cache_read_input_tokens")),
+            cache_write_tokens=self._int(u.get("cache_creation_input_tokens")),
+            output_tokens=self._int(u.get("output_tokens")),
+        )
+
+    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+        err = body.get("error") if isinstance(body, Mapping) else None
+        msg = str(err.get("message", "")) if isinstance(err, Mapping) else str(body or "")
+        if status not in (400, 413) or "prompt is too long" not in msg.lower():
+            return None
+        tokens, limit = self._numbers(r"(\d[\d,]*)\s*tokens\s*>\s*(\d[\d,]*)", msg)
+        return PromptTooLong(f"anthropic: {msg}", tokens=tokens, limit=limit)
+
+    def validate(self, body: Mapping[str, Any]) -> list[str]:
+        return validate_anthropic(body)

@@ -1,0 +1,192 @@
+"""The provider base class and the plain data it trades in.
+
+A provider turns a commit into one vendor's request body, reads that vendor's usage
+and recognises its "prompt too long" error.  Built-in providers name a ``wire``
+format that the Rust renderer writes in one boundary crossing per commit.  A plugin
+provider shipped outside the package leaves ``wire`` as ``None`` and overrides
+``build_body``: it receives the provider-neutral ``Context`` (system blocks, messages
+with paired tool calls, tools) and returns the body as a dict.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import msgspec
+
+from .. import _core
+from ..errors import PromptTooLongError, ProviderError, RenderError
+from ..model import Context, ContextCommit, ToolSpec
+
+__all__ = [
+    "PromptTooLong",
+    "Provider",
+    "RenderedRequest",
+    "RequestOptions",
+    "SystemBlock",
+    "Usage",
+]
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True):
+    """One request's token usage in neutral terms (SPEC §9).
+
+    ``input_tokens`` is the uncached remainder of the prompt (Anthropic's meaning), so
+    ``prompt_tokens`` = input + cache read + cache write on every vendor.
+    ``output_tokens`` includes reasoning tokens where the vendor bills them as output.
+    """
+
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The billed prompt size: what the model actually read."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
+class SystemBlock(msgspec.Struct, frozen=True):
+    """A system-prompt block and its stability layer: 0 session constant, 1 situation."""
+
+    text: str
+    layer: int = 0
+
+
+class RequestOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Everything besides the commit that shapes a request body.
+
+    ``extra`` holds vendor body fields passed through unchanged (temperature,
+    tool_choice, thinking, …); it may not set a field the renderer writes.
+    """
+
+    model: str
+    max_tokens: int | None = None
+    system: tuple[SystemBlock, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+    extra: dict[str, Any] = {}
+    cache: bool = True
+    cache_ttl: str | None = None
+
+
+class RenderedRequest(msgspec.Struct, frozen=True, kw_only=True):
+    """A rendered request: the body bytes as sent, where they go, and a breakdown."""
+
+    provider: str
+    model: str
+    endpoint: str
+    body: bytes
+    meta: dict[str, Any] = {}
+
+
+class PromptTooLong(PromptTooLongError):
+    """A recognised prompt-too-long refusal; ``tokens`` / ``limit`` when the vendor said."""
+
+    def __init__(self, message: str, *, tokens: int | None = None, limit: int | None = None):
+        super().__init__(
+            message,
+            where="provider response",
+            hint="compact the session (ctxrules compact) or choose a model with a larger window",
+        )
+        self.tokens = tokens
+        self.limit = limit
+
+
+def _int(v: Any) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+
+class Provider:
+    """Base class of providers; subclasses set ``name`` and override what differs.
+
+    ``render`` is the one entry point the library calls.  Built-ins set ``wire`` and
+    get Rust-written bodies; plugins override ``build_body`` instead.
+    """
+
+    name: ClassVar[str] = ""
+    #: The built-in Rust wire format, or ``None`` for a body built in Python.
+    wire: ClassVar[str | None] = None
+    #: ``"provider"`` part of ``"provider:model"`` for the limits / tokenizer resolvers.
+    family: ClassVar[str] = ""
+    #: Model used when neither the caller nor the session names one.
+    default_model: ClassVar[str] = ""
+    #: Body fields the renderer writes itself; ``extra`` may not set them.
+    reserved: ClassVar[frozenset[str]] = frozenset()
+    #: True when the vendor needs explicit cache breakpoints (Anthropic).
+    explicit_cache: ClassVar[bool] = False
+    #: Whether the vendor requires ``max_tokens`` (filled from the model's limits).
+    requires_max_tokens: ClassVar[bool] = False
+
+    def endpoint(self, model: str) -> str:
+        """The HTTP path the body is posted to."""
+        raise NotImplementedError
+
+    def prepare(self, options: RequestOptions) -> RequestOptions:
+        """Adjust options before rendering (e.g. move fields into a vendor sub-object)."""
+        return options
+
+    def build_body(self, context: Context, options: RequestOptions) -> dict[str, Any]:
+        """Build the body from the neutral context; plugins without a ``wire`` override it."""
+        raise NotImplementedError(f"provider {self.name!r} has no wire format and no build_body")
+
+    def render(self, commit: ContextCommit | bytes, options: RequestOptions) -> RenderedRequest:
+        """Render ``commit`` into this provider's request body."""
+        clash = sorted(set(options.extra) & self.reserved)
+        if clash:
+            raise ProviderError(
+                f"extra body fields {clash} are written by the renderer",
+                where=f"provider {self.name}",
+                hint="set them through RequestOptions (system, tools, max_tokens) instead",
+            )
+        options = self.prepare(options)
+        data = commit if isinstance(commit, bytes) else msgspec.json.encode(commit)
+        where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
+        if self.wire is None:
+            from ..render import _context_from_bytes
+
+            context = _context_from_bytes(data, options, where=where)
+            body = msgspec.json.encode(self.build_body(context, options))
+            meta: dict[str, Any] = {"messages": len(context.messages), "body_bytes": len(body)}
+        else:
+            try:
+                body, raw_meta = _core.render_request(self.wire, data, msgspec.json.encode(options))
+            except ValueError as exc:
+                raise RenderError(
+                    str(exc),
+                    where=where,
+                    hint="render a head that has at least one user or assistant turn",
+                ) from None
+            meta = msgspec.json.decode(raw_meta)
+        return RenderedRequest(
+            provider=self.name,
+            model=options.model,
+            endpoint=self.endpoint(options.model),
+            body=body,
+            meta=meta,
+        )
+
+    def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
+        """Read the vendor's usage from a response body; ``None`` when it has none."""
+        raise NotImplementedError
+
+    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+        """Return the error when ``(status, body)`` is this vendor's prompt-too-long refusal."""
+        return None
+
+    def validate(self, body: Mapping[str, Any]) -> list[str]:
+        """Structural problems of a request body that the vendor would refuse (empty = fine)."""
+        return []
+
+    # Helpers for subclasses.
+    @staticmethod
+    def _numbers(pattern: str, text: str) -> tuple[int | None, int | None]:
+        m = re.search(pattern, text, re.IGNORECASE | re.DOTALL)
+        if not m:
+            return None, None
+        a, b = m.group(1), m.group(2)
+        return int(a.replace(",", "")), int(b.replace(",", ""))
+
+    _int = staticmethod(_int)

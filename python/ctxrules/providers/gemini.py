@@ -1,0 +1,142 @@
+"""Google Gemini: ``POST /v1beta/models/{model}:generateContent``.
+
+The body is written in Rust (``wire = "gemini"``); the model is part of the URL, and
+``max_tokens`` becomes ``generationConfig.maxOutputTokens``.  This class adds usage
+parsing (REST camelCase and the SDK's snake_case both read), the prompt-too-long error
+and the structural validator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from .base import PromptTooLong, Provider, RequestOptions, Usage
+
+__all__ = ["GeminiProvider", "validate_gemini"]
+
+_PART_FIELDS = {
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+}
+
+
+def _get(d: Mapping[str, Any], camel: str) -> Any:
+    """A field by its REST (camelCase) or SDK (snake_case) name."""
+    if camel in d:
+        return d[camel]
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
+    return d.get(snake)
+
+
+def validate_gemini(body: Mapping[str, Any]) -> list[str]:
+    """Problems of a generateContent body: roles, alternation, call/response pairing."""
+    problems: list[str] = []
+    contents = body.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return ["contents missing or empty"]
+    if contents[0].get("role") != "user":
+        problems.append("contents[0] is not the user's")
+    pending: list[tuple[str | None, str]] = []  # (id, name) of the previous model turn's calls
+    prev_role = None
+    for i, c in enumerate(contents):
+        role = c.get("role")
+        where = f"contents[{i}]"
+        if role not in ("user", "model"):
+            problems.append(f"{where}: role {role!r}")
+        if role == prev_role:
+            problems.append(f"{where}: repeats role {role}")
+        prev_role = role
+        parts = c.get("parts")
+        if not isinstance(parts, list) or not parts:
+            problems.append(f"{where}: no parts")
+            continue
+        calls: list[tuple[str | None, str]] = []
+        answers: list[tuple[str | None, str]] = []
+        for j, p in enumerate(parts):
+            data = [k for k in p if k in _PART_FIELDS or k in ("function_call", "inline_data")]
+            if len(data) != 1:
+                problems.append(f"{where}.parts[{j}]: {len(data)} data fields (need 1)")
+            fc = _get(p, "functionCall")
+            fr = _get(p, "functionResponse")
+            if fc is not None:
+                if role != "model":
+                    problems.append(f"{where}.parts[{j}]: functionCall in a user turn")
+                if not isinstance(fc.get("args", {}), dict) or not fc.get("name"):
+                    problems.append(f"{where}.parts[{j}]: functionCall without name/args")
+                calls.append((fc.get("id"), fc.get("name")))
+            if fr is not None:
+                if role != "user":
+                    problems.append(f"{where}.parts[{j}]: functionResponse in a model turn")
+                if not isinstance(fr.get("response"), dict):
+                    problems.append(f"{where}.parts[{j}]: functionResponse.response not an object")
+                answers.append((fr.get("id"), fr.get("name")))
+        for a in answers:
+            if a not in pending:
+                problems.append(f"{where}: orphan functionResponse {a}")
+        if pending and sorted(map(str, answers)) != sorted(map(str, pending)):
+            problems.append(f"{where}: does not answer the calls {pending}")
+        pending = calls
+    if pending:
+        problems.append(f"functionCalls {pending} unanswered at the end")
+    system = _get(body, "systemInstruction")
+    if system is not None and not (isinstance(system, Mapping) and system.get("parts")):
+        problems.append("systemInstruction without parts")
+    return problems
+
+
+class GeminiProvider(Provider):
+    """Google Gemini generateContent API."""
+
+    name = "gemini"
+    wire = "gemini"
+    family = "gemini"
+    default_model = "gemini-2.5-flash"
+    reserved = frozenset({"contents", "systemInstruction", "tools"})
+
+    def endpoint(self, model: str) -> str:
+        return f"/v1beta/models/{model}:generateContent"
+
+    def prepare(self, options: RequestOptions) -> RequestOptions:
+        if options.max_tokens is None:
+            return options
+        extra = dict(options.extra)
+        config = dict(extra.get("generationConfig") or {})
+        config.setdefault("maxOutputTokens", options.max_tokens)
+        extra["generationConfig"] = config
+        return msgspec.structs.replace(options, max_tokens=None, extra=extra)
+
+    def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
+        u = _get(response, "usageMetadata")
+        if not isinstance(u, Mapping):
+            return None
+        prompt = self._int(_get(u, "promptTokenCount")) + self._int(
+            _get(u, "toolUsePromptTokenCount")
+        )
+        cached = self._int(_get(u, "cachedContentTokenCount"))
+        return Usage(
+            input_tokens=prompt - cached,
+            cache_read_tokens=cached,
+            output_tokens=self._int(_get(u, "candidatesTokenCount"))
+            + self._int(_get(u, "thoughtsTokenCount")),
+        )
+
+    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+        err = body.get("error") if isinstance(body, Mapping) else None
+        if status != 400 or not isinstance(err, Mapping):
+            return None
+        msg = str(err.get("message", ""))
+        if "exceeds the maximum number of tokens" not in msg:
+            return None
+        tokens, limit = self._numbers(r"\((\d+)\).*?\((\d+)\)", msg)
+        return PromptTooLong(f"gemini: {msg}", tokens=tokens, limit=limit)
+
+    def validate(self, body: Mapping[str, Any]) -> list[str]:
+        return validate_gemini(body)

@@ -1,0 +1,106 @@
+"""OpenAI Responses: ``POST /v1/responses``.
+
+The body is written in Rust (``wire = "openai-responses"``); this class adds usage
+parsing, the prompt-too-long error and the structural validator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .base import PromptTooLong, Provider, Usage
+from .openai_chat import openai_prompt_too_long
+
+__all__ = ["OpenAIResponsesProvider", "validate_openai_responses"]
+
+_MESSAGE_ROLES = {"user", "assistant", "system", "developer"}
+
+
+def validate_openai_responses(body: Mapping[str, Any]) -> list[str]:
+    """Problems of a Responses body: every function_call answered by its call_id, no orphans."""
+    problems: list[str] = []
+    if not isinstance(body.get("model"), str) or not body.get("model"):
+        problems.append("model missing")
+    items = body.get("input")
+    if isinstance(items, str):
+        return problems
+    if not isinstance(items, list) or not items:
+        return [*problems, "input missing or empty"]
+    pending: set[str] = set()
+    seen: set[str] = set()
+    for i, it in enumerate(items):
+        kind = it.get("type", "message")
+        where = f"input[{i}]"
+        if kind == "function_call":
+            cid = it.get("call_id")
+            if not cid or cid in seen:
+                problems.append(f"{where}: call_id missing or repeated")
+            seen.add(cid)
+            pending.add(cid)
+            if not it.get("name"):
+                problems.append(f"{where}: function_call without name")
+            try:
+                json.loads(it.get("arguments", ""))
+            except (TypeError, ValueError):
+                problems.append(f"{where}: arguments is not a JSON string")
+        elif kind == "function_call_output":
+            cid = it.get("call_id")
+            if cid not in pending:
+                problems.append(f"{where}: orphan function_call_output {cid!r}")
+            pending.discard(cid)
+            if not isinstance(it.get("output"), (str, list)):
+                problems.append(f"{where}: output missing")
+        elif kind == "message":
+            if pending:
+                problems.append(f"{where}: calls {sorted(pending)} unanswered before it")
+                pending = set()
+            if it.get("role") not in _MESSAGE_ROLES:
+                problems.append(f"{where}: role {it.get('role')!r}")
+            content = it.get("content")
+            if content in (None, "", []):
+                problems.append(f"{where}: message without content")
+            if it.get("role") == "assistant" and isinstance(content, list):
+                for part in content:
+                    if part.get("type") not in ("output_text", "refusal"):
+                        problems.append(f"{where}: {part.get('type')!r} in an assistant message")
+        else:
+            problems.append(f"{where}: item type {kind!r} not produced from a commit")
+    if pending:
+        problems.append(f"calls {sorted(pending)} unanswered at the end")
+    for j, t in enumerate(body.get("tools") or []):
+        if t.get("type") != "function" or not t.get("name"):
+            problems.append(f"tools[{j}]: not a named function")
+    return problems
+
+
+class OpenAIResponsesProvider(Provider):
+    """OpenAI Responses API."""
+
+    name = "openai-responses"
+    wire = "openai-responses"
+    family = "openai"
+    default_model = "gpt-4o"
+    reserved = frozenset({"model", "instructions", "input", "tools", "max_output_tokens"})
+
+    def endpoint(self, model: str) -> str:
+        return "/v1/responses"
+
+    def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
+        u = response.get("usage")
+        if not isinstance(u, Mapping):
+            return None
+        details = u.get("input_tokens_details") or {}
+        cached = self._int(details.get("cached_tokens"))
+        return Usage(
+            input_tokens=self._int(u.get("input_tokens")) - cached,
+            cache_read_tokens=cached,
+            output_tokens=self._int(u.get("output_tokens")),
+        )
+
+    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+        return openai_prompt_too_long(status, body)
+
+    def validate(self, body: Mapping[str, Any]) -> list[str]:
+        return validate_openai_responses(body)

@@ -1,0 +1,230 @@
+"""Rendering: a commit → provider-neutral messages, or a provider's request body (SPEC §5).
+
+Both paths run in Rust from one boundary crossing per commit: the commit goes over as
+msgspec JSON bytes, the body (or the neutral context) comes back as bytes.  There is no
+Python work per item.  Rendering is pure — no clock, no randomness — so the same
+commit and options give the same bytes in every process (SPEC §3 invariant 8).
+
+The request is composed by stability so prompt caches hit: L0 is constant for the
+session (``system`` text and the tool list), L1 is the situation (``situation`` text
+and the commit's system items), L2 the conversation.  Anthropic gets cache breakpoints
+at those boundaries; ``predicted_cache_hit`` says how many leading tokens two
+consecutive requests share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from . import _core
+from .errors import RenderError
+from .model import Context, ContextCommit, Message, ToolSpec
+from .providers.base import Provider, RenderedRequest, RequestOptions, SystemBlock
+
+__all__ = [
+    "CacheHit",
+    "header_tokens",
+    "predicted_cache_hit",
+    "render",
+    "render_commit",
+    "render_context",
+    "render_request",
+    "request_options",
+]
+
+#: Output reserve used for ``max_tokens`` when a vendor requires one (SPEC §11).
+DEFAULT_OUTPUT_RESERVE = 16_384
+
+SystemArg = str | Sequence[str] | None
+
+
+def _encode(commit: ContextCommit | bytes) -> tuple[bytes, str]:
+    if isinstance(commit, bytes):
+        return commit, "commit"
+    if not isinstance(commit, ContextCommit):
+        raise RenderError(
+            f"expected a ContextCommit, got {type(commit).__name__}",
+            hint="pass the result of ensure_latest_commit() or ContextCommit bytes",
+        )
+    return msgspec.json.encode(commit), f"commit {commit.id}"
+
+
+def _system_blocks(system: SystemArg, situation: SystemArg) -> tuple[SystemBlock, ...]:
+    out: list[SystemBlock] = []
+    for layer, value in ((0, system), (1, situation)):
+        texts = [value] if isinstance(value, str) else list(value or ())
+        out.extend(SystemBlock(t, layer) for t in texts if t)
+    return tuple(out)
+
+
+def _tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> tuple[ToolSpec, ...]:
+    try:
+        return tuple(t if isinstance(t, ToolSpec) else msgspec.convert(t, ToolSpec) for t in tools)
+    except msgspec.ValidationError as exc:
+        raise RenderError(
+            f"invalid tool: {exc}", hint="tools need name, description, input_schema"
+        ) from None
+
+
+def _context_from_bytes(data: bytes, options: RequestOptions, *, where: str) -> Context:
+    try:
+        raw = _core.render_context(data, msgspec.json.encode({"system": options.system}))
+    except ValueError as exc:
+        raise RenderError(str(exc), where=where) from None
+    ctx = msgspec.json.decode(raw, type=Context)
+    return msgspec.structs.replace(ctx, tools=options.tools)
+
+
+def render_context(
+    commit: ContextCommit | bytes,
+    *,
+    system: SystemArg = None,
+    situation: SystemArg = None,
+    tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
+) -> Context:
+    """The provider-neutral ``Context`` of a commit: what plugin providers build bodies from.
+
+    ``system`` texts are the session-constant layer, ``situation`` texts the situation
+    layer; the commit's system items follow them.
+    """
+    data, where = _encode(commit)
+    options = RequestOptions(
+        model="", system=_system_blocks(system, situation), tools=_tools(tools)
+    )
+    return _context_from_bytes(data, options, where=where)
+
+
+def render_commit(commit: ContextCommit | bytes) -> list[Message]:
+    """Provider-neutral messages of a commit (see /work/notes/ITEMS.md for the item rules).
+
+    ``summarized`` items are skipped, ``summary`` items become assistant text prefixed
+    ``[Summary]``, tool items become a tool_use on their assistant turn and a tool_result
+    opening the next user message — or user text where the pairing is really missing.
+    Pure: the same commit gives the same messages.
+    """
+    return list(render_context(commit).messages)
+
+
+def request_options(
+    provider: Provider,
+    model: str | None = None,
+    *,
+    system: SystemArg = None,
+    situation: SystemArg = None,
+    tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
+    max_tokens: int | None = None,
+    extra: Mapping[str, Any] | None = None,
+    cache: bool = True,
+    cache_ttl: str | None = None,
+) -> RequestOptions:
+    """Build the ``RequestOptions`` of a render, filling the model and, where the vendor
+    requires it, ``max_tokens`` from the model's limits."""
+    from .providers.models import resolve_limits
+
+    model = model or provider.default_model
+    if max_tokens is None and provider.requires_max_tokens:
+        limits = resolve_limits(f"{provider.family or provider.name}:{model}")
+        max_tokens = min(limits.max_output_tokens, DEFAULT_OUTPUT_RESERVE)
+    return RequestOptions(
+        model=model,
+        max_tokens=max_tokens,
+        system=_system_blocks(system, situation),
+        tools=_tools(tools),
+        extra=dict(extra or {}),
+        cache=cache,
+        cache_ttl=cache_ttl,
+    )
+
+
+def render(
+    commit: ContextCommit | bytes,
+    provider: str | Provider,
+    model: str | None = None,
+    **options: Any,
+) -> RenderedRequest:
+    """Render a commit for a provider: body bytes, endpoint and a breakdown (``meta``).
+
+    Keyword options are those of ``request_options`` (system, situation, tools,
+    max_tokens, extra, cache, cache_ttl).
+    """
+    from .providers import get_provider
+
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    _encode(commit)  # type check with a clear error before any work
+    return prov.render(commit, request_options(prov, model, **options))
+
+
+def render_request(
+    commit: ContextCommit | bytes,
+    provider: str | Provider,
+    model: str | None = None,
+    **options: Any,
+) -> bytes:
+    """The request body bytes, exactly as they would be sent (see ``render``)."""
+    return render(commit, provider, model, **options).body
+
+
+class CacheHit(msgspec.Struct, frozen=True, kw_only=True):
+    """Predicted prompt-cache reuse between two consecutive requests of a session.
+
+    ``shared_tokens`` is the number of leading tokens both requests carry unchanged
+    (header + unchanged item prefix); ``total_tokens`` the current request's size.
+    """
+
+    shared_items: int
+    shared_tokens: int
+    total_tokens: int
+
+    @property
+    def ratio(self) -> float:
+        """Shared fraction of the current request (0.0 when it is empty)."""
+        return self.shared_tokens / self.total_tokens if self.total_tokens else 0.0
+
+
+def header_tokens(
+    provider: Provider | str,
+    model: str | None = None,
+    *,
+    system: SystemArg = None,
+    tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
+) -> int:
+    """Tokens of the session-constant layer (system text + tool declarations), estimated
+    with the model's tokenizer (one batch count)."""
+    from .providers import get_provider
+    from .tokenizers import resolve_model
+
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    tok, calibration = resolve_model(f"{prov.family or prov.name}:{model or prov.default_model}")
+    texts = [b.text for b in _system_blocks(system, None)]
+    texts += [msgspec.json.encode(t).decode() for t in _tools(tools)]
+    return round(sum(tok.count_batch(texts)) * calibration) if texts else 0
+
+
+def _system_items(commit: ContextCommit) -> list[str]:
+    return [i.rendered for i in commit.items if i.role == "system" and i.state != "summarized"]
+
+
+def predicted_cache_hit(
+    previous: ContextCommit | None, current: ContextCommit, *, header: int = 0
+) -> CacheHit:
+    """Leading tokens ``current``'s request shares with ``previous``'s (same session,
+    same provider, same L0 header of ``header`` tokens).
+
+    The item prefix comes from the commit diff (``ctxrules.commit.diff_commits``).  A
+    change of the commit's system items moves the situation layer, which precedes every
+    message, so then only the header is shared.
+    """
+    total = header + current.total_tokens
+    if previous is None:
+        return CacheHit(shared_items=0, shared_tokens=0, total_tokens=total)
+    from .commit import diff_commits
+
+    d = diff_commits(previous, current)
+    if _system_items(previous) != _system_items(current):
+        return CacheHit(shared_items=0, shared_tokens=header, total_tokens=total)
+    return CacheHit(
+        shared_items=d.prefix_items, shared_tokens=header + d.prefix_tokens, total_tokens=total
+    )
