@@ -18,7 +18,16 @@ from ..errors import CtxrulesError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = ("demo", "count", "plugins")
+COMMANDS: tuple[str, ...] = (
+    "demo",
+    "count",
+    "plugins",
+    "import_",
+    "sessions",
+    "log",
+    "checkout",
+    "fork",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

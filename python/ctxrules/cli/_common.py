@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..errors import CtxrulesError
 
-__all__ = ["print_json", "read_text"]
+if TYPE_CHECKING:
+    from ..store import Store
+
+__all__ = ["add_store_option", "open_store_from", "print_json", "read_text"]
+
+
+def add_store_option(parser: argparse.ArgumentParser) -> None:
+    """Add ``--store PATH`` (default ``$CTXRULES_STORE``, else ``./.ctxrules``)."""
+    parser.add_argument(
+        "--store",
+        metavar="PATH",
+        default=None,
+        help="store directory (default: $CTXRULES_STORE, else ./.ctxrules)",
+    )
+
+
+def open_store_from(args: argparse.Namespace) -> Store:
+    """Open the store named by ``--store`` (or the environment / default)."""
+    from ..store import open_store
+
+    return open_store(getattr(args, "store", None))
 
 
 def print_json(obj: Any) -> None:

@@ -1,0 +1,100 @@
+"""``ctxrules log SESSION``: every node of a session, as JSON or as a readable tree.
+
+``--json`` lists every node visible in the session (a fork's inherited ones too) in
+``seq`` order with all ``Call`` fields.  The tree shows the conversation with the calls
+each node made indented under it, marks where the graph branches (``branch 1/2``),
+the nodes on the current branch (``*``) and HEAD.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import msgspec
+
+from ..model import Call, content_text
+from ._common import add_store_option, open_store_from, print_json
+
+PREVIEW = 70
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("log", help="show a session's history graph")
+    p.add_argument("session")
+    add_store_option(p)
+    p.add_argument("--json", action="store_true", help="print every node as JSON")
+    p.set_defaults(func=run)
+
+
+def call_fields(call: Call) -> dict[str, object]:
+    """Every field of a node, defaults included (JSON-ready)."""
+    return {f: msgspec.to_builtins(getattr(call, f)) for f in Call.__struct_fields__}
+
+
+def _preview(call: Call) -> str:
+    if call.role == "system" or (call.role == "tool" and not call.output):
+        text = (
+            call.input if isinstance(call.input, str) else msgspec.json.encode(call.input).decode()
+        )
+    else:
+        text = content_text(call.output)
+    text = " ".join(str(text).split())
+    return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
+
+
+def tree_lines(graph: object) -> list[str]:
+    """The readable tree of a ``dag.Graph`` (see the module docstring)."""
+    from ..dag import Graph
+
+    assert isinstance(graph, Graph)
+    head = graph.session.head
+    on_path = {n.id for n in graph.chain(head)}
+    lines: list[str] = []
+
+    def emit(node: Call, indent: int, is_call: bool) -> None:
+        mark = "*" if node.id in on_path else " "
+        arrow = "↳ " if is_call else ""
+        label = node.role + (f" {node.name}" if node.name else "")
+        tail = "  <- HEAD" if node.id == head else ""
+        lines.append(
+            f"{mark} {'  ' * indent}{arrow}{node.id} [{node.seq}] {label}: {_preview(node)}{tail}"
+        )
+
+    def walk(node: Call, indent: int, is_call: bool) -> None:
+        while True:
+            emit(node, indent, is_call)
+            for call in graph.by_caller.get(node.id, []):
+                walk(call, indent + 1, True)
+            kids = graph.next_by_pred.get(node.id, [])
+            if len(kids) == 1:
+                node, is_call = kids[0], False
+                continue
+            for i, kid in enumerate(kids, 1):
+                lines.append(f"  {'  ' * indent}branch {i}/{len(kids)}")
+                walk(kid, indent + 1, False)
+            return
+
+    roots = graph.next_by_pred.get(None, [])
+    for i, root in enumerate(roots, 1):
+        if len(roots) > 1:
+            lines.append(f"  branch {i}/{len(roots)}")
+        walk(root, 1 if len(roots) > 1 else 0, False)
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..dag import load_graph
+
+    store = open_store_from(args)
+    try:
+        if args.json:
+            print_json([call_fields(c) for c in store.nodes(args.session, inherited=True)])
+            return 0
+        graph = load_graph(store, args.session)
+    finally:
+        store.close()
+    info = graph.session
+    print(f"session {info.id}  {info.source or ''}  HEAD {info.head or '-'}")
+    for line in tree_lines(graph):
+        print(line)
+    return 0
