@@ -1,15 +1,26 @@
 //! Exact BPE token counts for OpenAI's `o200k_base` and `cl100k_base`.
 //!
-//! The rank data is bundled by `bpe-openai` at build time (no download, ever); its
-//! counts equal tiktoken's `encode_ordinary`.  A content-hash cache makes recounting a
-//! text already seen a hash lookup.
+//! The rank data is bundled by `bpe-openai` at build time (no download, ever).  A text
+//! is split into pieces by the encoding's pre-tokenisation pattern and each piece is
+//! counted by byte-pair encoding, exactly like tiktoken's `encode_ordinary`.
+//!
+//! Two caches make this fast without changing a single count:
+//! - a per-thread *piece* cache: pieces (words, punctuation runs, whitespace runs)
+//!   repeat a lot, so the BPE count of a short piece is remembered by its exact bytes;
+//! - a process-wide *content* cache keyed by the xxh3-128 hash of a whole text, so a
+//!   text counted before is never counted again (what makes re-rendering cheap).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, RwLock};
 
 use bpe_openai::Tokenizer;
 use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_128;
+
+mod pieces;
+
+use pieces::PieceCache;
 
 /// The encodings this crate can count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +50,13 @@ impl Encoding {
         }
     }
 
+    fn index(self) -> usize {
+        match self {
+            Encoding::O200kBase => 0,
+            Encoding::Cl100kBase => 1,
+        }
+    }
+
     fn tokenizer(self) -> &'static Tokenizer {
         match self {
             Encoding::O200kBase => bpe_openai::o200k_base(),
@@ -48,11 +66,19 @@ impl Encoding {
 }
 
 /// Count the tokens of `text` (no special tokens, like tiktoken's `encode_ordinary`).
+///
+/// Runs on the calling thread; linear in the length of `text`, including adversarial
+/// input such as a megabyte of one repeated character.
 pub fn count(enc: Encoding, text: &str) -> usize {
-    enc.tokenizer().count(text)
+    let tok = enc.tokenizer();
+    pieces::with_cache(enc.index(), |cache: &mut PieceCache| {
+        tok.split(text)
+            .map(|piece| cache.count(&tok.bpe, piece.as_bytes()))
+            .sum()
+    })
 }
 
-/// Count many texts on all cores; the result is in input order.
+/// Count many texts on all cores (rayon's global pool); the result is in input order.
 pub fn count_batch(enc: Encoding, texts: &[&str]) -> Vec<usize> {
     texts.par_iter().map(|t| count(enc, t)).collect()
 }
@@ -66,40 +92,82 @@ pub fn ranks(enc: Encoding) -> Vec<Vec<u8>> {
         .collect()
 }
 
-type CacheMap = HashMap<(Encoding, u128), u32>;
+type Key = (Encoding, u128);
 
-static CACHE: LazyLock<RwLock<CacheMap>> = LazyLock::new(|| RwLock::new(HashMap::new()));
+static CACHE: LazyLock<RwLock<HashMap<Key, u32>>> = LazyLock::new(|| RwLock::new(HashMap::new()));
+static HITS: AtomicU64 = AtomicU64::new(0);
+static MISSES: AtomicU64 = AtomicU64::new(0);
 
-/// Most entries the cache keeps; past that it starts over (a count is cheap to redo).
-pub const CACHE_CAPACITY: usize = 1 << 22;
+/// Most texts the content cache remembers (~40 MB at most).  When an insert would
+/// exceed it the cache starts over: a count is cheap to redo, an unbounded map is not.
+pub const CACHE_CAPACITY: usize = 1 << 20;
 
-fn key(enc: Encoding, text: &str) -> (Encoding, u128) {
+/// A snapshot of the content cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Texts currently remembered.
+    pub entries: usize,
+    /// Lookups answered from the cache since start (or the last [`cache_clear`]).
+    pub hits: u64,
+    /// Lookups that had to count the text.
+    pub misses: u64,
+    /// [`CACHE_CAPACITY`].
+    pub capacity: usize,
+}
+
+fn key(enc: Encoding, text: &str) -> Key {
     (enc, xxh3_128(text.as_bytes()))
 }
 
-/// Count with the content-hash cache: a text counted before is not counted again.
-pub fn count_cached(enc: Encoding, text: &str) -> usize {
-    count_batch_cached(enc, &[text])[0]
+fn read_cache() -> std::sync::RwLockReadGuard<'static, HashMap<Key, u32>> {
+    // A panic while holding the lock cannot leave the map inconsistent (inserts are
+    // single calls), so a poisoned lock is still usable.
+    CACHE.read().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Batch count with the content-hash cache; only unseen texts are tokenised, in parallel.
+fn write_cache() -> std::sync::RwLockWriteGuard<'static, HashMap<Key, u32>> {
+    CACHE.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn remember(new: impl ExactSizeIterator<Item = (Key, usize)>) {
+    let mut cache = write_cache();
+    if cache.len() + new.len() > CACHE_CAPACITY {
+        cache.clear();
+    }
+    for (k, n) in new {
+        cache.insert(k, n as u32);
+    }
+}
+
+/// Count with the content cache: a text counted before is a hash lookup.
+pub fn count_cached(enc: Encoding, text: &str) -> usize {
+    let k = key(enc, text);
+    if let Some(&n) = read_cache().get(&k) {
+        HITS.fetch_add(1, Ordering::Relaxed);
+        return n as usize;
+    }
+    MISSES.fetch_add(1, Ordering::Relaxed);
+    let n = count(enc, text);
+    remember(std::iter::once((k, n)));
+    n
+}
+
+/// Batch count with the content cache; only unseen texts are tokenised, in parallel.
 pub fn count_batch_cached(enc: Encoding, texts: &[&str]) -> Vec<usize> {
-    let keys: Vec<(Encoding, u128)> = texts.par_iter().map(|t| key(enc, t)).collect();
+    let keys: Vec<Key> = texts.par_iter().map(|t| key(enc, t)).collect();
     let mut out: Vec<Option<usize>> = {
-        let cache = CACHE.read().expect("token cache lock");
+        let cache = read_cache();
         keys.iter()
             .map(|k| cache.get(k).map(|&n| n as usize))
             .collect()
     };
     let missing: Vec<usize> = (0..texts.len()).filter(|&i| out[i].is_none()).collect();
+    HITS.fetch_add((texts.len() - missing.len()) as u64, Ordering::Relaxed);
+    MISSES.fetch_add(missing.len() as u64, Ordering::Relaxed);
     if !missing.is_empty() {
         let counted: Vec<usize> = missing.par_iter().map(|&i| count(enc, texts[i])).collect();
-        let mut cache = CACHE.write().expect("token cache lock");
-        if cache.len() + counted.len() > CACHE_CAPACITY {
-            cache.clear();
-        }
+        remember(missing.iter().zip(&counted).map(|(&i, &n)| (keys[i], n)));
         for (&i, &n) in missing.iter().zip(&counted) {
-            cache.insert(keys[i], n as u32);
             out[i] = Some(n);
         }
     }
@@ -108,55 +176,28 @@ pub fn count_batch_cached(enc: Encoding, texts: &[&str]) -> Vec<usize> {
         .collect()
 }
 
-/// Entries currently held by the cache.
+/// Texts currently held by the content cache.
 pub fn cache_len() -> usize {
-    CACHE.read().expect("token cache lock").len()
+    read_cache().len()
 }
 
-/// Drop every cached count.
+/// The content cache's size and hit/miss counters.
+pub fn cache_stats() -> CacheStats {
+    CacheStats {
+        entries: cache_len(),
+        hits: HITS.load(Ordering::Relaxed),
+        misses: MISSES.load(Ordering::Relaxed),
+        capacity: CACHE_CAPACITY,
+    }
+}
+
+/// Drop every cached count and reset the hit/miss counters.
 pub fn cache_clear() {
-    CACHE.write().expect("token cache lock").clear();
+    let mut cache = write_cache();
+    cache.clear();
+    HITS.store(0, Ordering::Relaxed);
+    MISSES.store(0, Ordering::Relaxed);
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_known_texts() {
-        assert_eq!(count(Encoding::Cl100kBase, ""), 0);
-        assert_eq!(count(Encoding::Cl100kBase, "hello world"), 2);
-        assert_eq!(count(Encoding::O200kBase, "hello world"), 2);
-    }
-
-    #[test]
-    fn batch_equals_single() {
-        let texts = [
-            "a b c",
-            "",
-            "fn main() { println!(\"hi\"); }",
-            "日本語のテキスト",
-        ];
-        for enc in Encoding::ALL {
-            let single: Vec<usize> = texts.iter().map(|t| count(enc, t)).collect();
-            assert_eq!(count_batch(enc, &texts), single);
-            assert_eq!(count_batch_cached(enc, &texts), single);
-            assert_eq!(count_batch_cached(enc, &texts), single);
-        }
-    }
-
-    #[test]
-    fn ranks_are_complete() {
-        let r = ranks(Encoding::Cl100kBase);
-        assert_eq!(r.len(), 100256);
-        assert_eq!(r[0], b"!");
-    }
-
-    #[test]
-    fn names_round_trip() {
-        for enc in Encoding::ALL {
-            assert_eq!(Encoding::from_name(enc.name()), Some(enc));
-        }
-        assert_eq!(Encoding::from_name("gpt2"), None);
-    }
-}
+mod tests;

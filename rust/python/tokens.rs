@@ -64,6 +64,13 @@ fn token_cache_len() -> usize {
     tokens::cache_len()
 }
 
+/// (entries, hits, misses, capacity) of the content cache.
+#[pyfunction]
+fn token_cache_stats() -> (usize, u64, u64, usize) {
+    let s = tokens::cache_stats();
+    (s.entries, s.hits, s.misses, s.capacity)
+}
+
 #[pyfunction]
 fn token_cache_clear() {
     tokens::cache_clear()
@@ -79,6 +86,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(count_tokens_batch, m)?)?;
     m.add_function(wrap_pyfunction!(encoding_ranks, m)?)?;
     m.add_function(wrap_pyfunction!(token_cache_len, m)?)?;
+    m.add_function(wrap_pyfunction!(token_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(token_cache_clear, m)?)?;
     Ok(())
 }

@@ -1,8 +1,15 @@
 """Token counting: exact BPE counts in Rust, tiktoken as an oracle, model resolution.
 
 Counting policy lives here (the Rust core receives clean ``str``): a Python ``str``
-may hold lone surrogates, which are not UTF-8; like tiktoken we replace each with
-U+FFFD before counting, so such text counts the same here and in tiktoken.
+may hold lone surrogates, which are not UTF-8; exactly like tiktoken we round-trip such
+a text through UTF-16 with ``surrogatepass`` and decode with ``replace``, so each lone
+surrogate becomes U+FFFD (and a surrogate *pair* spelt as two code points becomes the
+character it encodes).  Such text therefore counts the same here and in tiktoken.
+
+Tokenizers are a plugin kind: ``register_tokenizers`` hooks register objects with a
+``name`` and ``count``/``count_batch`` (see :class:`Tokenizer`), and
+:class:`ModelTokenizer` values that map ``"provider:model"`` patterns to a registered
+tokenizer and a calibration factor (see :func:`resolve_model`).
 """
 
 from __future__ import annotations
@@ -10,7 +17,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import _core
 from ..errors import TokenizerError
@@ -18,14 +25,18 @@ from ..errors import TokenizerError
 __all__ = [
     "DEFAULT_ENCODING",
     "ENCODINGS",
+    "CacheStats",
     "ModelTokenizer",
     "RustTokenizer",
     "TiktokenTokenizer",
     "Tokenizer",
+    "cache_stats",
     "clean_text",
+    "clear_cache",
     "count",
     "count_batch",
     "get_tokenizer",
+    "model_mappings",
     "resolve_model",
 ]
 
@@ -49,7 +60,11 @@ class Tokenizer(Protocol):
 
 
 def clean_text(text: str) -> str:
-    """Return ``text`` with lone surrogates replaced by U+FFFD (valid UTF-8 from then on)."""
+    """Return ``text`` with lone surrogates replaced by U+FFFD (valid UTF-8 from then on).
+
+    The same transformation tiktoken applies before encoding; a text that is already
+    valid UTF-8 is returned as it is.
+    """
     try:
         text.encode("utf-8")
         return text
@@ -57,15 +72,24 @@ def clean_text(text: str) -> str:
         return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
-def _clean_all(texts: Sequence[str]) -> list[str]:
-    return [clean_text(t) for t in texts]
+def _not_str(texts: Sequence[object]) -> TokenizerError:
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            return TokenizerError(
+                f"cannot count a {type(t).__name__}: texts must be str",
+                where=f"texts[{i}]",
+                hint="decode bytes first (e.g. data.decode('utf-8'))",
+            )
+    return TokenizerError("texts must be a sequence of str")
 
 
 class RustTokenizer:
     """Exact counts from the Rust core (rank data bundled), with a content-hash cache.
 
-    ``cached=True`` (the default) means a text counted before is looked up by its hash
-    instead of being tokenised again; that is what makes re-rendering cheap.
+    ``cached=True`` (the default) means a text counted before is looked up by its
+    xxh3-128 hash instead of being tokenised again; that is what makes re-rendering
+    cheap.  ``cached=False`` always tokenises (and leaves the cache alone).  Counts are
+    identical either way, and identical to tiktoken's ``encode_ordinary``.
     """
 
     def __init__(self, encoding: str, *, cached: bool = True):
@@ -83,6 +107,8 @@ class RustTokenizer:
             return _core.count_tokens(self.encoding, text, self.cached)
         except UnicodeEncodeError:
             return _core.count_tokens(self.encoding, clean_text(text), self.cached)
+        except TypeError:
+            raise _not_str([text]) from None
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         """Counts of many texts in one crossing, on all cores, with the GIL released."""
@@ -90,15 +116,19 @@ class RustTokenizer:
         try:
             return _core.count_tokens_batch(self.encoding, batch, self.cached)
         except UnicodeEncodeError:
-            return _core.count_tokens_batch(self.encoding, _clean_all(batch), self.cached)
+            clean = [clean_text(t) for t in batch]
+            return _core.count_tokens_batch(self.encoding, clean, self.cached)
+        except TypeError:
+            raise _not_str(batch) from None
 
 
 class TiktokenTokenizer:
     """Python ``tiktoken`` built offline from the ranks bundled in the Rust core.
 
     This is the oracle of the test suite and a user-selectable tokenizer
-    (``tiktoken:o200k_base``).  Nothing is downloaded: ranks, pattern and special
-    tokens all come from this package.
+    (``tiktoken:o200k_base``).  Nothing is downloaded: ranks come from ``_core``, the
+    pattern and special tokens from tiktoken's published definitions (``_tiktoken``).
+    Special-token text such as ``<|endoftext|>`` is counted as ordinary text.
     """
 
     def __init__(self, encoding: str):
@@ -122,12 +152,32 @@ class TiktokenTokenizer:
         return [len(t) for t in self._enc.encode_ordinary_batch(list(texts))]
 
 
+class CacheStats(NamedTuple):
+    """The content cache of the Rust counter: size, counters since the last clear."""
+
+    entries: int
+    hits: int
+    misses: int
+    capacity: int
+
+
+def cache_stats() -> CacheStats:
+    """Entries, hits and misses of the process-wide content cache (all encodings)."""
+    return CacheStats(*_core.token_cache_stats())
+
+
+def clear_cache() -> None:
+    """Forget every cached count and reset the hit/miss counters."""
+    _core.token_cache_clear()
+
+
 @dataclass(frozen=True)
 class ModelTokenizer:
     """Maps ``"provider:model"`` patterns (fnmatch) to a tokenizer and calibration factor.
 
     A vendor whose tokenizer is not public (Anthropic) is served by an estimate: the
-    count of ``tokenizer`` multiplied by ``calibration``.  ``name`` must be unique.
+    count of ``tokenizer`` (a registered tokenizer's name) multiplied by
+    ``calibration``.  ``name`` must be unique among registered tokenizers and mappings.
     """
 
     name: str
@@ -135,27 +185,57 @@ class ModelTokenizer:
     tokenizer: str
     calibration: float = 1.0
 
+    def __post_init__(self) -> None:
+        if not self.calibration > 0:
+            raise TokenizerError(
+                f"calibration must be > 0, got {self.calibration!r}",
+                where=f"ModelTokenizer {self.name!r}",
+                hint="use 1.0 for an exact tokenizer",
+            )
+
 
 def get_tokenizer(name: str = DEFAULT_ENCODING) -> Tokenizer:
-    """Return the registered tokenizer called ``name`` (e.g. ``o200k_base``)."""
+    """Return the registered tokenizer called ``name`` (e.g. ``o200k_base``).
+
+    Unknown names raise ``PluginError`` listing the known ones; naming a model mapping
+    raises ``TokenizerError`` (use :func:`resolve_model` for models).
+    """
     from ..plugins import registry
 
     tok = registry("tokenizers").get(name)
     if isinstance(tok, ModelTokenizer):
-        raise TokenizerError(f"{name!r} is a model mapping, not a tokenizer")
+        raise TokenizerError(
+            f"{name!r} is a model mapping, not a tokenizer", hint="use resolve_model()"
+        )
     return tok
 
 
-def resolve_model(model: str) -> tuple[Tokenizer, float]:
-    """Resolve ``"provider:model"`` to (tokenizer, calibration); the first matching mapping wins.
+def model_mappings() -> list[ModelTokenizer]:
+    """Registered model mappings in the order :func:`resolve_model` tries them.
 
-    A model that no mapping names gets the default encoding with calibration 1.0.
+    Third-party mappings come first (in plugin load order, then registration order), so
+    a plugin can override a built-in estimate; the built-in mappings come last.
     """
-    from ..plugins import registry
+    from ..plugins import loaded_plugins, registry
 
-    for obj in registry("tokenizers").items.values():
-        if isinstance(obj, ModelTokenizer) and fnmatch.fnmatchcase(model, obj.pattern):
-            return get_tokenizer(obj.tokenizer), obj.calibration
+    reg = registry("tokenizers")
+    builtin = {p.name for p in loaded_plugins() if p.builtin}
+    maps = [obj for obj in reg.items.values() if isinstance(obj, ModelTokenizer)]
+    return [m for m in maps if reg.origin[m.name] not in builtin] + [
+        m for m in maps if reg.origin[m.name] in builtin
+    ]
+
+
+def resolve_model(model: str) -> tuple[Tokenizer, float]:
+    """Resolve ``"provider:model"`` to (tokenizer, calibration); the first match wins.
+
+    Mappings are tried in :func:`model_mappings` order.  A model that no mapping names
+    gets the default encoding (``o200k_base``) with calibration 1.0.  The estimate for
+    the model is ``tokenizer.count(text) * calibration``.
+    """
+    for m in model_mappings():
+        if fnmatch.fnmatchcase(model, m.pattern):
+            return get_tokenizer(m.tokenizer), m.calibration
     return get_tokenizer(DEFAULT_ENCODING), 1.0
 
 

@@ -1,0 +1,183 @@
+//! Tests of the plain crate (no Python).  Expected counts are derived by hand: the text
+//! is split into pre-tokenisation pieces written out below, every piece is checked to be
+//! a single token of the vocabulary (a token's bytes encode to that one token), so the
+//! count is the number of pieces.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use super::*;
+
+/// Tests that read the global content-cache counters must not interleave.
+static CACHE_LOCK: Mutex<()> = Mutex::new(());
+
+fn vocab(enc: Encoding) -> HashSet<Vec<u8>> {
+    ranks(enc).into_iter().collect()
+}
+
+/// (text, its pieces by the pre-tokenisation pattern of both encodings).
+const SPLIT_BY_HAND: &[(&str, &[&str])] = &[
+    ("hello world", &["hello", " world"]),
+    ("Hello, world!", &["Hello", ",", " world", "!"]),
+    ("a\n\nb", &["a", "\n\n", "b"]),
+    ("x = 1", &["x", " =", " ", "1"]),
+    ("    return", &["   ", " return"]),
+    ("  \n", &["  \n"]),
+    ("(); ", &["();", " "]),
+];
+
+#[test]
+fn counts_equal_pieces_that_are_tokens() {
+    for enc in Encoding::ALL {
+        let vocab = vocab(enc);
+        for (text, pieces) in SPLIT_BY_HAND {
+            assert_eq!(pieces.concat(), *text);
+            for p in *pieces {
+                assert!(vocab.contains(p.as_bytes()), "{p:?} is not one token");
+            }
+            assert_eq!(count(enc, text), pieces.len(), "{enc:?} {text:?}");
+        }
+    }
+}
+
+#[test]
+fn digits_go_in_threes() {
+    // `\p{N}{1,3}` cuts a digit run into groups of three, each a token.
+    for enc in Encoding::ALL {
+        let vocab = vocab(enc);
+        for n in 0..1000 {
+            let s = format!("{n:03}");
+            assert!(vocab.contains(s.as_bytes()), "{s} is not one token");
+        }
+        let digits: String = (0..3001)
+            .map(|i| char::from(b'0' + (i % 10) as u8))
+            .collect();
+        assert_eq!(count(enc, &digits), 1001);
+    }
+}
+
+#[test]
+fn empty_and_whitespace() {
+    for enc in Encoding::ALL {
+        assert_eq!(count(enc, ""), 0);
+        assert_eq!(count(enc, "\n"), 1);
+        assert_eq!(count(enc, " "), 1);
+        assert_eq!(count_batch(enc, &[]), Vec::<usize>::new());
+        assert_eq!(count_batch(enc, &["", ""]), vec![0, 0]);
+    }
+}
+
+#[test]
+fn unknown_bytes_fall_back_to_byte_tokens() {
+    // Every single byte is a token, so a piece never counts more than its length.
+    for enc in Encoding::ALL {
+        let vocab = vocab(enc);
+        for b in 0..=255u8 {
+            assert!(vocab.contains(&vec![b]), "byte {b} is not a token");
+        }
+        for text in ["\u{10FFFF}", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "e\u{301}\u{308}\u{20dd}"] {
+            let n = count(enc, text);
+            assert!(n >= 1 && n <= text.len(), "{text:?} counted {n}");
+        }
+    }
+}
+
+#[test]
+fn piece_cache_is_exact_under_eviction() {
+    // Far more distinct pieces than slots: every count must still be the BPE count.
+    let mut cache = PieceCache::default();
+    for enc in Encoding::ALL {
+        let bpe = &enc.tokenizer().bpe;
+        for round in 0..2 {
+            for i in 0..40_000u32 {
+                let piece = format!(" w{}x{}", i.wrapping_mul(2_654_435_761), round);
+                let bytes = piece.as_bytes();
+                assert_eq!(cache.count(bpe, bytes), bpe.count(bytes), "{piece:?}");
+            }
+        }
+        let long = "abcdefghij".repeat(5);
+        assert_eq!(
+            cache.count(bpe, long.as_bytes()),
+            bpe.count(long.as_bytes())
+        );
+    }
+}
+
+#[test]
+fn repeated_character_megabyte() {
+    for enc in Encoding::ALL {
+        let text = "a".repeat(1 << 20);
+        let n = count(enc, &text);
+        // One piece of a's: more than one token, far fewer than bytes.
+        assert!(n > 1 && n < text.len() / 2, "{n}");
+        assert_eq!(count_batch(enc, &[&text, "a"]), vec![n, 1]);
+    }
+}
+
+#[test]
+fn batch_equals_single() {
+    let texts = [
+        "a b c",
+        "",
+        "fn main() { println!(\"hi\"); }",
+        "日本語のテキスト",
+        "{\"role\": \"user\", \"content\": [1, 2, 3]}\n",
+        "  \t\n\n  x  ",
+    ];
+    let _guard = CACHE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    for enc in Encoding::ALL {
+        let single: Vec<usize> = texts.iter().map(|t| count(enc, t)).collect();
+        assert_eq!(count_batch(enc, &texts), single);
+        assert_eq!(count_batch_cached(enc, &texts), single);
+        assert_eq!(count_batch_cached(enc, &texts), single);
+        let one_by_one: Vec<usize> = texts.iter().map(|t| count_cached(enc, t)).collect();
+        assert_eq!(one_by_one, single);
+    }
+}
+
+#[test]
+fn cache_serves_recounts() {
+    let _guard = CACHE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    cache_clear();
+    assert_eq!(cache_stats().entries, 0);
+    let text = "a text counted twice, the second time from the cache";
+    let n = count_cached(Encoding::O200kBase, text);
+    let after_first = cache_stats();
+    assert_eq!((after_first.hits, after_first.misses), (0, 1));
+    assert_eq!(after_first.entries, 1);
+    assert_eq!(count_cached(Encoding::O200kBase, text), n);
+    assert_eq!(cache_stats().hits, 1);
+    // The same text under the other encoding is a different entry.
+    count_cached(Encoding::Cl100kBase, text);
+    assert_eq!(cache_stats().entries, 2);
+    // A batch: one seen text, one new (twice); only the unseen one is counted.
+    let other = "another text";
+    let counts = count_batch_cached(Encoding::O200kBase, &[text, other, other]);
+    assert_eq!(
+        counts,
+        vec![n, count(Encoding::O200kBase, other), counts[1]]
+    );
+    let stats = cache_stats();
+    assert_eq!((stats.hits, stats.misses), (2, 4));
+    assert_eq!(stats.entries, 3);
+    cache_clear();
+    let cleared = cache_stats();
+    assert_eq!((cleared.entries, cleared.hits, cleared.misses), (0, 0, 0));
+    assert_eq!(cleared.capacity, CACHE_CAPACITY);
+}
+
+#[test]
+fn ranks_are_complete() {
+    let r = ranks(Encoding::Cl100kBase);
+    assert_eq!(r.len(), 100256);
+    assert_eq!(r[0], b"!");
+    assert_eq!(ranks(Encoding::O200kBase).len(), 199998);
+}
+
+#[test]
+fn names_round_trip() {
+    for enc in Encoding::ALL {
+        assert_eq!(Encoding::from_name(enc.name()), Some(enc));
+    }
+    assert_eq!(Encoding::from_name("gpt2"), None);
+}
