@@ -33,6 +33,8 @@ __all__ = [
     "render_context",
     "render_request",
     "request_options",
+    "session_defaults",
+    "tool_specs",
 ]
 
 #: Output reserve used for ``max_tokens`` when a vendor requires one (SPEC §11).
@@ -67,6 +69,68 @@ def _tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> tuple[ToolSpec, ...
         raise RenderError(
             f"invalid tool: {exc}", hint="tools need name, description, input_schema"
         ) from None
+
+
+def tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
+    """Tool declarations in any built-in vendor's shape (or ToolSpec dicts) as ToolSpecs.
+
+    Accepts Anthropic ``{name, description, input_schema}``, Chat Completions
+    ``{type: function, function: {...}}``, Responses ``{type: function, name, parameters}``
+    and Gemini ``{functionDeclarations: [...]}``; anything else is skipped.
+    """
+    out: list[ToolSpec] = []
+    for t in raw if isinstance(raw, list) else []:
+        if not isinstance(t, Mapping):
+            continue
+        decls = t.get("functionDeclarations") or t.get("function_declarations")
+        if isinstance(decls, list):
+            out.extend(tool_specs(decls))
+            continue
+        fn = t.get("function") if isinstance(t.get("function"), Mapping) else t
+        name = fn.get("name")
+        if not isinstance(name, str) or not name:
+            continue
+        schema = next(
+            (
+                fn[k]
+                for k in (
+                    "input_schema",
+                    "parameters",
+                    "parametersJsonSchema",
+                    "parameters_json_schema",
+                )
+                if isinstance(fn.get(k), Mapping)
+            ),
+            {"type": "object", "properties": {}},
+        )
+        out.append(
+            ToolSpec(
+                name=name, description=str(fn.get("description") or ""), input_schema=dict(schema)
+            )
+        )
+    return tuple(out)
+
+
+def session_defaults(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """Render keyword defaults from session metadata: ``system``, ``tools``, ``model``.
+
+    Importers set ``system`` / ``tools`` / ``model``; for recorded requests (cassettes)
+    the tools and model of metadata ``request`` are used when those are absent.
+    """
+    request = metadata.get("request") if isinstance(metadata.get("request"), Mapping) else {}
+    out: dict[str, Any] = {}
+    if isinstance(metadata.get("system"), str) and metadata["system"]:
+        out["system"] = metadata["system"]
+    tools = metadata.get("tools", request.get("tools"))
+    if tools:
+        out["tools"] = tool_specs(tools)
+    model = metadata.get("model") or request.get("model")
+    uri = metadata.get("uri")
+    if not model and isinstance(uri, str) and "/models/" in uri:  # Gemini: model in the URL
+        model = uri.rsplit("/models/", 1)[1].split(":")[0]
+    if isinstance(model, str) and model:
+        out["model"] = model
+    return out
 
 
 def _context_from_bytes(data: bytes, options: RequestOptions, *, where: str) -> Context:

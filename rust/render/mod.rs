@@ -57,8 +57,9 @@ pub struct Sys<'a> {
     pub layer: u8,
 }
 
-/// System blocks in request order: the caller's L0 then L1 blocks, then the commit's
-/// system items (situation, L1).  Empty texts are dropped (vendors refuse them).
+/// System blocks in request order: L0 (the caller's session-constant blocks, then the
+/// commit's leading system items), then L1 (the caller's situation blocks, then system
+/// items that arrived mid-conversation).  Empty texts are dropped (vendors refuse them).
 pub fn system_blocks<'a>(opts: &'a Options<'a>, n: &Neutral<'a>) -> Vec<Sys<'a>> {
     let mut out: Vec<Sys<'a>> = Vec::new();
     for layer in [0u8, 1u8] {
@@ -70,9 +71,9 @@ pub fn system_blocks<'a>(opts: &'a Options<'a>, n: &Neutral<'a>) -> Vec<Sys<'a>>
                 });
             }
         }
-        if layer == 1 {
-            for t in &n.system {
-                out.push(Sys { text: t, layer: 1 });
+        for (text, l) in &n.system {
+            if *l == layer {
+                out.push(Sys { text, layer });
             }
         }
     }

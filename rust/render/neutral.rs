@@ -99,8 +99,9 @@ pub struct NMsg<'c> {
 /// The neutral rendering of one commit.
 #[derive(Debug, Default)]
 pub struct Neutral<'c> {
-    /// Texts of system items, in order (they join the situation layer, L1).
-    pub system: Vec<&'c str>,
+    /// Texts of system items with their layer: 0 (session constant) for those before
+    /// the first message, 1 (situation) for those that arrive later.
+    pub system: Vec<(&'c str, u8)>,
     pub messages: Vec<NMsg<'c>>,
     /// Tool items shown as user text because their pairing information was missing.
     pub degraded: usize,
@@ -273,7 +274,7 @@ impl<'c> Builder<'c> {
 fn blocks_match(blocks: &[Block<'_>], rendered: &str) -> bool {
     let texts: Vec<&str> = blocks
         .iter()
-        .filter(|b| b.kind == "text" && !b.text.is_empty())
+        .filter(|b| b.kind == "text")
         .map(|b| &*b.text)
         .collect();
     if texts.is_empty() {
@@ -331,7 +332,8 @@ pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
         match item.role {
             Role::System if item.state != State::Summary => {
                 if !item.rendered.is_empty() {
-                    b.out.system.push(&item.rendered);
+                    let layer = u8::from(!b.out.messages.is_empty() || !b.pending.is_empty());
+                    b.out.system.push((&item.rendered, layer));
                 }
             }
             Role::User => b.user(item),
