@@ -206,7 +206,7 @@ class SessionBuilder:
     ) -> str:
         """Add a node; returns its id.  ``pos`` orders it (file line or index)."""
         self._count += 1
-        nid = self.node_id(local or f"#{self._count}")
+        nid = self.node_id(local if local is not None else f"auto:{self._count}")
         self.records[nid] = _Record(
             pos,
             {

@@ -133,7 +133,11 @@ class _Parser:
         blocks, kept = to_blocks(raw)
         nid = self.by_message.get(mid)
         if nid is None:
-            meta: dict[str, Any] = {"claude_code": _line_meta(entry), "uuids": []}
+            meta: dict[str, Any] = {
+                "claude_code": _line_meta(entry),
+                "uuids": [],
+                "message_id": msg.get("id"),
+            }
             pred = self.parent(entry, meta)
             nid = self.b.add(
                 "assistant",

@@ -1,0 +1,135 @@
+"""VCR cassettes: the recorded request's conversation, with request and response kept."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+import yaml
+
+from ctxrules.importers import import_paths
+from ctxrules.model import ThinkingBlock, ToolUseBlock
+
+CASSETTES = [
+    "vcr-cassettes-yaml/anthropic/test_multiple_parallel_tool_calls.yaml",
+    "vcr-cassettes-yaml/anthropic/test_anthropic_tool_with_thinking.yaml",
+    "vcr-cassettes-yaml/anthropic/test_anthropic_cache_real_api.yaml",
+    "vcr-cassettes-yaml/openai-chat/test_tool_search_eval_openai-chat.yaml",
+    "vcr-cassettes-yaml/gemini/test_google_instructions_only_with_tool_calls.yaml",
+]
+
+
+def requests(path):
+    doc = yaml.safe_load(path.read_text())
+    return [
+        (i, it["request"]["parsed_body"], it["response"]["parsed_body"])
+        for i, it in enumerate(doc["interactions"])
+    ]
+
+
+def expected_roles(body):
+    """Node roles a request body must give, counted straight from the body."""
+    roles = Counter()
+    if "contents" in body:
+        roles["system"] += "systemInstruction" in body
+        for c in body["contents"]:
+            parts = c["parts"]
+            resp = sum("functionResponse" in p for p in parts)
+            roles["tool"] += resp
+            if len(parts) > resp:
+                roles["assistant" if c["role"] == "model" else "user"] += 1
+        return roles
+    roles["system"] += bool(body.get("system"))
+    for m in body["messages"]:
+        c = m["content"]
+        if m["role"] == "tool":
+            roles["tool"] += 1
+            continue
+        if m["role"] == "system":
+            roles["system"] += 1
+            continue
+        results = (
+            sum(isinstance(b, dict) and b.get("type") == "tool_result" for b in c)
+            if (isinstance(c, list))
+            else 0
+        )
+        roles["tool"] += results
+        if not isinstance(c, list) or len(c) > results:
+            roles[m["role"]] += 1
+    return roles
+
+
+@pytest.mark.parametrize("name", CASSETTES)
+def test_last_request_becomes_the_session(corpus, store, name):
+    path = corpus / name
+    i, body, response = requests(path)[-1]
+    (res,) = import_paths(store, [str(path)])
+    assert res.format == "cassette"
+    nodes = store.nodes(res.id)
+    assert Counter(n.role for n in nodes) == expected_roles(body)
+    meta = store.get_session(res.id).metadata
+    assert meta["interaction"] == i
+    assert meta["response"] == response
+    assert meta["request"] == {k: v for k, v in body.items() if k not in ("messages", "contents")}
+
+
+def test_thinking_signature_and_parallel_tool_calls_survive(corpus, store):
+    path = corpus / CASSETTES[1]
+    _, body, _ = requests(path)[-1]
+    (res,) = import_paths(store, [str(path)])
+    raw = next(
+        b
+        for m in body["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b["type"] == "thinking"
+    )
+    blocks = [
+        b for n in store.nodes(res.id) for b in (n.output if isinstance(n.output, list) else [])
+    ]
+    thinking = [b for b in blocks if isinstance(b, ThinkingBlock)]
+    assert [(t.thinking, t.signature) for t in thinking] == [(raw["thinking"], raw["signature"])]
+    path = corpus / CASSETTES[0]
+    _, body, _ = requests(path)[-1]
+    (res,) = import_paths(store, [str(path)])
+    nodes = store.nodes(res.id)
+    uses = [
+        b for n in nodes if n.role == "assistant" for b in n.output if isinstance(b, ToolUseBlock)
+    ]
+    tools = [n for n in nodes if n.role == "tool"]
+    assert len(uses) == len(tools) == 4
+    assert {t.caller for t in tools} == {n.id for n in nodes if n.role == "assistant"}
+    results = {
+        b["tool_use_id"]: b["content"]
+        for m in body["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    }
+    assert {t.metadata["tool_use_id"]: t.output for t in tools} == results
+
+
+def test_cassette_all_gives_every_request(corpus, store):
+    path = corpus / CASSETTES[4]
+    reqs = requests(path)
+    results = import_paths(store, [str(path)], format="cassette-all")
+    assert len(results) == len(reqs)
+    for (_, body, _), res in zip(reqs, results):
+        assert Counter(n.role for n in store.nodes(res.id)) == expected_roles(body)
+
+
+def test_anthropic_request_body_file(corpus, store, tmp_path):
+    _, body, _ = requests(corpus / CASSETTES[0])[-1]
+    # Add an image to a user turn so images are exercised too.
+    img = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBO"}}
+    body = json.loads(json.dumps(body))
+    body["messages"][0]["content"].append(img)
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(body))
+    (res,) = import_paths(store, [str(path)])
+    assert res.format == "anthropic-messages"
+    nodes = store.nodes(res.id)
+    assert Counter(n.role for n in nodes) == expected_roles(body)
+    system = next(n for n in nodes if n.role == "system")
+    assert system.input == body["system"]
+    user = next(n for n in nodes if n.role == "user")
+    assert user.output[-1].source.data == "iVBO"
