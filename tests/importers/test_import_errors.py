@@ -1,0 +1,129 @@
+"""Failed imports: clear errors naming file, line and what to do; nothing written.
+Also format detection and idempotent re-import."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxrules.errors import ImportFormatError, PluginError
+from ctxrules.importers import detect_formats, import_paths
+
+CC = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+TAU = "openai-chat-json/taubench_gpt-4o-airline.json"
+
+
+def lines_of(corpus):
+    return (corpus / CC).read_text().splitlines()
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return str(p)
+
+
+def assert_nothing_written(store, snapshot, before):
+    assert snapshot(store) == before
+
+
+def test_bad_json_names_the_line(corpus, store, tmp_path, snapshot):
+    lines = lines_of(corpus)
+    lines[4] = lines[4][:-5] + "]]]" + "}"
+    path = write(tmp_path, "bad.jsonl", "\n".join(lines) + "\n")
+    before = snapshot(store)
+    with pytest.raises(ImportFormatError) as err:
+        import_paths(store, [path])
+    msg = str(err.value)
+    assert f"{path}:5" in msg and "bad JSON" in msg and "nothing was imported" in msg
+    assert_nothing_written(store, snapshot, before)
+
+
+def test_truncated_file_is_called_truncated(corpus, store, tmp_path, snapshot):
+    text = (corpus / CC).read_text()
+    cut = text[: len(text) - 200]  # ends inside the last line, no newline
+    path = write(tmp_path, "cut.jsonl", cut)
+    before = snapshot(store)
+    with pytest.raises(ImportFormatError, match="truncated") as err:
+        import_paths(store, [path])
+    assert f"{path}:{cut.count(chr(10)) + 1}" in str(err.value)
+    assert_nothing_written(store, snapshot, before)
+
+
+def test_truncated_json_document(corpus, store, tmp_path, snapshot):
+    data = (corpus / TAU).read_bytes()[:100_000]
+    path = tmp_path / "cut.json"
+    path.write_bytes(data)
+    with pytest.raises(ImportFormatError, match="truncated"):
+        import_paths(store, [str(path)], format="openai-chat")
+    assert_nothing_written(store, snapshot, [])
+
+
+def test_tool_result_without_its_call(corpus, store, tmp_path, snapshot):
+    lines = lines_of(corpus)
+    # Line 4 is the assistant line holding the first tool_use; line 5 answers it.
+    assert '"tool_use"' in lines[3] and '"tool_result"' in lines[4]
+    del lines[3]
+    path = write(tmp_path, "orphan.jsonl", "\n".join(lines) + "\n")
+    with pytest.raises(ImportFormatError, match="no tool_use before it") as err:
+        import_paths(store, [path])
+    assert f"{path}:4" in str(err.value)
+    assert_nothing_written(store, snapshot, [])
+
+
+def test_unknown_structure_names_every_format_tried(store, tmp_path):
+    path = write(tmp_path, "what.json", json.dumps({"hello": [1, 2, 3]}))
+    with pytest.raises(ImportFormatError) as err:
+        import_paths(store, [path])
+    msg = str(err.value)
+    for name in (
+        "claude-code",
+        "swe-agent",
+        "openhands",
+        "cassette",
+        "anthropic-messages",
+        "openai-chat",
+    ):
+        assert name in msg
+    assert "--format" in msg
+
+
+def test_forced_wrong_format_fails_cleanly(corpus, store, snapshot):
+    with pytest.raises(ImportFormatError):
+        import_paths(store, [str(corpus / CC)], format="openhands")
+    with pytest.raises(PluginError, match="claude-code"):
+        import_paths(store, [str(corpus / CC)], format="no-such-format")
+    assert_nothing_written(store, snapshot, [])
+
+
+def test_a_bad_file_among_good_ones_writes_nothing(corpus, store, tmp_path, snapshot):
+    bad = write(tmp_path, "bad.jsonl", '{"type": "user", "uuid": "x"\n')
+    with pytest.raises(ImportFormatError):
+        import_paths(store, [str(corpus / CC), bad])
+    assert_nothing_written(store, snapshot, [])
+
+
+def test_reimport_is_idempotent(corpus, store, snapshot):
+    first = import_paths(store, [str(corpus / CC), str(corpus / TAU)])
+    state = snapshot(store)
+    again = import_paths(store, [str(corpus / TAU), str(corpus / CC)])
+    assert snapshot(store) == state
+    assert {r.id for r in again} == {r.id for r in first}
+    assert not any(r.created for r in again)
+    assert all(r.created for r in first)
+
+
+def test_detection_of_every_corpus_file(corpus):
+    want = {
+        "claude-code-jsonl": "claude-code",
+        "openai-chat-json": "openai-chat",
+        "swe-agent-traj": "swe-agent",
+        "openhands-trajectory": "openhands",
+        "vcr-cassettes-yaml": "cassette",
+    }
+    files = [p for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md"]
+    assert len(files) >= 12
+    for p in files:
+        folder = p.relative_to(corpus).parts[0]
+        assert detect_formats(str(p))[0] == want[folder], p

@@ -1,0 +1,99 @@
+"""The history-graph commands: import, sessions, log, checkout, fork (JSON and text)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+CC = "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+
+
+def cli(*args, store):
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxrules", *args, "--store", str(store)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return out
+
+
+@pytest.fixture
+def imported(corpus, tmp_path):
+    store = tmp_path / "store"
+    out = cli("import", str(corpus / CC), "--json", store=store)
+    assert out.returncode == 0, out.stderr
+    return store, json.loads(out.stdout)["sessions"]
+
+
+def test_import_json_and_sessions(corpus, imported):
+    store, sessions = imported
+    lines = [json.loads(x) for x in (corpus / CC).read_text().splitlines()]
+    n_results = sum(
+        1
+        for e in lines
+        if isinstance(e["message"]["content"], list)
+        for b in e["message"]["content"]
+        if b.get("type") == "tool_result"
+    )
+    (s,) = sessions
+    assert set(s) >= {"id", "calls", "source"}
+    assert s["source"] == str(corpus / CC)
+    listed = json.loads(cli("sessions", "--json", store=store).stdout)
+    assert [(r["id"], r["calls"], r["source"]) for r in listed] == [
+        (s["id"], s["calls"], s["source"])
+    ]
+    assert listed[0]["head"]
+    log = json.loads(cli("log", s["id"], "--json", store=store).stdout)
+    assert len(log) == s["calls"]
+    assert sum(n["role"] == "tool" for n in log) == n_results
+    fields = {
+        "id",
+        "seq",
+        "created_at",
+        "role",
+        "session_id",
+        "name",
+        "input",
+        "output",
+        "predecessor",
+        "caller",
+        "reads",
+        "metadata",
+    }
+    assert all(set(n) == fields for n in log)
+    assert [n["seq"] for n in log] == sorted(n["seq"] for n in log)
+    again = cli("import", str(corpus / CC), "--json", store=store)
+    assert json.loads(again.stdout)["sessions"][0]["created"] is False
+
+
+def test_log_tree_marks_head_and_branches(imported, tmp_path):
+    store, (s,) = imported
+    log = json.loads(cli("log", s["id"], "--json", store=store).stdout)
+    first_user = next(n for n in log if n["role"] == "user")
+    out = cli("log", s["id"], store=store)
+    assert out.returncode == 0, out.stderr
+    assert "<- HEAD" in out.stdout and "branch" not in out.stdout
+    # Check out an early node, fork there: the fork's log shows the shared history.
+    co = cli("checkout", s["id"], first_user["id"], "--json", store=store)
+    assert co.returncode == 0, co.stderr
+    assert json.loads(co.stdout)["head"] == first_user["id"]
+    fk = json.loads(cli("fork", s["id"], first_user["id"], "--json", store=store).stdout)
+    assert fk["head"] == first_user["id"] and fk["base_session"] == s["id"]
+    fork_log = json.loads(cli("log", fk["id"], "--json", store=store).stdout)
+    assert len(fork_log) == len(log)  # everything is shared, nothing copied
+    listed = {r["id"]: r for r in json.loads(cli("sessions", "--json", store=store).stdout)}
+    assert listed[fk["id"]]["calls"] == 0
+
+
+def test_errors_are_one_line(imported, tmp_path):
+    store, _ = imported
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "user"\n')
+    for args in (("import", str(bad)), ("log", "s_nope"), ("checkout", "s_nope", "n_x")):
+        out = cli(*args, store=store)
+        assert out.returncode == 1
+        assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
