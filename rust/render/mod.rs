@@ -211,9 +211,14 @@ pub fn render_request(
             return Err("render options: 'extra' must be a JSON object".into());
         }
     }
-    let n = neutral::build(&commit);
+    let mut n = neutral::build(&commit);
     if n.messages.is_empty() {
-        return Err("the commit has no user or assistant content to render".into());
+        // Nothing to say yet (e.g. a system-only session): every vendor needs a first
+        // user turn, so the placeholder is it.
+        n.messages.push(NMsg {
+            role: NRole::User,
+            blocks: vec![NBlock::Text(OPENING_PLACEHOLDER.into())],
+        });
     }
     let sys = system_blocks(&opts, &n);
     let mut w = Json::with_capacity(commit_bytes.len() + 1024);

@@ -167,7 +167,11 @@ fn cut_arguments_become_an_object() {
 }
 
 #[test]
-fn empty_commit_is_an_error() {
+fn empty_commit_renders_an_opening_user_turn() {
     let c = commit(serde_json::json!([]));
-    assert!(render_request(Wire::Anthropic, &c, &opts()).is_err());
+    for wire in ALL {
+        let s = String::from_utf8(render_request(wire, &c, &opts()).unwrap().body).unwrap();
+        assert!(s.contains(super::OPENING_PLACEHOLDER), "{s}");
+    }
+    assert!(render_request(Wire::Anthropic, b"{", &opts()).is_err());
 }

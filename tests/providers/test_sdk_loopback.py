@@ -131,7 +131,7 @@ def test_gemini_sdk_sends_our_request(cassette_session, loopback):
     cs = cassette_session(CASSETTES["gemini"][0])
     provider = get_provider("gemini")
     model = cs.uri.rsplit("/", 1)[-1].split(":")[0]
-    rendered = render(cs.commit, provider, model, **session_defaults(cs.metadata))
+    rendered = render(cs.commit, provider, **session_defaults(cs.metadata))
     body = json.loads(rendered.body)
     loopback.reply, loopback.check = cs.response, provider.validate
     client = genai.Client(
