@@ -1,0 +1,98 @@
+"""The structural validators catch what each vendor refuses (so a clean result means something)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from ctxrules.model import ContextCommit, ContextItem
+from ctxrules.providers import get_provider
+from ctxrules.render import render_request
+
+from .conftest import CASSETTES, load_cassette
+
+
+def _commit() -> ContextCommit:
+    items = (
+        ContextItem(source_node_id="u1", role="user", rendered="go"),
+        ContextItem(source_node_id="a1", role="assistant", rendered="on it"),
+        ContextItem(
+            source_node_id="t1",
+            role="tool",
+            name="ls",
+            caller="a1",
+            tool_use_id="call_1",
+            tool_input='{"p": "."}',
+            rendered="a.txt",
+        ),
+        ContextItem(source_node_id="a2", role="assistant", rendered="one file"),
+    )
+    return ContextCommit(id="c", session_id="s", head_node_id="a2", rules_version="r", items=items)
+
+
+def _body(name: str) -> dict:
+    return json.loads(render_request(_commit(), name))
+
+
+def test_rendered_and_recorded_bodies_are_clean():
+    for name in ("anthropic", "openai-chat", "openai-responses", "gemini"):
+        assert get_provider(name).validate(_body(name)) == []
+    for kind, rels in CASSETTES.items():
+        for rel in rels:
+            from .conftest import CORPUS_CASSETTES
+
+            request, _, _ = load_cassette(CORPUS_CASSETTES / rel)
+            assert get_provider(kind).validate(request) == [], rel
+
+
+def _mark_every_block(body: dict) -> None:
+    for m in body["messages"]:  # 4 messages, 5 blocks: one breakpoint too many
+        for block in m["content"]:
+            block["cache_control"] = {"type": "ephemeral"}
+
+
+MUTATIONS = {
+    "anthropic": {
+        "orphan result": lambda b: b["messages"][1]["content"].pop(),  # drop the tool_use
+        "unanswered call": lambda b: b["messages"].pop(2),
+        "assistant first": lambda b: b["messages"].pop(0),
+        "repeated role": lambda b: b["messages"].insert(1, copy.deepcopy(b["messages"][0])),
+        "result after text": lambda b: b["messages"][2]["content"].insert(
+            0, {"type": "text", "text": "x"}
+        ),
+        "unsigned thinking": lambda b: b["messages"][1]["content"].insert(
+            0, {"type": "thinking", "thinking": "t"}
+        ),
+        "five breakpoints": lambda b: _mark_every_block(b),
+    },
+    "openai-chat": {
+        "orphan result": lambda b: b["messages"][1].pop("tool_calls"),
+        "unanswered call": lambda b: b["messages"].pop(2),
+        "call answered late": lambda b: b["messages"].insert(
+            2, {"role": "user", "content": "interrupt"}
+        ),
+        "arguments not a string": lambda b: b["messages"][1]["tool_calls"][0]["function"].update(
+            arguments={"p": "."}
+        ),
+    },
+    "openai-responses": {
+        "orphan output": lambda b: b["input"].pop(2),
+        "unanswered call": lambda b: b["input"].pop(3),
+        "output before call": lambda b: b["input"].insert(1, b["input"].pop(3)),
+    },
+    "gemini": {
+        "orphan response": lambda b: b["contents"][1]["parts"].pop(),
+        "unanswered call": lambda b: b["contents"].pop(2),
+        "model first": lambda b: b["contents"].pop(0),
+        "wrong role": lambda b: b["contents"][1].update(role="assistant"),
+    },
+}
+
+
+@pytest.mark.parametrize(("name", "mutation"), [(n, m) for n, ms in MUTATIONS.items() for m in ms])
+def test_validator_catches(name, mutation):
+    body = _body(name)
+    MUTATIONS[name][mutation](body)
+    assert get_provider(name).validate(body) != [], mutation
