@@ -86,7 +86,8 @@ def tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
         if isinstance(decls, list):
             out.extend(tool_specs(decls))
             continue
-        fn = t.get("function") if isinstance(t.get("function"), Mapping) else t
+        inner = t.get("function")
+        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else t
         name = fn.get("name")
         if not isinstance(name, str) or not name:
             continue
@@ -117,7 +118,8 @@ def session_defaults(metadata: Mapping[str, Any]) -> dict[str, Any]:
     Importers set ``system`` / ``tools`` / ``model``; for recorded requests (cassettes)
     the tools and model of metadata ``request`` are used when those are absent.
     """
-    request = metadata.get("request") if isinstance(metadata.get("request"), Mapping) else {}
+    raw = metadata.get("request")
+    request: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     out: dict[str, Any] = {}
     if isinstance(metadata.get("system"), str) and metadata["system"]:
         out["system"] = metadata["system"]
