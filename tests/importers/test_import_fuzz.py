@@ -83,7 +83,7 @@ def mutate_tree(data, doc):
     elif action == "duplicate" and isinstance(parent, list):
         parent.insert(key, json.loads(json.dumps(parent[key])))
     else:
-        parent[key] = data.draw(st.sampled_from(ODD_VALUES))
+        parent[key] = json.loads(json.dumps(data.draw(st.sampled_from(ODD_VALUES))))
 
 
 def mutate_bytes(data, text):

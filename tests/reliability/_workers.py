@@ -1,0 +1,69 @@
+"""Worker processes for the reliability tests (run as scripts, never imported by pytest).
+
+``zygote STORE SESSION``: imports ctxrules once, then for every ``go N`` line on stdin
+forks a child that appends to SESSION forever, printing ``ack <id>`` after each append
+returned; the zygote prints ``pid <pid>`` after forking and ``dead N`` once the child
+is gone (so every ack of that child comes before it on the same pipe).  Forking from a
+warm process keeps 50+ crash rounds within seconds instead of paying an interpreter
+start-up per round.
+
+``appender STORE SESSION TAG COUNT``: waits for a line on stdin, appends COUNT nodes,
+then prints every acknowledged id.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def payload(node_id: str) -> str:
+    """The content a node must still have after any crash."""
+    return f"payload of {node_id} | " * 16
+
+
+def zygote(store_path: str, session: str) -> None:
+    from ctxrules import dag
+    from ctxrules.store import open_store
+
+    for line in sys.stdin:
+        cmd, _, arg = line.strip().partition(" ")
+        if cmd != "go":
+            break
+        pid = os.fork()
+        if pid == 0:  # the child: append until killed
+            try:
+                store = open_store(store_path)
+                i = 0
+                while True:
+                    nid = f"r{arg}-{i}"
+                    dag.append(store, session, "user", payload(nid), node_id=nid)
+                    os.write(1, f"ack {nid}\n".encode())
+                    i += 1
+            finally:
+                os._exit(1)
+        print(f"pid {pid}", flush=True)
+        os.waitpid(pid, 0)
+        print(f"dead {arg}", flush=True)
+
+
+def appender(store_path: str, session: str, tag: str, count: int) -> None:
+    from ctxrules import dag
+    from ctxrules.store import open_store
+
+    store = open_store(store_path)
+    sys.stdin.readline()  # start together with the other writers
+    acked = []
+    for i in range(count):
+        nid = f"{tag}-{i}"
+        dag.append(store, session, "user", payload(nid), node_id=nid)
+        acked.append(nid)
+    store.close()
+    sys.stdout.write("\n".join(acked) + "\n")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "zygote":
+        zygote(sys.argv[2], sys.argv[3])
+    else:
+        appender(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
