@@ -26,6 +26,7 @@ from .providers.base import Provider, RenderedRequest, RequestOptions, SystemBlo
 
 __all__ = [
     "CacheHit",
+    "explain",
     "header_tokens",
     "predicted_cache_hit",
     "render",
@@ -286,11 +287,86 @@ def predicted_cache_hit(
     total = header + current.total_tokens
     if previous is None:
         return CacheHit(shared_items=0, shared_tokens=0, total_tokens=total)
-    from .commit import diff_commits
-
-    d = diff_commits(previous, current)
     if _system_items(previous) != _system_items(current):
         return CacheHit(shared_items=0, shared_tokens=header, total_tokens=total)
-    return CacheHit(
-        shared_items=d.prefix_items, shared_tokens=header + d.prefix_tokens, total_tokens=total
+    items, tokens = _shared_prefix(previous, current)
+    return CacheHit(shared_items=items, shared_tokens=header + tokens, total_tokens=total)
+
+
+def _shared_prefix(a: ContextCommit, b: ContextCommit) -> tuple[int, int]:
+    """Leading items two commits share and their tokens: the commit diff's unchanged
+    prefix (Rust, ``commit.diff_commits``) where the extension has it."""
+    if hasattr(_core, "diff_items"):
+        from .commit import diff_commits
+
+        d = diff_commits(a, b)
+        return d.prefix_items, d.prefix_tokens
+    # TODO(issue 4): drop once diff_items ships in every build; same definition.
+    n = tokens = 0
+    for x, y in zip(a.items, b.items):
+        if x.source_node_id != y.source_node_id or x.state != y.state or x.rendered != y.rendered:
+            break
+        if (x.tool_input, x.blocks, x.tool_use_id, x.caller) != (
+            y.tool_input,
+            y.blocks,
+            y.tool_use_id,
+            y.caller,
+        ):
+            break
+        n += 1
+        tokens += y.tokens if y.state != "summarized" else 0
+    return n, tokens
+
+
+def explain(
+    commit: ContextCommit,
+    provider: str | Provider,
+    model: str | None = None,
+    *,
+    previous: ContextCommit | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Render and break the request down: tokens per layer and category, items per state,
+    cache breakpoints, and the predicted cache hit against ``previous`` (the commit of
+    the session's previous request, usually ``commit.parent_ids[0]``)."""
+    from .providers import get_provider
+
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    rendered = render(commit, prov, model, **options)
+    header = header_tokens(
+        prov, rendered.model, system=options.get("system"), tools=options.get("tools", ())
     )
+    situation = header_tokens(prov, rendered.model, system=options.get("situation"))
+    item_tokens = rendered.meta.get("item_tokens", {})
+    states: dict[str, dict[str, int]] = {}
+    for it in commit.items:
+        s = states.setdefault(it.state, {"items": 0, "tokens": 0})
+        s["items"] += 1
+        s["tokens"] += it.tokens if it.state != "summarized" else 0
+    hit = predicted_cache_hit(previous, commit, header=header)
+    return {
+        "provider": prov.name,
+        "model": rendered.model,
+        "endpoint": rendered.endpoint,
+        "commit": commit.id,
+        "body_bytes": len(rendered.body),
+        "messages": rendered.meta.get("messages"),
+        "degraded_tool_items": rendered.meta.get("degraded", 0),
+        "tokens": {
+            "L0_session": header,
+            "L1_situation": situation,
+            # System nodes of the history: L0 before the first message, L1 after it.
+            "system_items": int(item_tokens.get("system", 0)),
+            "L2_task": {k: int(v) for k, v in item_tokens.items() if k != "system"},
+            "total": header + situation + sum(int(v) for v in item_tokens.values()),
+        },
+        "states": states,
+        "breakpoints": rendered.meta.get("breakpoints", []),
+        "predicted_cache": {
+            "previous_commit": previous.id if previous is not None else None,
+            "shared_items": hit.shared_items,
+            "shared_tokens": hit.shared_tokens,
+            "total_tokens": hit.total_tokens,
+            "ratio": round(hit.ratio, 4),
+        },
+    }

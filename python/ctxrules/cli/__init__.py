@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "log",
     "checkout",
     "fork",
+    "render",
 )
 
 

@@ -1,0 +1,121 @@
+"""``ctxrules render SESSION --provider P``: the request body exactly as it would be sent.
+
+The commit at ``--head`` (default HEAD) under ``--config`` (default: the nearest
+ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``,
+then rendered.  Without options the body bytes are printed as they are; ``--json`` wraps
+them with the provider, model and endpoint; ``--explain`` adds the breakdown (tokens per
+layer and category, breakpoints, predicted cached tokens against the parent commit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import msgspec
+
+from ._common import add_store_option, open_store_from, print_json
+
+PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("render", help="render a session's commit into a provider request")
+    p.add_argument("session")
+    p.add_argument(
+        "--provider",
+        required=True,
+        help=f"a registered provider ({', '.join(PROVIDERS)}, or a plugin's)",
+    )
+    p.add_argument(
+        "--model", default=None, help="model (default: the session's, else the provider's)"
+    )
+    p.add_argument(
+        "--head", default=None, metavar="NODE", help="render at this node (default HEAD)"
+    )
+    p.add_argument("--now", type=float, default=None, metavar="EPOCH", help="clock for the rules")
+    p.add_argument("--config", default=None, metavar="FILE", help="rule configuration (TOML)")
+    add_store_option(p)
+    p.add_argument("--json", action="store_true", help="print JSON with the body inside")
+    p.add_argument("--explain", action="store_true", help="add a breakdown of the request")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..commit import ensure_latest_commit, load_commit
+    from ..config import find_config, load_config
+    from ..errors import NotFoundError
+    from ..providers import get_provider
+    from ..render import explain, render, session_defaults
+
+    provider = get_provider(args.provider)
+    config = load_config(args.config) if args.config else find_config()
+    store = open_store_from(args)
+    info = store.get_session(args.session)
+    commit = ensure_latest_commit(info.id, args.head, args.now, store=store, config=config)
+    defaults = session_defaults(info.metadata)
+    if args.model:
+        defaults["model"] = args.model
+    model = defaults.pop("model", None)
+    rendered = render(commit, provider, model, **defaults)
+    breakdown = None
+    if args.explain:
+        previous = None
+        if commit.parent_ids:
+            try:
+                previous = load_commit(commit.parent_ids[0], store=store)
+            except NotFoundError:
+                previous = None
+        breakdown = explain(commit, provider, model, previous=previous, **defaults)
+    if args.json:
+        out = {
+            "session": info.id,
+            "commit": commit.id,
+            "provider": rendered.provider,
+            "model": rendered.model,
+            "endpoint": rendered.endpoint,
+            "body": msgspec.json.decode(rendered.body),
+        }
+        if breakdown is not None:
+            out["explain"] = breakdown
+        print_json(out)
+    elif breakdown is not None:
+        _print_explain(breakdown)
+    else:
+        sys.stdout.buffer.write(rendered.body + b"\n")
+    return 0
+
+
+def _print_explain(b: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=100)
+    console.print(
+        f"{b['provider']} {b['model']}  POST {b['endpoint']}  "
+        f"{b['body_bytes']:,} bytes, {b['messages']} messages, commit {b['commit']}"
+    )
+    t = b["tokens"]
+    table = Table(title="tokens by layer")
+    table.add_column("layer / category")
+    table.add_column("tokens", justify="right")
+    table.add_row("L0 session (system + tools)", f"{t['L0_session']:,}")
+    table.add_row("L1 situation", f"{t['L1_situation']:,}")
+    table.add_row("system items", f"{t['system_items']:,}")
+    for k, v in t["L2_task"].items():
+        table.add_row(f"L2 {k}", f"{v:,}")
+    table.add_row("total", f"{t['total']:,}")
+    console.print(table)
+    states = ", ".join(f"{k} {v['items']} ({v['tokens']:,} tok)" for k, v in b["states"].items())
+    console.print(f"items by state: {states}")
+    console.print(f"breakpoints: {', '.join(b['breakpoints']) or 'none'}")
+    if b["degraded_tool_items"]:
+        console.print(f"tool items shown as text (pairing missing): {b['degraded_tool_items']}")
+    p = b["predicted_cache"]
+    if p["previous_commit"] is None:
+        console.print("predicted cache hit: none (no previous commit)")
+    else:
+        console.print(
+            f"predicted cache hit vs {p['previous_commit']}: {p['shared_tokens']:,} of "
+            f"{p['total_tokens']:,} tokens ({p['ratio']:.0%}), {p['shared_items']} items"
+        )
