@@ -1,9 +1,11 @@
-"""Fuzzing the importers with mutated corpus files: only ctxrules' typed errors may
+"""Fuzzing the importers with mutated corpus files (set CTXRULES_FUZZ_EXAMPLES for a
+longer run): only ctxrules' typed errors may
 escape, and a failed import leaves the store exactly as it was."""
 
 from __future__ import annotations
 
 import json
+import os
 
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -103,7 +105,7 @@ def mutate_bytes(data, text):
 
 
 @settings(
-    max_examples=80,
+    max_examples=int(os.environ.get("CTXRULES_FUZZ_EXAMPLES", "80")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
