@@ -158,3 +158,42 @@ def test_an_edited_prompt_becomes_a_sibling_branch(corpus, store, tmp_path):
         + len(expected(src)["assistants"])
         + 1
     )
+
+
+def test_summary_and_system_lines_are_kept(corpus, store, tmp_path):
+    lines = [
+        json.loads(x) for x in (corpus / "claude-code-jsonl" / FILES[2]).read_text().splitlines()
+    ]
+    last = lines[-1]
+    summary = {"type": "summary", "summary": "Added multiply_numbers", "leafUuid": last["uuid"]}
+    boundary = {
+        "type": "system",
+        "subtype": "compact_boundary",
+        "content": "Conversation compacted",
+        "uuid": "sys-0001",
+        "parentUuid": last["uuid"],
+        "isSidechain": False,
+        "timestamp": last["timestamp"],
+        "sessionId": last["sessionId"],
+    }
+    after = dict(
+        lines[1],
+        uuid="after-0001",
+        parentUuid="sys-0001",
+        message={"role": "user", "content": "continue"},
+    )
+    path = tmp_path / "with_system.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [summary, *lines, boundary, after]) + "\n")
+    (res,) = import_paths(store, [str(path)])
+    nodes = store.nodes(res.id)
+    system = [n for n in nodes if n.role == "system"]
+    assert [n.input for n in system] == ["Conversation compacted"]
+    cont = next(n for n in nodes if n.output == "continue")
+    assert cont.predecessor == system[0].id
+    kept = store.get_session(res.id).metadata["extra_lines"]
+    assert {"line": 1, **summary} in kept
+    assert sum(e["type"] == "queue-operation" for e in kept) == sum(
+        x.get("type") == "queue-operation" for x in lines
+    )
+    path_nodes = dag.branch_path(store, res.id)
+    assert path_nodes[-1].id == cont.id and path_nodes[-2].id == system[0].id
