@@ -8,6 +8,7 @@ from ._common import add_store_option, open_store_from, print_json
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``checkout`` subcommand."""
     p = sub.add_parser(
         "checkout",
         help="move a session's HEAD to a node or sibling (never reruns anything)",
@@ -20,6 +21,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules checkout``; returns the exit code."""
     from .. import dag
 
     store = open_store_from(args)

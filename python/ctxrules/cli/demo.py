@@ -23,6 +23,7 @@ BUNDLED_SESSION = "claude_code_init.jsonl"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``demo`` subcommand."""
     p = sub.add_parser("demo", help="run the pipeline on a bundled real session")
     p.add_argument("--encoding", default=DEFAULT_ENCODING)
     add_store_option(p)
@@ -90,6 +91,7 @@ STEPS: list[Callable[[DemoState], None]] = [step_import, step_token_table]
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules demo``; returns the exit code."""
     console = Console(width=110)
     store = open_store_from(args)
     try:

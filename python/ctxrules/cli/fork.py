@@ -8,6 +8,7 @@ from ._common import add_store_option, open_store_from, print_json
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``fork`` subcommand."""
     p = sub.add_parser("fork", help="start a new session at a node (history shared, not copied)")
     p.add_argument("session")
     p.add_argument("node")
@@ -17,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules fork``; returns the exit code."""
     from .. import dag
 
     store = open_store_from(args)

@@ -8,6 +8,7 @@ from ._common import add_store_option, open_store_from, print_json
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``import`` subcommand."""
     p = sub.add_parser(
         "import",
         help="import transcripts (Claude Code, OpenAI / Anthropic messages, SWE-agent, …)",
@@ -26,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules import``; returns the exit code."""
     from ..importers import import_paths
 
     store = open_store_from(args)

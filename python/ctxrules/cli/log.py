@@ -19,6 +19,7 @@ PREVIEW = 70
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``log`` subcommand."""
     p = sub.add_parser("log", help="show a session's history graph")
     p.add_argument("session")
     add_store_option(p)
@@ -83,6 +84,7 @@ def tree_lines(graph: object) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules log``; returns the exit code."""
     from ..dag import load_graph
 
     store = open_store_from(args)

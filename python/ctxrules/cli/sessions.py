@@ -8,6 +8,7 @@ from ._common import add_store_option, open_store_from, print_json
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``sessions`` subcommand."""
     p = sub.add_parser("sessions", help="list the sessions in the store")
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -15,6 +16,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules sessions``; returns the exit code."""
     store = open_store_from(args)
     try:
         infos = store.list_sessions()
