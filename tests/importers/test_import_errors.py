@@ -127,3 +127,25 @@ def test_detection_of_every_corpus_file(corpus):
     for p in files:
         folder = p.relative_to(corpus).parts[0]
         assert detect_formats(str(p))[0] == want[folder], p
+
+
+def test_half_surrogate_escapes_are_repaired_not_fatal(corpus, store, tmp_path):
+    lines = lines_of(corpus)
+    entry = json.loads(lines[1])
+    entry["message"]["content"][0]["text"] = "cut emoji \ud83d here"
+    lines[1] = json.dumps(entry)  # json.dumps escapes the half pair as \\ud83d
+    assert "\\ud83d" in lines[1]
+    path = write(tmp_path, "surrogate.jsonl", "\n".join(lines) + "\n")
+    (res,) = import_paths(store, [path])
+    texts = [
+        b.text
+        for n in store.nodes(res.id)
+        if isinstance(n.output, list)
+        for b in n.output
+        if hasattr(b, "text")
+    ]
+    assert "cut emoji \ufffd here" in texts
+    doc = tmp_path / "surrogate.json"
+    doc.write_text(json.dumps([{"role": "user", "content": "half \ud83d"}]))
+    (res,) = import_paths(store, [str(doc)])
+    assert store.nodes(res.id)[0].output == "half \ufffd"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
@@ -86,6 +87,31 @@ def decode_text(path: str, data: bytes) -> str:
         raise fail(path, line, "not UTF-8 text", "convert the file to UTF-8") from None
 
 
+# JSON may escape half of a surrogate pair ("\\ud83d" from a cut-off emoji): Python
+# decodes it into a str that cannot be written as UTF-8.  Such halves are replaced by
+# U+FFFD at import, the one change an importer makes to content, because no store
+# (nor any provider) can hold them.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repair_surrogates(value: Any, raw: str) -> Any:
+    """``value`` with lone surrogates replaced by U+FFFD (a no-op unless ``raw`` escapes one)."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return value
+    return _repair(value)
+
+
+def _repair(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_repair(v) for v in value]
+    if isinstance(value, dict):
+        return {_repair(k): _repair(v) for k, v in value.items()}
+    return value
+
+
 @lru_cache(maxsize=4)
 def _load_json_cached(path: str, mtime_ns: int, size: int) -> Any:
     data = read_bytes(path)
@@ -95,7 +121,7 @@ def _load_json_cached(path: str, mtime_ns: int, size: int) -> Any:
         pass
     text = decode_text(path, data)
     try:  # the stdlib parser says which line is wrong
-        return json.loads(text)
+        return repair_surrogates(json.loads(text), text)
     except json.JSONDecodeError as exc:
         if exc.pos >= len(text.rstrip()):
             raise fail(

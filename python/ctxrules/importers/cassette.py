@@ -14,7 +14,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._common import ImportedSession, SessionBuilder, decode_text, fail, file_key, read_bytes
+from ._common import (
+    ImportedSession,
+    SessionBuilder,
+    decode_text,
+    fail,
+    file_key,
+    read_bytes,
+)
 from ._messages import anthropic_messages, gemini_contents, openai_messages
 from .openai_chat import anthropic_features
 

@@ -37,6 +37,7 @@ from ._common import (
     file_key,
     parse_time,
     read_bytes,
+    repair_surrogates,
     to_blocks,
 )
 
@@ -71,7 +72,7 @@ class _Parser:
             if not raw.strip():
                 continue
             try:
-                entry = json.loads(raw)
+                entry = repair_surrogates(json.loads(raw), raw)
             except json.JSONDecodeError as exc:
                 last = all(not rest.strip() for rest in lines[no:])
                 if last and not self.text.endswith("\n"):
