@@ -56,6 +56,10 @@ def test_wal_and_full_sync_are_on(store):
     conn.close()
 
 
+def test_sqlite_store_implements_the_protocol(store):
+    assert isinstance(store, Store)
+
+
 def test_seq_is_assigned_contiguously_from_one(store):
     s = store.create_session(session_id="s1")
     seqs = [store.append("s1", node(f"n{i}"), at_head=True).seq for i in range(5)]

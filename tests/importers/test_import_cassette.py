@@ -71,6 +71,7 @@ def test_last_request_becomes_the_session(corpus, store, name):
     meta = store.get_session(res.id).metadata
     assert meta["interaction"] == i
     assert meta["response"] == response
+    assert meta["usage"] == (response.get("usage") or response["usageMetadata"])
     assert meta["request"] == {k: v for k, v in body.items() if k not in ("messages", "contents")}
 
 

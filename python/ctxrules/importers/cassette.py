@@ -6,7 +6,8 @@ request — in an agent loop it carries the whole conversation — and ``cassett
 takes every request, one session each.  The session holds exactly the request's
 messages; everything else of the request (model, tools, system blocks, parameters) is
 in metadata ``request``, and the recorded response (with its usage) in ``response``,
-so a renderer can compare what it produces with what was really sent.
+so a renderer can compare what it produces with what was really sent; the response's
+usage is also the session's ``usage`` (the provider's measurement at HEAD).
 """
 
 from __future__ import annotations
@@ -148,5 +149,10 @@ class CassetteImporter:
             }
             if response is not None:
                 b.metadata["response"] = response
+                usage = response.get("usage") or response.get("usageMetadata")
+                if usage is not None:
+                    # What the provider billed for exactly this request: the measured
+                    # basis for the session at its HEAD.
+                    b.metadata["usage"] = usage
             out.append(b.build())
         return out
