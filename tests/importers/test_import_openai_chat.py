@@ -90,4 +90,12 @@ def test_tool_message_without_its_call_is_refused(corpus, store, tmp_path, snaps
         import_paths(store, [str(path)])
     assert "no tool call" in str(err.value) and "broken.json" in str(err.value)
     assert f"[{first_tool - 1}]" in str(err.value)
+    assert f"broken.json:1 at [{first_tool - 1}]" in str(err.value)  # one-line JSON
+    path.write_text(json.dumps(broken, indent=2))
+    with pytest.raises(ImportFormatError) as err:
+        import_paths(store, [str(path)])
+    text = path.read_text().splitlines()
+    line = int(str(err.value).split("broken.json:")[1].split()[0])
+    value, _ = json.JSONDecoder().raw_decode("\n".join(text[line - 1 :]).lstrip())
+    assert value == broken[first_tool - 1]
     assert snapshot(store) == before
