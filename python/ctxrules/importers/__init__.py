@@ -83,7 +83,7 @@ def detect_formats(path: str) -> list[str]:
     head = read_bytes(path)[:HEAD_BYTES]
     found = []
     for imp in _importers():
-        if not imp.auto:
+        if not getattr(imp, "auto", True):
             continue
         try:
             if imp.detect(path, head):
@@ -113,7 +113,7 @@ def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSe
     if format != "auto":
         imp = registry("importers").get(format)
         return imp.name, _parse_with(imp, path)
-    tried = [imp.name for imp in _importers() if imp.auto]
+    tried = [imp.name for imp in _importers() if getattr(imp, "auto", True)]
     candidates = detect_formats(path)
     if not candidates:
         raise ImportFormatError(

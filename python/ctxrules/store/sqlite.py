@@ -131,6 +131,8 @@ class SQLiteStore:
 
     def migrate(self) -> list[int]:
         """Apply registered migrations this store lacks, in version order."""
+        if self._up_to_date():
+            return []  # the common case: no write lock needed just to open
         applied: list[int] = []
         with self.transaction() as conn:
             conn.execute(
@@ -158,6 +160,15 @@ class SQLiteStore:
             top = max([*done, *applied], default=0)
             conn.execute(f"PRAGMA user_version={int(top)}")
         return applied
+
+    def _up_to_date(self) -> bool:
+        try:
+            done = dict(
+                self._conn.execute("SELECT version, name FROM schema_migrations").fetchall()
+            )
+        except sqlite3.OperationalError:
+            return False  # a new file: no table yet
+        return all(done.get(v) == m.name for v, m in MIGRATIONS.items())
 
     def schema_versions(self) -> dict[int, str]:
         """Applied migrations: version → name."""
