@@ -149,9 +149,11 @@ def retry(store: Store, session_id: str, node_id: str) -> Call:
 
     ``AgentRunActiveError`` while an agent run is active on the session.
     """
-    _refuse_during_run(store, session_id, "retry")
-    node = _visible(store, session_id, node_id)
-    return _sibling(store, session_id, node, {"metadata": {"retry_of": node.id}})
+    # The guard check and the append share one transaction: a run cannot start between.
+    with store.transaction():
+        _refuse_during_run(store, session_id, "retry")
+        node = _visible(store, session_id, node_id)
+        return _sibling(store, session_id, node, {"metadata": {"retry_of": node.id}})
 
 
 def edit(
@@ -168,19 +170,21 @@ def edit(
     At least one of ``output`` / ``input`` / ``name`` must differ from the original
     (``DagError`` otherwise: use ``retry``).  ``AgentRunActiveError`` during a run.
     """
-    _refuse_during_run(store, session_id, "edit")
-    node = _visible(store, session_id, node_id)
-    changes = {
-        k: v
-        for k, v in (("output", output), ("input", input), ("name", name))
-        if v is not _UNSET and v != getattr(node, k)
-    }
-    if not changes:
-        raise DagError(
-            f"edit of {node_id!r} changes nothing", hint="use retry for a same-content sibling"
-        )
-    changes["metadata"] = {"edit_of": node.id}
-    return _sibling(store, session_id, node, changes)
+    with store.transaction():
+        _refuse_during_run(store, session_id, "edit")
+        node = _visible(store, session_id, node_id)
+        changes = {
+            k: v
+            for k, v in (("output", output), ("input", input), ("name", name))
+            if v is not _UNSET and v != getattr(node, k)
+        }
+        if not changes:
+            raise DagError(
+                f"edit of {node_id!r} changes nothing",
+                hint="use retry for a same-content sibling",
+            )
+        changes["metadata"] = {"edit_of": node.id}
+        return _sibling(store, session_id, node, changes)
 
 
 def _visible(store: Store, session_id: str, node_id: str) -> Call:
