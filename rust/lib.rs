@@ -4,6 +4,7 @@
 //! `python.rs` is thin and only compiled with the `python` feature, so the crate is
 //! built and tested with `cargo test` without a Python interpreter.
 
+pub mod diff;
 pub mod render;
 pub mod tokens;
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
+from .commit import ensure_latest_commit, generate_commit
 from .model import (
     Call,
     ContentBlock,
@@ -49,7 +50,9 @@ __all__ = [
     "__version__",
     "count",
     "count_batch",
+    "ensure_latest_commit",
     "errors",
+    "generate_commit",
     "get_tokenizer",
     "render_commit",
     "render_context",

@@ -190,6 +190,7 @@ class ContextCommit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
 
     ``parent_ids`` has one entry for an ordinary turn and several only for a merge.
     ``notes`` records what the rules did or could not do (e.g. a summarizer failure).
+    ``total_tokens`` counts every item except ``summarized`` ones (they are not rendered).
     """
 
     id: str
@@ -202,6 +203,9 @@ class ContextCommit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     items: tuple[ContextItem, ...] = ()
     summary: str = ""
     notes: tuple[str, ...] = ()
+    #: Positions the rules carry from commit to commit so each generation resumes where
+    #: the last one stopped (e.g. the tool-aging boundary); part of the content.
+    cursors: dict[str, int] = {}
 
 
 class Message(msgspec.Struct, frozen=True, omit_defaults=True):

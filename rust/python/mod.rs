@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod diff;
 mod render;
 mod tokens;
 
@@ -12,5 +13,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     tokens::register(m)?;
     render::register(m)?;
+    diff::register(m)?;
     Ok(())
 }

@@ -1,0 +1,196 @@
+"""How a history node becomes a commit item (the contract in notes/ITEMS.md).
+
+Private to the commit layer: ``generate_commit`` calls ``items_for_call`` for every new
+node of the branch.  Conventions read from nodes (set by the importers and the DAG):
+tool nodes carry ``metadata["tool_use_id"]`` / ``["is_error"]``; ``metadata["pinned"]``
+makes an item an anchor (kept full by summarize); ``metadata["locked"]`` locks it; an
+attach pointer is a node with ``metadata["attach"] = {"session", "head", "commit"}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from .model import (
+    Call,
+    ContentBlock,
+    ContextCommit,
+    ContextItem,
+    ImageBlock,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    content_text,
+)
+
+__all__ = ["attach_items", "attach_ref", "item_for_call"]
+
+ATTACH_KEY = "attach"
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return content_text(content)
+    return "" if content is None else msgspec.json.encode(content).decode()
+
+
+def _tool_result_text(output: Any) -> tuple[str, tuple[ContentBlock, ...], bool]:
+    """Text of a tool result, its image blocks, and whether a block said it failed."""
+    if isinstance(output, str):
+        return output, (), False
+    if not isinstance(output, list):
+        return _text_of(output), (), False
+    parts: list[str] = []
+    images: list[ContentBlock] = []
+    failed = False
+    for block in output:
+        if isinstance(block, ToolResultBlock):
+            failed = failed or block.is_error
+            if isinstance(block.content, str):
+                parts.append(block.content)
+            else:
+                for sub in block.content:
+                    if isinstance(sub, TextBlock):
+                        parts.append(sub.text)
+                    else:
+                        images.append(sub)
+        elif isinstance(block, ImageBlock):
+            images.append(block)
+        else:
+            parts.append(content_text([block]))
+    return "\n".join(parts), tuple(images), failed
+
+
+def item_for_call(call: Call, *, anchor: bool, now: float) -> ContextItem:
+    """The ``full`` item of one node (``anchor``: make it the task-statement anchor)."""
+    meta = call.metadata
+    common: dict[str, Any] = {
+        "source_node_id": call.id,
+        "role": call.role,
+        "locked": bool(meta.get("locked", False)),
+        "is_anchor": anchor or bool(meta.get("pinned", False)),
+        "reason": "anchor" if anchor else "new",
+        "changed_at": now,
+    }
+    if call.role == "tool":
+        text, images, failed = _tool_result_text(call.output)
+        tool_input = (
+            ""
+            if call.input is None
+            else (
+                call.input
+                if isinstance(call.input, str)
+                else msgspec.json.encode(call.input).decode()
+            )
+        )
+        use_id = meta.get("tool_use_id")
+        return ContextItem(
+            **common,
+            rendered=text,
+            name=call.name,
+            caller=call.caller,
+            tool_use_id=use_id if isinstance(use_id, str) and use_id else None,
+            tool_input=tool_input,
+            is_error=bool(meta.get("is_error", False)) or failed,
+            blocks=images,
+        )
+    blocks: tuple[ContentBlock, ...]
+    if call.role == "assistant":
+        if isinstance(call.output, list):
+            blocks = tuple(b for b in call.output if not isinstance(b, ToolUseBlock))
+            text = "\n".join(b.text for b in blocks if isinstance(b, TextBlock))
+        else:
+            blocks, text = (), _text_of(call.output)
+        return ContextItem(**common, rendered=text, blocks=blocks)
+    if call.role == "system":
+        text = _text_of(call.input) if call.input not in (None, "") else _text_of(call.output)
+        return ContextItem(**common, rendered=text)
+    # user
+    if isinstance(call.output, list):
+        text = "\n".join(b.text for b in call.output if isinstance(b, TextBlock))
+        blocks = tuple(b for b in call.output if not isinstance(b, TextBlock))
+        return ContextItem(**common, rendered=text, blocks=blocks)
+    return ContextItem(**common, rendered=_text_of(call.output))
+
+
+def attach_ref(call: Call) -> dict[str, str] | None:
+    """The attach pointer of a node (``session``, ``head``, ``commit``), if it is one."""
+    ref = call.metadata.get(ATTACH_KEY)
+    if isinstance(ref, dict) and isinstance(ref.get("commit"), str):
+        return {k: str(v) for k, v in ref.items() if isinstance(v, (str, int))}
+    return None
+
+
+def attach_items(
+    call: Call,
+    ref: dict[str, str],
+    load_commit: Callable[[str], ContextCommit | None] | None,
+    *,
+    now: float,
+) -> list[ContextItem]:
+    """The items an attach pointer expands to (SPEC §8).
+
+    An open marker (the pointer node itself), the source commit's visible items, and a
+    close marker, all with ``attached_from`` = the source commit id; the block is what
+    summarize never splits.  Expanded items are ordinary unlocked items.  When the
+    source commit cannot be loaded the pointer becomes one user item saying so.
+    """
+    source_id = ref["commit"]
+    source = None
+    if load_commit is not None:
+        try:
+            source = load_commit(source_id)
+        except Exception:  # an unloadable source degrades to one item, never fails the commit
+            source = None
+    label = f"session {ref.get('session', '?')} at {ref.get('head', '?')} (commit {source_id})"
+    if source is None:
+        return [
+            ContextItem(
+                source_node_id=call.id,
+                role="user",
+                rendered=f"[attached: {label} could not be loaded]",
+                reason="attach_unavailable",
+                changed_at=now,
+            )
+        ]
+    reason = f"attached_from:{source_id}"
+    out = [
+        ContextItem(
+            source_node_id=call.id,
+            role="user",
+            rendered=f"<attached {label}>",
+            reason=reason,
+            attached_from=source_id,
+            changed_at=now,
+        )
+    ]
+    for it in source.items:
+        if it.state == "summarized":
+            continue
+        out.append(
+            msgspec.structs.replace(
+                it,
+                locked=bool(call.metadata.get("locked", False)),
+                is_anchor=False,
+                reason=reason,
+                attached_from=source_id,
+                changed_at=now,
+                tokens=0,
+            )
+        )
+    out.append(
+        ContextItem(
+            source_node_id=f"{call.id}/end",
+            role="user",
+            rendered=f"</attached {source_id}>",
+            reason=reason,
+            attached_from=source_id,
+            changed_at=now,
+        )
+    )
+    return out

@@ -1,0 +1,426 @@
+"""ContextCommits: the immutable snapshot of the model input at a head (SPEC §3).
+
+``ensure_latest_commit(session, head)`` finds the nearest commit on the head's ancestor
+chain (an indexed lookup per node walked back, so the cost is the number of nodes since
+that commit, not the history length).  If it is for this head it is returned;
+otherwise ``generate_commit`` derives a new one from it.
+
+``derive_commit`` is the pure heart: parent commit + new nodes + rules + ``now`` →
+new commit.  It copies the parent's item list (a pointer copy: unchanged items are the
+same objects, never re-rendered and never recounted), turns the new nodes into
+``full`` items, runs the pipeline through a ``RuleContext`` and counts the tokens of
+every new or changed item in one batch with the Rust counter's content cache.
+
+A commit's id is a hash of its parent id, its head, its rules and the *delta* it makes
+against its parent (Merkle style), so identical inputs give the identical id and the id
+never needs the whole item list re-hashed.  The store keeps that delta, not the list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import msgspec
+
+from . import _commit_store as cstore
+from ._commit_items import attach_items, attach_ref, item_for_call
+from .config import PipelineConfig, find_config
+from .errors import DagError, RuleError
+from .model import Call, ContextCommit, ContextItem
+from .rules.base import Rule, RuleContext
+from .store import SessionInfo, Store
+from .tokenizers import get_tokenizer
+
+__all__ = [
+    "CommitDiff",
+    "Generated",
+    "Pipeline",
+    "derive_commit",
+    "diff_commits",
+    "ensure_latest_commit",
+    "generate_commit",
+    "load_commit",
+    "rules_version",
+]
+
+#: Cursor keys that survive a change of rules (they describe the items, not a rule).
+_STICKY = ("anchor", "attach:")
+
+
+def rules_version(rules: Sequence[Rule], *, encoding: str, anchor_task: bool) -> str:
+    """The id of a rule set: a hash of every rule's name, version and parameters, in order."""
+    text = "\n".join(
+        [f"encoding={encoding}", f"anchor_task={anchor_task}"] + [r.signature() for r in rules]
+    )
+    return "rv_" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Built rules in order plus the options of generation; ``version`` is its ``rules_version``."""
+
+    rules: tuple[Rule, ...]
+    encoding: str = "o200k_base"
+    anchor_task: bool = True
+    version: str = ""
+
+    @classmethod
+    def from_config(cls, config: PipelineConfig | None = None) -> Pipeline:
+        """Build the pipeline of ``config`` (default: ``find_config()`` from the cwd)."""
+        cfg = config if config is not None else find_config()
+        rules = tuple(cfg.build())
+        return cls(
+            rules,
+            cfg.encoding,
+            cfg.anchor_task,
+            rules_version(rules, encoding=cfg.encoding, anchor_task=cfg.anchor_task),
+        )
+
+    @classmethod
+    def of(
+        cls, rules: Sequence[Rule], *, encoding: str = "o200k_base", anchor_task: bool = True
+    ) -> Pipeline:
+        """A pipeline of already built rules (what the test kit and plugins use)."""
+        rules = tuple(rules)
+        version = rules_version(rules, encoding=encoding, anchor_task=anchor_task)
+        return cls(rules, encoding, anchor_task, version)
+
+
+class Generated(NamedTuple):
+    """A derived commit and its delta against the parent (what the store keeps)."""
+
+    commit: ContextCommit
+    delta: bytes
+
+
+_encoder = msgspec.msgpack.Encoder(order="sorted")
+
+
+def _find_back(items: Sequence[ContextItem], node_id: str) -> int:
+    for p in range(len(items) - 1, -1, -1):
+        if items[p].source_node_id == node_id and items[p].attached_from is None:
+            return p
+    return -1
+
+
+def _place(items: Sequence[ContextItem], call: Call) -> int:
+    """Where a new node's item goes: the end, or a tool right after its caller's calls."""
+    if call.caller is None:
+        return len(items)
+    p = _find_back(items, call.caller)
+    if p < 0:
+        return len(items)  # caller absent: a "missing pairing" item, rendered as user text
+    p += 1
+    while p < len(items) and items[p].role == "tool" and items[p].caller == call.caller:
+        p += 1
+    return p
+
+
+def derive_commit(
+    parent: ContextCommit | None,
+    calls: Sequence[Call],
+    *,
+    session_id: str,
+    head_node_id: str,
+    pipeline: Pipeline,
+    now: float,
+    load_commit: Callable[[str], ContextCommit | None] | None = None,
+) -> Generated:
+    """Derive the commit at ``head_node_id``: ``parent`` plus ``calls`` through the pipeline.
+
+    Pure: the same arguments give the same commit, id included.  ``calls`` are the new
+    branch nodes in branch order (``dag.branch_path`` order).  ``load_commit`` resolves
+    attach pointers.  A rule that breaks its contract raises ``RuleError`` naming it.
+    """
+    items = list(parent.items) if parent is not None else []
+    cursors = dict(parent.cursors) if parent is not None else {}
+    full_pass = parent is not None and parent.rules_version != pipeline.version
+    if full_pass:
+        cursors = {k: v for k, v in cursors.items() if k.startswith(_STICKY)}
+    counter = get_tokenizer(pipeline.encoding)
+    new_ids: set[str] = set()
+    ctx = RuleContext(
+        items,
+        now=now,
+        cursors=cursors,
+        new_ids=new_ids,
+        first_new=len(items),
+        counter=counter,
+        total_tokens=parent.total_tokens if parent is not None else 0,
+        full_pass=full_pass,
+    )
+    for call in calls:
+        ref = attach_ref(call)
+        if ref is not None:
+            key = f"attach:{ref['commit']}"
+            if key in cursors:
+                continue  # expanded once, however many pointers name it (invariant 6)
+            cursors[key] = 1
+            new_items = attach_items(call, ref, load_commit, now=now)
+        else:
+            anchor = pipeline.anchor_task and call.role == "user" and "anchor" not in cursors
+            if anchor:
+                cursors["anchor"] = 1
+            new_items = [item_for_call(call, anchor=anchor, now=now)]
+        pos = _place(items, call)
+        for it in new_items:
+            new_ids.add(it.source_node_id)
+            ctx.insert(pos, it)
+            pos += 1
+    for call in calls:  # a node that declares it read another makes that one "cited"
+        for read in call.reads:
+            p = _find_back(items, read)
+            if (
+                p >= 0
+                and not items[p].locked
+                and not items[p].is_anchor
+                and (items[p].state != "summarized")
+            ):
+                ctx.replace(p, is_anchor=True, reason=f"cited_by:{call.id}")
+    for rule in pipeline.rules:
+        ctx.rule_name = rule.name
+        try:
+            rule.apply(ctx)
+        except RuleError:
+            raise
+        except Exception as exc:
+            raise RuleError(
+                f"rule failed: {type(exc).__name__}: {exc}", where=f"rule {rule.name!r}"
+            ) from exc
+    ctx.rule_name = ""
+    inserted, changed = ctx.delta()
+    summary = parent.summary if parent is not None else ""
+    for _, it in changed:
+        if it.state == "summary":
+            summary = it.rendered
+    parent_ids = (parent.id,) if parent is not None else ()
+    delta = _encoder.encode((inserted, changed))
+    notes = tuple(ctx.notes)
+    total = ctx.total_tokens()
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(
+        _encoder.encode(
+            (
+                session_id,
+                parent_ids,
+                head_node_id,
+                pipeline.version,
+                now,
+                total,
+                notes,
+                summary,
+                cursors,
+            )
+        )
+    )
+    digest.update(delta)
+    commit = ContextCommit(
+        id=f"cc_{digest.hexdigest()}",
+        session_id=session_id,
+        parent_ids=parent_ids,
+        created_at=now,
+        head_node_id=head_node_id,
+        rules_version=pipeline.version,
+        total_tokens=total,
+        items=tuple(items),
+        summary=summary,
+        notes=notes,
+        cursors=cursors,
+    )
+    return Generated(commit, delta)
+
+
+# -- the store side --------------------------------------------------------------------
+
+
+def _session_id(session: str | SessionInfo) -> str:
+    return session.id if isinstance(session, SessionInfo) else session
+
+
+def _open(store: Store | None) -> Store:
+    if store is not None:
+        return store
+    from .store import open_store
+
+    return open_store()
+
+
+def load_commit(commit_id: str, *, store: Store | None = None) -> ContextCommit:
+    """A stored commit by id (``NotFoundError`` if unknown)."""
+    return cstore.load(_open(store), commit_id)
+
+
+class _Plan(NamedTuple):
+    parent: ContextCommit | None
+    calls: list[Call]
+    head: str
+    session_id: str
+
+
+def _plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) -> _Plan:
+    """Find the nearest ancestor commit of ``head`` and the branch nodes added since."""
+    from .dag import Graph, branch_path
+
+    info = store.get_session(session_id)
+    head = head if head is not None else info.head
+    if head is None:
+        raise DagError(
+            f"session {session_id!r} has no nodes, so there is nothing to commit",
+            hint="append or import something first",
+        )
+    if not store.is_visible(session_id, head):
+        raise DagError(
+            f"node {head!r} is not part of session {session_id!r}",
+            hint="`ctxrules log SESSION` lists its nodes",
+        )
+    node = store.get_node(head)
+    while node.caller is not None:  # a call is shown through the conversation node above it
+        node = store.get_node(node.caller)
+    head = node.id
+    walk: list[Call] = []
+    by_caller: dict[str, list[Call]] = {}
+    parent: ContextCommit | None = None
+    base: Call | None = None
+    while True:
+        found = cstore.latest_for_head(store, node.id, pipeline.version, session_id)
+        by_caller[node.id] = store.children(node.id, session_id=session_id, edge="caller")
+        if found is not None:
+            candidate = cstore.load(store, found)
+            graph = Graph(info, {}, {}, by_caller)
+            shown = {c.id for c in graph.shown_calls(node.id)}
+            p = _find_back(candidate.items, node.id)
+            existing = set()
+            q = p + 1
+            while 0 < q < len(candidate.items) and candidate.items[q].caller == node.id:
+                existing.add(candidate.items[q].source_node_id)
+                q += 1
+            if existing <= shown:  # only calls were added since: build on it
+                parent, base = candidate, node
+                break
+        walk.append(node)
+        if node.predecessor is None:
+            break
+        node = store.get_node(node.predecessor)
+    graph = Graph(info, {n.id: n for n in walk}, {}, by_caller)
+    calls: list[Call] = []
+    if base is not None and parent is not None:
+        start = max(0, _find_back(parent.items, base.id))
+        have = {it.source_node_id for it in parent.items[start:]}
+        calls.extend(c for c in graph.shown_calls(base.id) if c.id not in have)
+    if walk:
+        calls.extend(branch_path(graph, head=head))
+    return _Plan(parent, calls, head, session_id)
+
+
+def generate_commit(
+    session: str | SessionInfo,
+    head: str | None = None,
+    now: float | None = None,
+    *,
+    store: Store | None = None,
+    config: PipelineConfig | Pipeline | None = None,
+) -> ContextCommit:
+    """Derive and store a new commit at ``head`` (default HEAD) from its nearest ancestor
+    commit, even when one exists for this head (then it re-runs the rules at ``now``).
+
+    ``config`` defaults to ``find_config()``; ``now`` to the current time.
+    """
+    st = _open(store)
+    pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
+    plan = _plan(st, _session_id(session), head, pipeline)
+    return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
+
+
+def _derive_and_save(st: Store, plan: _Plan, pipeline: Pipeline, now: float) -> ContextCommit:
+    def load_attached(cid: str) -> ContextCommit | None:
+        try:
+            return cstore.load(st, cid)
+        except Exception:
+            return None
+
+    gen = derive_commit(
+        plan.parent,
+        plan.calls,
+        session_id=plan.session_id,
+        head_node_id=plan.head,
+        pipeline=pipeline,
+        now=now,
+        load_commit=load_attached,
+    )
+    cstore.save(st, gen)
+    return gen.commit
+
+
+def ensure_latest_commit(
+    session: str | SessionInfo,
+    head: str | None = None,
+    now: float | None = None,
+    *,
+    store: Store | None = None,
+    config: PipelineConfig | Pipeline | None = None,
+) -> ContextCommit:
+    """The commit for ``head`` (default HEAD) under ``config``: the stored one if it is
+    current (same head, same calls, same rules, same session), else a new one."""
+    st = _open(store)
+    pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
+    sid = _session_id(session)
+    plan = _plan(st, sid, head, pipeline)
+    parent = plan.parent
+    if (
+        parent is not None
+        and not plan.calls
+        and parent.head_node_id == plan.head
+        and parent.rules_version == pipeline.version
+        and parent.session_id == sid
+    ):
+        return parent
+    return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
+
+
+# -- diff ------------------------------------------------------------------------------
+
+
+class CommitDiff(msgspec.Struct, frozen=True, kw_only=True):
+    """What changed from commit ``a`` to ``b``.
+
+    Items are matched by ``source_node_id`` (and ``attached_from``).  ``changed`` lists
+    ``(id, state in a, state in b)``; ``rewritten`` items kept their state but render
+    differently.  ``prefix_items`` / ``prefix_tokens`` measure the leading rendered
+    items ``a`` and ``b`` share exactly: what a provider's prompt cache can reuse.
+    """
+
+    a: str
+    b: str
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    changed: tuple[tuple[str, str, str], ...]
+    rewritten: tuple[str, ...]
+    prefix_items: int
+    prefix_tokens: int
+    tokens_a: int
+    tokens_b: int
+
+
+def diff_commits(a: ContextCommit, b: ContextCommit) -> CommitDiff:
+    """Diff two commits in Rust: one boundary crossing (both item lists as msgpack)."""
+    from . import _core
+
+    added, removed, changed, rewritten, prefix_items, prefix_tokens = _core.diff_items(
+        msgspec.msgpack.encode(a.items), msgspec.msgpack.encode(b.items)
+    )
+    return CommitDiff(
+        a=a.id,
+        b=b.id,
+        added=tuple(added),
+        removed=tuple(removed),
+        changed=tuple((k, x, y) for k, x, y in changed),
+        rewritten=tuple(rewritten),
+        prefix_items=prefix_items,
+        prefix_tokens=prefix_tokens,
+        tokens_a=a.total_tokens,
+        tokens_b=b.total_tokens,
+    )

@@ -1,0 +1,217 @@
+"""Pipeline configuration: which rules run, in which order, with which parameters.
+
+A configuration comes from Python (``PipelineConfig(...)``, ``PipelineConfig.preset``)
+or from TOML: a ``ctxrules.toml`` file (keys at top level) or the ``[tool.ctxrules]``
+table of a ``pyproject.toml``.  Every parameter of every rule can be set; a key that
+no rule knows, or a value of the wrong type, is a ``ConfigError`` naming the file and
+the key, so a misspelt setting is never silently ignored (SPEC §11, complaint 4).
+
+TOML layout::
+
+    preset = "default"                 # optional starting point
+    encoding = "o200k_base"            # tokenizer used for item token counts
+    pipeline = ["result_cap", "tool_aging", "idle_clearing", "summarize"]
+    anchor_task = true                 # first user message is an anchor
+
+    [rules.tool_aging]                 # ([tool.ctxrules.rules.tool_aging] in pyproject)
+    tail_turns = 3
+    extra_protected_tools = ["TodoWrite"]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "PRESETS",
+    "PipelineConfig",
+    "find_config",
+    "load_config",
+]
+
+#: The built-in pipeline, in order: cap first so stubs are made from capped text,
+#: summarize last so it sees the tokens after every cheaper rule ran.
+DEFAULT_PIPELINE: tuple[str, ...] = ("result_cap", "tool_aging", "idle_clearing", "summarize")
+
+#: Shipped configurations.  Every one is run through the invariant property tests.
+PRESETS: dict[str, dict[str, Any]] = {
+    "default": {"pipeline": list(DEFAULT_PIPELINE), "rules": {}},
+    # Tight budgets for small windows; also what the tests use to make every rule fire.
+    "aggressive": {
+        "pipeline": list(DEFAULT_PIPELINE),
+        "rules": {
+            "result_cap": {"max_tool_result_chars": 1000},
+            "tool_aging": {"tail_turns": 1, "step_turns": 1},
+            "idle_clearing": {"idle_minutes": 5},
+            "summarize": {"threshold_tokens": 2000, "target_ratio": 0.5, "keep_tail_turns": 1},
+        },
+    },
+    # Claude Code transcripts: its todo tool is TodoWrite.
+    "claude-code": {
+        "pipeline": list(DEFAULT_PIPELINE),
+        "rules": {"tool_aging": {"extra_protected_tools": ["TodoWrite", "WebSearch"]}},
+    },
+    # No rules: every item stays full (a commit is then the plain branch).
+    "off": {"pipeline": [], "rules": {}},
+}
+
+_TOP_KEYS = {"preset", "encoding", "pipeline", "anchor_task", "rules"}
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """A validated pipeline: rule names in order, their parameters, and generation options.
+
+    ``rules`` maps a rule name to the parameters that differ from that rule's defaults.
+    Build one with ``PipelineConfig.preset(name)``, ``load_config(path)`` or directly;
+    ``build()`` checks every name and parameter against the registered rules.
+    """
+
+    pipeline: tuple[str, ...] = DEFAULT_PIPELINE
+    rules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    encoding: str = "o200k_base"
+    anchor_task: bool = True
+    source: str = "<python>"
+
+    @classmethod
+    def preset(cls, name: str = "default", **overrides: Any) -> PipelineConfig:
+        """One of the shipped configurations (``PRESETS``), optionally with overrides."""
+        if name not in PRESETS:
+            raise ConfigError(
+                f"unknown preset {name!r}", where="preset", hint=f"one of {', '.join(PRESETS)}"
+            )
+        data = dict(PRESETS[name])
+        data.update(overrides)
+        return _from_mapping(data, source=f"<preset {name}>")
+
+    def with_params(self, rule: str, **params: Any) -> PipelineConfig:
+        """A copy with ``params`` set on ``rule`` (validated when the pipeline is built)."""
+        rules = {k: dict(v) for k, v in self.rules.items()}
+        rules.setdefault(rule, {}).update(params)
+        return PipelineConfig(self.pipeline, rules, self.encoding, self.anchor_task, self.source)
+
+    def build(self) -> list[Any]:
+        """Instantiate the rules in pipeline order; bad names or parameters: ``ConfigError``."""
+        from .plugins import registry
+
+        reg = registry("rules")
+        for name in self.rules:
+            if name not in reg:
+                raise ConfigError(
+                    f"parameters given for unknown rule {name!r}",
+                    where=f"{self.source}: rules.{name}",
+                    hint=f"known rules: {', '.join(reg.names())}",
+                )
+        built = []
+        for name in self.pipeline:
+            if name not in reg:
+                raise ConfigError(
+                    f"unknown rule {name!r} in the pipeline",
+                    where=f"{self.source}: pipeline",
+                    hint=f"known rules: {', '.join(reg.names())}; install the plugin that "
+                    "provides it",
+                )
+            built.append(reg.get(name).configure(self.rules.get(name, {}), where=self.source))
+        return built
+
+
+def _from_mapping(data: Mapping[str, Any], *, source: str) -> PipelineConfig:
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ConfigError(
+            f"unknown key {key!r}", where=f"{source}: {key}", hint=f"known: {', '.join(_TOP_KEYS)}"
+        )
+    base: dict[str, Any] = {}
+    if "preset" in data:
+        name = data["preset"]
+        if not isinstance(name, str) or name not in PRESETS:
+            raise ConfigError(
+                f"unknown preset {name!r}",
+                where=f"{source}: preset",
+                hint=f"one of {list(PRESETS)}",
+            )
+        base = {"pipeline": PRESETS[name]["pipeline"], "rules": PRESETS[name]["rules"]}
+    pipeline = data.get("pipeline", base.get("pipeline", list(DEFAULT_PIPELINE)))
+    if not isinstance(pipeline, Sequence) or isinstance(pipeline, str):
+        raise ConfigError("'pipeline' must be a list of rule names", where=f"{source}: pipeline")
+    for i, name in enumerate(pipeline):
+        if not isinstance(name, str):
+            raise ConfigError(
+                f"rule names are strings, got {name!r}", where=f"{source}: pipeline[{i}]"
+            )
+    if len(set(pipeline)) != len(pipeline):
+        raise ConfigError("a rule appears twice in the pipeline", where=f"{source}: pipeline")
+    rules: dict[str, dict[str, Any]] = {k: dict(v) for k, v in base.get("rules", {}).items()}
+    given = data.get("rules", {})
+    if not isinstance(given, Mapping):
+        raise ConfigError(
+            "'rules' must be a table of rule name → parameters", where=f"{source}: rules"
+        )
+    for name, params in given.items():
+        if not isinstance(params, Mapping):
+            raise ConfigError("rule parameters must be a table", where=f"{source}: rules.{name}")
+        rules.setdefault(name, {}).update(params)
+    encoding = data.get("encoding", "o200k_base")
+    if not isinstance(encoding, str):
+        raise ConfigError("'encoding' must be a tokenizer name", where=f"{source}: encoding")
+    anchor = data.get("anchor_task", True)
+    if not isinstance(anchor, bool):
+        raise ConfigError("'anchor_task' must be true or false", where=f"{source}: anchor_task")
+    return PipelineConfig(tuple(pipeline), rules, encoding, anchor, source)
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    """Read a ``ctxrules.toml`` (keys at top level) or a ``pyproject.toml`` (its
+    ``[tool.ctxrules]`` table)."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError("no such config file", where=str(p)) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file: {exc.strerror}", where=str(p)) from None
+    try:
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError("config file is not UTF-8", where=str(p)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", where=str(p)) from None
+    if p.name == "pyproject.toml":
+        table = doc.get("tool", {}).get("ctxrules")
+        if table is None:
+            raise ConfigError(
+                "no [tool.ctxrules] table", where=str(p), hint="add one, or use a ctxrules.toml"
+            )
+        return _from_mapping(table, source=f"{p} [tool.ctxrules]")
+    return _from_mapping(doc, source=str(p))
+
+
+def find_config(start: str | Path = ".") -> PipelineConfig:
+    """The configuration that applies in ``start``: the nearest ``ctxrules.toml``, else the
+    nearest ``pyproject.toml`` with a ``[tool.ctxrules]`` table, else the default preset."""
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "ctxrules.toml").is_file():
+            return load_config(folder / "ctxrules.toml")
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            try:
+                doc = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+            except (tomllib.TOMLDecodeError, UnicodeDecodeError):
+                continue  # someone else's broken pyproject is not our config
+            if "ctxrules" in doc.get("tool", {}):
+                return load_config(pyproject)
+    return PipelineConfig.preset("default")

@@ -1,0 +1,328 @@
+"""The ``Rule`` base class and the ``RuleContext`` a rule works through.
+
+A rule never touches a commit directly.  It receives a ``RuleContext`` — the working
+copy of the item list being generated — and changes items only through
+``ctx.replace`` / ``ctx.fold``.  Those two calls enforce the invariants (locked items
+are refused, states only tighten, summary items only come from folding), record each
+change for the commit delta, and mark the item for the one token-count batch.
+
+Rules are incremental: ``ctx.new_positions()`` lists the items added by this commit,
+and ``ctx.cursors`` is a small dict of positions carried from commit to commit, so a
+rule can resume where it stopped instead of re-reading the whole history.  Cursor
+values are item positions; ``ctx.insert`` shifts them, so they stay valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import msgspec
+
+from ..errors import ConfigError, RuleError
+from ..model import STATE_RANK, ContextItem
+
+__all__ = ["Rule", "RuleContext", "item_text_for_tokens"]
+
+
+def item_text_for_tokens(item: ContextItem) -> list[str]:
+    """The texts whose token counts make ``item.tokens``: rendered text, then tool input."""
+    return [item.rendered, item.tool_input] if item.tool_input else [item.rendered]
+
+
+class Rule:
+    """Base class of every rule; subclass it and register the class through ``register_rules``.
+
+    Set ``name`` (unique), ``params`` (every parameter with its default; the type of
+    the default is the accepted type) and implement ``apply(ctx)``.  Override
+    ``check()`` to validate ranges (raise ``ConfigError`` via ``self.bad(key, msg)``).
+    ``version`` is part of ``rules_version``: bump it when the rule's behaviour changes.
+    """
+
+    name: ClassVar[str] = ""
+    version: ClassVar[int] = 1
+    params: ClassVar[Mapping[str, Any]] = {}
+
+    def __init__(self, **values: Any):
+        self.values: dict[str, Any] = dict(self.params)
+        self._where = "<python>"
+        for key, value in values.items():
+            self._set(key, value)
+        self.check()
+
+    @classmethod
+    def configure(cls, values: Mapping[str, Any], *, where: str = "<python>") -> Rule:
+        """Build the rule from a parameter mapping; a bad key or value names ``where``."""
+        rule = cls.__new__(cls)
+        rule.values = dict(cls.params)
+        rule._where = where
+        for key, value in values.items():
+            rule._set(key, value)
+        rule.check()
+        return rule
+
+    def _set(self, key: str, value: Any) -> None:
+        if key not in self.params:
+            raise ConfigError(
+                f"rule {self.name!r} has no parameter {key!r}",
+                where=f"{self._where}: rules.{self.name}.{key}",
+                hint=f"known: {', '.join(self.params) or 'none'}",
+            )
+        default = self.params[key]
+        ok: bool
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            value = float(value) if ok else value
+        elif isinstance(default, str):
+            ok = isinstance(value, str)
+        elif isinstance(default, (list, tuple)):
+            ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+            value = tuple(value) if ok else value
+        else:
+            ok = True
+        if not ok:
+            raise ConfigError(
+                f"rule {self.name!r} parameter {key!r} must be "
+                f"{type(default).__name__}, got {value!r}",
+                where=f"{self._where}: rules.{self.name}.{key}",
+            )
+        self.values[key] = value
+
+    def bad(self, key: str, message: str) -> ConfigError:
+        """A ``ConfigError`` for parameter ``key`` (for ``check`` implementations)."""
+        return ConfigError(
+            f"rule {self.name!r} parameter {key!r} {message}, got {self.values[key]!r}",
+            where=f"{self._where}: rules.{self.name}.{key}",
+        )
+
+    def check(self) -> None:
+        """Validate parameter ranges; the default accepts any well-typed value."""
+
+    def signature(self) -> str:
+        """A stable text naming the rule, its version and every parameter value."""
+        body = msgspec.json.encode({k: self.values[k] for k in sorted(self.values)})
+        return f"{self.name}@{self.version}:{body.decode()}"
+
+    def apply(self, ctx: RuleContext) -> None:
+        """Change items of ``ctx``; must only use ``ctx.replace`` / ``ctx.fold``."""
+        raise NotImplementedError
+
+    def __getattr__(self, key: str) -> Any:
+        values = self.__dict__.get("values")
+        if values is not None and key in values:
+            return values[key]
+        raise AttributeError(key)
+
+    def __repr__(self) -> str:
+        return f"<rule {self.signature()}>"
+
+
+class RuleContext:
+    """The working item list of one commit being generated.
+
+    Read ``items`` (a list in conversation order: do not mutate it directly),
+    ``now``, ``cursors``; change items with ``replace`` / ``fold``; report with
+    ``note``.  ``tokens()`` / ``total_tokens()`` give exact counts, counting every
+    pending changed item in one batch first.
+    """
+
+    def __init__(
+        self,
+        items: list[ContextItem],
+        *,
+        now: float,
+        cursors: dict[str, int],
+        new_ids: set[str],
+        first_new: int,
+        counter: Any,
+        total_tokens: int,
+        full_pass: bool,
+    ):
+        self.items = items
+        self.now = now
+        self.cursors = cursors
+        self.full_pass = full_pass
+        self.notes: list[str] = []
+        self.rule_name = ""
+        self._new_ids = new_ids
+        self._first_new = first_new
+        self._counter = counter
+        self._total = total_tokens
+        self._pending: set[int] = set()
+        self._changed: set[int] = set()
+        self._inserted: set[int] = set()
+        self._counted_batches = 0
+
+    # -- reading -----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def new_positions(self) -> list[int]:
+        """Positions of the items this commit added (ascending)."""
+        items, new = self.items, self._new_ids
+        return [i for i in range(self._first_new, len(items)) if items[i].source_node_id in new]
+
+    def scan_positions(self) -> Sequence[int]:
+        """What a rule that looks at each item once should scan: new items, or all of
+        them when the rule set changed since the parent commit (``full_pass``)."""
+        return range(len(self.items)) if self.full_pass else self.new_positions()
+
+    def is_new(self, pos: int) -> bool:
+        """Whether the item at ``pos`` was added by this commit."""
+        return self.items[pos].source_node_id in self._new_ids
+
+    def tokens(self, pos: int) -> int:
+        """Exact token count of the item at ``pos`` as it is now."""
+        if pos in self._pending:
+            self.flush()
+        return self.items[pos].tokens
+
+    def count(self, text: str) -> int:
+        """Tokens of a text with the commit's tokenizer (cached by content)."""
+        return int(self._counter.count(text))
+
+    def total_tokens(self) -> int:
+        """Tokens of everything the model would see now (summarized items excluded)."""
+        if self._pending:
+            self.flush()
+        return self._total
+
+    # -- changing ----------------------------------------------------------------
+
+    def replace(self, pos: int, *, reason: str, **changes: Any) -> ContextItem:
+        """Replace the item at ``pos`` by a copy with ``changes``; returns the new item.
+
+        Refused (``RuleError``) for locked items, for a state that would loosen, for
+        making a ``summary`` or ``summarized`` item (use ``fold``), and for changing
+        the identity fields (``source_node_id``, ``role``, ``caller``, ``tool_use_id``).
+        """
+        old = self.items[pos]
+        where = f"rule {self.rule_name!r} on item {old.source_node_id}"
+        if old.locked:
+            raise RuleError("locked items may not be changed by rules", where=where)
+        for key in ("source_node_id", "role", "caller", "tool_use_id", "attached_from"):
+            if key in changes and changes[key] != getattr(old, key):
+                raise RuleError(f"rules may not change {key!r}", where=where)
+        state = changes.get("state", old.state)
+        if state in ("summary", "summarized") and state != old.state:
+            raise RuleError(f"state {state!r} is only reached through fold()", where=where)
+        if old.state in ("summarized",):
+            raise RuleError("summarized items are final", where=where)
+        if STATE_RANK[state] < STATE_RANK[old.state]:
+            raise RuleError(f"state may only tighten, not {old.state} → {state}", where=where)
+        new = msgspec.structs.replace(old, reason=reason, changed_at=self.now, **changes)
+        self._swap(pos, new)
+        return new
+
+    def fold(self, start: int, end: int, text: str, *, reason: str) -> int:
+        """Fold items ``[start, end)`` into one new ``summary`` item inserted at ``end``.
+
+        Folded items become ``summarized`` with ``merged_into`` set to the summary's
+        ``sm_<hex>`` id; items already ``summarized`` in the range stay as they are.
+        Returns the summary item's position.
+        """
+        folded = self.items[start:end]
+        digest = hashlib.blake2b(digest_size=8)
+        for it in folded:
+            digest.update(it.source_node_id.encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(text.encode("utf-8", "surrogatepass"))
+        sm_id = f"sm_{digest.hexdigest()}"
+        for offset, it in enumerate(folded):
+            if it.state == "summarized":
+                continue
+            if it.locked:
+                raise RuleError(
+                    "locked items may not be folded",
+                    where=f"rule {self.rule_name!r} on item {it.source_node_id}",
+                )
+            pos = start + offset
+            new = msgspec.structs.replace(
+                it, state="summarized", merged_into=sm_id, reason=reason, changed_at=self.now
+            )
+            self._swap(pos, new, recount=False)
+        summary = ContextItem(
+            source_node_id=sm_id,
+            role="assistant",
+            state="summary",
+            rendered=text,
+            reason=reason,
+            changed_at=self.now,
+        )
+        self.insert(end, summary)
+        return end
+
+    def insert(self, pos: int, item: ContextItem) -> None:
+        """Insert a new item at ``pos`` (the generator's new items and fold's summary);
+        cursors at or after ``pos`` shift by one so they keep naming the same item."""
+        if pos >= len(self.items):
+            self.items.append(item)  # the common case: nothing after it to shift
+        else:
+            self.items.insert(pos, item)
+            for key, value in self.cursors.items():
+                if value >= pos and not key.startswith(("attach:", "anchor")):
+                    self.cursors[key] = value + 1
+            if pos < self._first_new:
+                self._first_new += 1
+            self._pending = {p + 1 if p >= pos else p for p in self._pending}
+            self._changed = {p + 1 if p >= pos else p for p in self._changed}
+            self._inserted = {p + 1 if p >= pos else p for p in self._inserted}
+        self._pending.add(pos)
+        self._inserted.add(pos)
+        if item.state != "summarized":
+            self._total += item.tokens  # corrected by flush() with the real count
+
+    def note(self, text: str) -> None:
+        """Record what the current rule did or could not do (kept on the commit)."""
+        self.notes.append(f"{self.rule_name}: {text}" if self.rule_name else text)
+
+    # -- token accounting ----------------------------------------------------------
+
+    def _swap(self, pos: int, new: ContextItem, *, recount: bool = True) -> None:
+        old = self.items[pos]
+        if old.state != "summarized":
+            self._total -= old.tokens
+        if new.state != "summarized":
+            self._total += new.tokens  # corrected by flush() with the real count
+        self.items[pos] = new
+        self._changed.add(pos)
+        if recount:
+            self._pending.add(pos)
+
+    def delta(self) -> tuple[list[int], list[tuple[int, ContextItem]]]:
+        """What this commit changed relative to its parent, in final positions:
+        the positions of inserted items, and (position, item) for every new or
+        replaced item.  Replaying it onto the parent's list rebuilds this one."""
+        self.flush()
+        touched = sorted(self._changed | self._inserted)
+        return sorted(self._inserted), [(p, self.items[p]) for p in touched]
+
+    def flush(self) -> None:
+        """Count every pending item in one batch and fix ``tokens`` and the total."""
+        if not self._pending:
+            return
+        positions = sorted(self._pending)
+        self._pending.clear()
+        texts: list[str] = []
+        spans: list[int] = []
+        for p in positions:
+            parts = item_text_for_tokens(self.items[p])
+            texts.extend(parts)
+            spans.append(len(parts))
+        counts = self._counter.count_batch(texts)
+        self._counted_batches += 1
+        k = 0
+        for p, n in zip(positions, spans):
+            tokens = sum(counts[k : k + n])
+            k += n
+            it = self.items[p]
+            if it.state != "summarized":
+                self._total += tokens - it.tokens
+            if tokens != it.tokens:
+                # Token counts are bookkeeping, not a change of content: no new op.
+                self.items[p] = msgspec.structs.replace(it, tokens=tokens)

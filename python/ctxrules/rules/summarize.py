@@ -1,0 +1,204 @@
+"""Summarize: when the commit is over ``threshold_tokens``, fold the oldest items into a
+``summary`` item until it is back under ``target_ratio × threshold``.
+
+Folding works on *units* so nothing the model needs to stay consistent is split: an
+assistant turn with its tool calls and results, an attach block (items sharing
+``attached_from``), or a single user / system item.  A unit holding a locked, anchor
+(task statement), pinned or cited item is kept full and ends the run.  The last
+``keep_tail_turns`` turns are never folded.  The previous summary, when it sits at the
+start of the run, folds into the new one, so a commit carries one running summary.
+
+The summarizer is a plugin (``summarizer``).  If it raises, times out or returns
+nothing, nothing is folded and the reason is noted on the commit; a fold that cannot
+get under the threshold says so too.  Nothing here ever loses content: folded items
+stay in the commit as ``summarized`` and the DAG keeps every original.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from ..errors import CtxrulesError
+from ..model import ContextItem
+from .base import Rule, RuleContext
+from .tool_aging import is_turn
+
+__all__ = ["Summarize"]
+
+
+class Summarize(Rule):
+    """Fold the oldest contiguous run of foldable units into one summary item."""
+
+    name = "summarize"
+    params: ClassVar[Mapping[str, Any]] = {
+        "threshold_tokens": 100_000,
+        "target_ratio": 0.6,
+        "keep_tail_turns": 2,
+        "summarizer": "extractive",
+        "summary_budget_tokens": 2000,
+        "timeout_seconds": 60.0,
+    }
+
+    def check(self) -> None:
+        if self.threshold_tokens < 1:
+            raise self.bad("threshold_tokens", "must be >= 1")
+        if not 0.0 < self.target_ratio <= 1.0:
+            raise self.bad("target_ratio", "must be in (0, 1]")
+        if self.keep_tail_turns < 0:
+            raise self.bad("keep_tail_turns", "must be >= 0")
+        if self.summary_budget_tokens < 16:
+            raise self.bad("summary_budget_tokens", "must be >= 16")
+
+    # -- structure -----------------------------------------------------------------
+
+    def _tail_start(self, items: Sequence[ContextItem]) -> int:
+        """First position of the protected tail (the last ``keep_tail_turns`` turns)."""
+        if self.keep_tail_turns == 0:
+            return len(items)
+        seen = 0
+        p = len(items)
+        while p > 0:
+            p -= 1
+            if is_turn(items[p]):
+                seen += 1
+                if seen == self.keep_tail_turns:
+                    break
+        else:
+            return 0
+        while p > 0 and items[p - 1].role in ("user", "system") and not items[p - 1].attached_from:
+            p -= 1  # the request that started the kept turn stays with it
+        return p
+
+    @staticmethod
+    def _unit_end(items: Sequence[ContextItem], p: int) -> int:
+        it = items[p]
+        end = p + 1
+        if it.attached_from is not None:
+            while end < len(items) and items[end].attached_from == it.attached_from:
+                end += 1
+        elif it.role == "assistant" and it.state != "summary":
+            while (
+                end < len(items)
+                and items[end].role == "tool"
+                and (items[end].caller == it.source_node_id)
+            ):
+                end += 1
+        return end
+
+    @staticmethod
+    def _kept(item: ContextItem) -> bool:
+        return item.locked or item.is_anchor
+
+    # -- running -------------------------------------------------------------------
+
+    def _summarize(self, ctx: RuleContext, run: list[ContextItem]) -> str | None:
+        from ..plugins import registry
+
+        try:
+            summarizer = registry("summarizers").get(self.summarizer)
+        except CtxrulesError as exc:
+            ctx.note(f"no folding: {exc}")
+            return None
+        call = lambda: summarizer.summarize(run, budget=self.summary_budget_tokens)  # noqa: E731
+        try:
+            if self.timeout_seconds > 0:
+                pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+                try:
+                    text = pool.submit(call).result(timeout=self.timeout_seconds)
+                finally:
+                    pool.shutdown(wait=False, cancel_futures=True)
+            else:
+                text = call()
+        except concurrent.futures.TimeoutError:
+            ctx.note(
+                f"no folding: summarizer {self.summarizer!r} timed out after "
+                f"{self.timeout_seconds:g}s; all content kept"
+            )
+            return None
+        except Exception as exc:  # a plugin failure must never lose content
+            ctx.note(
+                f"no folding: summarizer {self.summarizer!r} failed: "
+                f"{type(exc).__name__}: {exc}; all content kept"
+            )
+            return None
+        if not isinstance(text, str) or not text.strip():
+            ctx.note(
+                f"no folding: summarizer {self.summarizer!r} returned nothing; all content kept"
+            )
+            return None
+        return text
+
+    def apply(self, ctx: RuleContext) -> None:
+        total = ctx.total_tokens()
+        if total <= self.threshold_tokens:
+            return
+        target = int(self.threshold_tokens * self.target_ratio)
+        items = ctx.items
+        tail = self._tail_start(items)
+        p = ctx.cursors.get("summarize.pos", 0)
+        settled = True  # everything before p is folded or kept for good
+        folded_any = False
+        blocked_by = "the protected tail"
+        while total > target and p < tail:
+            # Collect one run of foldable units starting at p.
+            run_start = p
+            run_tokens = 0
+            end = p
+            while end < tail and total - run_tokens > target:
+                it = items[end]
+                if it.state == "summarized":
+                    end += 1
+                    continue
+                unit_end = self._unit_end(items, end)
+                unit = items[end:unit_end]
+                if unit_end > tail or any(self._kept(u) for u in unit):
+                    blocked_by = (
+                        f"kept item {unit[0].source_node_id}"
+                        if unit_end <= tail
+                        else ("the protected tail")
+                    )
+                    break
+                run_tokens += sum(u.tokens for u in unit if u.state != "summarized")
+                end = unit_end
+            run = [u for u in items[run_start:end] if u.state != "summarized"]
+            if all(u.state == "summary" for u in run):
+                # Nothing new to fold here (at most the previous summary before a kept
+                # unit): step over the kept unit and try the next run.
+                # Nothing foldable here: step over the kept unit and try the next run.
+                if end >= tail:
+                    break
+                nxt = self._unit_end(items, end)
+                if settled:
+                    ctx.cursors["summarize.pos"] = nxt
+                p = nxt
+                continue
+            text = self._summarize(ctx, run)
+            if text is None:
+                return
+            summary_tokens = ctx.count(text)
+            if summary_tokens >= run_tokens:
+                ctx.note(
+                    f"no folding: the summary ({summary_tokens} tokens) is not shorter than the "
+                    f"{len(run)} items it would replace ({run_tokens} tokens)"
+                )
+                return
+            sm_pos = ctx.fold(run_start, end, text, reason=f"summarized:{len(run)}_items")
+            folded_any = True
+            total = ctx.total_tokens()
+            ctx.note(
+                f"folded {len(run)} item(s) ({run_tokens} tokens) into "
+                f"{ctx.items[sm_pos].source_node_id} ({summary_tokens} tokens)"
+            )
+            items = ctx.items
+            tail += 1  # the summary item was inserted before the tail
+            if settled:
+                ctx.cursors["summarize.pos"] = sm_pos  # the next run starts with this summary
+            p = sm_pos + 1
+            settled = False
+        if total > self.threshold_tokens:
+            ctx.note(
+                f"could not reach the threshold: {total} tokens > {self.threshold_tokens} "
+                f"after {'folding' if folded_any else 'trying to fold'}; stopped at {blocked_by}"
+            )

@@ -1,0 +1,135 @@
+"""Tool aging: tool results older than the tail window become a one-line ``aged`` stub.
+
+The window is the tool calls of the ``tail_turns`` most recent assistant turns.  The
+boundary moves in steps of ``step_turns`` turns (and only once at least
+``clear_at_least_tokens`` would be saved), because every rewrite of an old item
+invalidates the provider's cached prefix from that item on (SPEC §4 cache awareness):
+aging a batch every few turns costs one cache rewrite instead of one per turn.
+
+Protected tools (``protected_tools`` plus ``extra_protected_tools``) are never aged.
+Aging does not lock items: idle clearing and summarize must still be able to reach
+them (the original design locked them and summarize silently stopped working).
+
+Incremental: the cursors ``tool_aging.pos`` / ``tool_aging.turn`` remember where the
+boundary is, so a commit scans only the items the boundary passes over.  The rule
+publishes ``aged_until`` (no item before it will newly be aged) for idle clearing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ..model import ContextItem
+from ._text import cut_end, cut_middle, one_line
+from .base import Rule, RuleContext
+
+__all__ = ["DEFAULT_PROTECTED_TOOLS", "ToolAging", "is_turn"]
+
+DEFAULT_PROTECTED_TOOLS = ("todo_create", "todo_update", "todo_list", "web_search")
+
+
+def is_turn(item: ContextItem) -> bool:
+    """Whether ``item`` starts an assistant turn (a synthesised summary does not)."""
+    return item.role == "assistant" and item.state != "summary"
+
+
+class ToolAging(Rule):
+    """Age tool results outside the tail window into ``[tool <name>] … output: <head>… <tail>``."""
+
+    name = "tool_aging"
+    params: ClassVar[Mapping[str, Any]] = {
+        "tail_turns": 3,
+        "step_turns": 4,
+        "clear_at_least_tokens": 0,
+        "max_tool_args_chars": 200,
+        "stub_args_chars": 80,
+        "stub_head_chars": 60,
+        "stub_tail_chars": 40,
+        "protected_tools": DEFAULT_PROTECTED_TOOLS,
+        "extra_protected_tools": (),
+    }
+
+    def check(self) -> None:
+        for key in ("tail_turns", "clear_at_least_tokens", "stub_head_chars", "stub_tail_chars"):
+            if self.values[key] < 0:
+                raise self.bad(key, "must be >= 0")
+        for key in ("step_turns", "max_tool_args_chars", "stub_args_chars"):
+            if self.values[key] < 1:
+                raise self.bad(key, "must be >= 1")
+        self._protected = frozenset(self.protected_tools) | frozenset(self.extra_protected_tools)
+
+    def eligible(self, item: ContextItem) -> bool:
+        """Whether ``item`` is a full, unlocked, unprotected tool result."""
+        return (
+            item.role == "tool"
+            and item.state == "full"
+            and not item.locked
+            and item.name not in self._protected
+        )
+
+    def stub(self, item: ContextItem) -> str:
+        """The one-line text an aged tool result shows."""
+        args = cut_end(one_line(item.tool_input), self.stub_args_chars)
+        text, head, tail = item.rendered, self.stub_head_chars, self.stub_tail_chars
+        window = 4 * (head + tail) + 64
+        if len(text) > window:  # flatten only the ends: a stub never needs the middle
+            text = one_line(text[: 2 * head + 32]) + " " + one_line(text[-(2 * tail + 32) :])
+        out = cut_middle(one_line(text), head, tail)
+        label = f"[tool {item.name}{' error' if item.is_error else ''}]"
+        return f"{label} {args} output: {out}" if args else f"{label} output: {out}"
+
+    def _age(self, ctx: RuleContext, pos: int) -> None:
+        it = ctx.items[pos]
+        ctx.replace(
+            pos,
+            state="aged",
+            rendered=self.stub(it),
+            tool_input=cut_end(it.tool_input, self.max_tool_args_chars),
+            reason="tail_window",
+        )
+
+    def apply(self, ctx: RuleContext) -> None:
+        cur = ctx.cursors
+        pos = cur.get("tool_aging.pos", 0)
+        turn = cur.get("tool_aging.turn", 0)
+        turns = cur.get("tool_aging.turns", 0)
+        aged = 0
+        for p in ctx.scan_positions():
+            it = ctx.items[p]
+            if is_turn(it) and (ctx.full_pass or p >= pos):
+                turns += 1
+            elif p < pos and self.eligible(it):
+                self._age(ctx, p)  # a late result of a turn already outside the window
+                aged += 1
+        target = turns - self.tail_turns
+        if target - turn >= self.step_turns:
+            items = ctx.items
+            end, t = pos, turn
+            batch: list[int] = []
+            while end < len(items):
+                it = items[end]
+                if is_turn(it):
+                    if t == target:
+                        break
+                    t += 1
+                elif self.eligible(it):
+                    batch.append(end)
+                end += 1
+            saving = sum(items[p].tokens for p in batch)
+            if saving >= self.clear_at_least_tokens:
+                for p in batch:
+                    self._age(ctx, p)
+                aged += len(batch)
+                pos, turn = end, t
+            else:
+                ctx.note(
+                    f"waiting: {len(batch)} result(s) worth ~{saving} tokens < "
+                    f"clear_at_least_tokens={self.clear_at_least_tokens}"
+                )
+        cur["tool_aging.pos"] = pos
+        cur["tool_aging.turn"] = turn
+        cur["tool_aging.turns"] = turns
+        cur["aged_until"] = pos
+        if aged:
+            ctx.note(f"aged {aged} tool result(s); window starts at turn {turn + 1} of {turns}")
