@@ -19,8 +19,10 @@ use rayon::prelude::*;
 use xxhash_rust::xxh3::xxh3_128;
 
 mod pieces;
+mod split;
 
 use pieces::PieceCache;
+pub use split::Pattern;
 
 /// The encodings this crate can count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -57,6 +59,14 @@ impl Encoding {
         }
     }
 
+    /// The pre-tokenisation pattern of this encoding.
+    pub fn pattern(self) -> Pattern {
+        match self {
+            Encoding::O200kBase => Pattern::O200k,
+            Encoding::Cl100kBase => Pattern::Cl100k,
+        }
+    }
+
     fn tokenizer(self) -> &'static Tokenizer {
         match self {
             Encoding::O200kBase => bpe_openai::o200k_base(),
@@ -70,12 +80,17 @@ impl Encoding {
 /// Runs on the calling thread; linear in the length of `text`, including adversarial
 /// input such as a megabyte of one repeated character.
 pub fn count(enc: Encoding, text: &str) -> usize {
-    let tok = enc.tokenizer();
+    let bpe = &enc.tokenizer().bpe;
     pieces::with_cache(enc.index(), |cache: &mut PieceCache| {
-        tok.split(text)
-            .map(|piece| cache.count(&tok.bpe, piece.as_bytes()))
+        split::split(text, enc.pattern())
+            .map(|piece| cache.count(bpe, piece.as_bytes()))
             .sum()
     })
+}
+
+/// The pre-tokenisation pieces of `text` (they concatenate to `text`).
+pub fn pieces(enc: Encoding, text: &str) -> impl Iterator<Item = &str> {
+    split::split(text, enc.pattern())
 }
 
 /// Count many texts on all cores (rayon's global pool); the result is in input order.

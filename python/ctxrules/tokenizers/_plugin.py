@@ -31,6 +31,11 @@ class _LazyTiktoken:
             self._tok = TiktokenTokenizer(self._encoding)
         return self._tok
 
+    @property
+    def tiktoken_encoding(self):  # type: ignore[no-untyped-def]
+        """The underlying ``tiktoken.Encoding`` (built on first access)."""
+        return self._get().tiktoken_encoding
+
     def count(self, text: str) -> int:
         """Number of tokens by tiktoken's ``encode_ordinary``."""
         return self._get().count(text)
