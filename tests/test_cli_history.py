@@ -97,3 +97,32 @@ def test_errors_are_one_line(imported, tmp_path):
         out = cli(*args, store=store)
         assert out.returncode == 1
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_log_tree_shows_a_branch(corpus, tmp_path):
+    src = corpus / "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+    lines = src.read_text().splitlines()
+    second = json.loads(lines[1])
+    edited = dict(second, uuid="edited-0000", message={"role": "user", "content": "EDITED"})
+    path = tmp_path / "branched.jsonl"
+    path.write_text("\n".join([*lines, json.dumps(edited)]) + "\n")
+    store = tmp_path / "store"
+    (s,) = json.loads(cli("import", str(path), "--json", store=store).stdout)["sessions"]
+    tree = cli("log", s["id"], store=store).stdout.splitlines()
+    assert [x.strip() for x in tree if x.strip().startswith("branch")] == [
+        "branch 1/2",
+        "branch 2/2",
+    ]
+    head_line = next(x for x in tree if "<- HEAD" in x)
+    assert "EDITED" in head_line and head_line.startswith("*")
+    # Checking out the original prompt moves HEAD there and says < 1/2 >.
+    log = json.loads(cli("log", s["id"], "--json", store=store).stdout)
+    original = next(
+        n for n in log if n["metadata"].get("claude_code", {}).get("uuid") == second["uuid"]
+    )
+    out = cli("checkout", s["id"], original["id"], store=store)
+    assert out.returncode == 0 and "< 1/2 >" in out.stdout
+    tree = cli("log", s["id"], store=store).stdout.splitlines()
+    assert "EDITED" not in next(x for x in tree if "<- HEAD" in x)
+    out = cli("checkout", s["id"], original["id"], "--leaf", "--json", store=store)
+    assert json.loads(out.stdout)["head"] == log[-2]["id"]  # that branch's newest end

@@ -71,6 +71,8 @@ def test_retry_and_edit_make_siblings_and_checkout_switches_between_them(store):
     assert dag.siblings(store, s.id, a2.id) == (1, 2)
     assert dag.siblings(store, s.id, r.id) == (2, 2)
     assert dag.siblings(store, s.id, e.id) == (2, 2)
+    dag.checkout(store, s.id, u2.id, to_leaf=True)  # back to the original branch's end
+    assert store.get_session(s.id).head == r.id  # the newest answer under u2
     dag.checkout(store, s.id, a2.id)
     assert len(store.nodes(s.id)) == before + 2  # checkout appended nothing
     assert dag.branch_path(store, s.id)[-1].id == a2.id

@@ -203,14 +203,17 @@ def _select(store: Store, session_id: str, node: Call) -> None:
     store.update_metadata(session_id, {SELECTED_KEY: selected})
 
 
-def checkout(store: Store, session_id: str, node_id: str) -> SessionInfo:
+def checkout(store: Store, session_id: str, node_id: str, *, to_leaf: bool = False) -> SessionInfo:
     """Show ``node_id``: move HEAD there (a tool call: make it the shown variant).
 
-    Display only (SPEC §2): nothing is rerun, nothing appended, the working directory
-    is not touched.  Allowed during an agent run.
+    With ``to_leaf`` HEAD goes on to the newest end of the branch below the node (what
+    a ``< N/M >`` switcher shows).  Display only (SPEC §2): nothing is rerun, nothing
+    appended, the working directory is not touched.  Allowed during an agent run.
     """
     node = _visible(store, session_id, node_id)
     if node.caller is None:
+        if to_leaf:
+            node = load_graph(store, session_id).newest_leaf(node)
         store.set_head(session_id, node.id)
         return store.get_session(session_id)
     _select(store, session_id, node)

@@ -15,6 +15,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("session")
     p.add_argument("node")
+    p.add_argument(
+        "--leaf", action="store_true", help="go on to the newest end of the branch below NODE"
+    )
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
@@ -26,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     store = open_store_from(args)
     try:
-        info = dag.checkout(store, args.session, args.node)
+        info = dag.checkout(store, args.session, args.node, to_leaf=args.leaf)
         pos, total = dag.siblings(store, args.session, args.node)
     finally:
         store.close()
