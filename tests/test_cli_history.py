@@ -126,3 +126,24 @@ def test_log_tree_shows_a_branch(corpus, tmp_path):
     assert "EDITED" not in next(x for x in tree if "<- HEAD" in x)
     out = cli("checkout", s["id"], original["id"], "--leaf", "--json", store=store)
     assert json.loads(out.stdout)["head"] == log[-2]["id"]  # that branch's newest end
+
+
+def test_plugins_lists_the_builtin_importers(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxrules", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    rows = {r["name"]: r for r in json.loads(out.stdout)}
+    row = rows["builtin_importers"]
+    assert "register_importers" in row["hooks"]
+    assert {
+        "claude-code",
+        "openai-chat",
+        "anthropic-messages",
+        "swe-agent",
+        "openhands",
+        "cassette",
+        "cassette-all",
+    } <= set(row["provides"]["importers"])

@@ -99,3 +99,47 @@ def test_tool_message_without_its_call_is_refused(corpus, store, tmp_path, snaps
     value, _ = json.JSONDecoder().raw_decode("\n".join(text[line - 1 :]).lstrip())
     assert value == broken[first_tool - 1]
     assert snapshot(store) == before
+
+
+def test_parts_images_developer_role_and_broken_arguments(store, tmp_path):
+    messages = [
+        {"role": "developer", "content": "be brief"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0"}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "look", "arguments": '{"zoom": 2'},
+                },  # cut-off JSON
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "a cat"},
+    ]
+    path = tmp_path / "parts.json"
+    path.write_text(json.dumps({"messages": messages}))
+    (res,) = import_paths(store, [str(path)])
+    system, user, assistant, tool = store.nodes(res.id)
+    assert system.role == "system" and system.input == "be brief"
+    assert system.metadata["openai_role"] == "developer"
+    text, inline, remote = user.output
+    assert text.text == "what is this?"
+    assert (inline.source.type, inline.source.media_type, inline.source.data) == (
+        "base64",
+        "image/png",
+        "iVBORw0",
+    )
+    assert (remote.source.type, remote.source.url) == ("url", "https://example.com/cat.png")
+    (use,) = assistant.output
+    assert use.input == {"arguments": '{"zoom": 2'}
+    assert assistant.metadata["raw_arguments"] == {"c1": '{"zoom": 2'}
+    assert tool.caller == assistant.id and tool.output == "a cat"
