@@ -11,7 +11,6 @@ transaction as the insert, which is what makes ``seq`` gap-free and never reused
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
 import threading
 import time
@@ -22,9 +21,10 @@ from typing import Any
 
 import msgspec
 
-from ..errors import AgentRunActiveError, DagError, NotFoundError, StoreError
+from ..errors import DagError, NotFoundError, StoreError
 from ..model import Call
-from .base import Edge, RunInfo, SessionInfo
+from ._sqlite_guard import GuardAndKv
+from .base import Edge, SessionInfo
 from .migrations import MIGRATIONS
 
 __all__ = ["DB_NAME", "SQLiteStore"]
@@ -62,17 +62,7 @@ def _session(row: tuple[Any, ...]) -> SessionInfo:
     )
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class SQLiteStore:
+class SQLiteStore(GuardAndKv):
     """The ``Store`` backed by one SQLite file (see the module docstring for durability)."""
 
     def __init__(self, path: str | os.PathLike[str]):
@@ -470,94 +460,6 @@ class SQLiteStore:
             if sid == owner:
                 return limit is None or seq <= limit
         return False
-
-    # -- agent-run guard -------------------------------------------------------------
-    def _live(self, row: tuple[Any, ...] | None, now: float) -> RunInfo | None:
-        if row is None:
-            return None
-        run = RunInfo(
-            session_id=row[0],
-            run_id=row[1],
-            pid=row[2],
-            host=row[3],
-            started_at=row[4],
-            expires_at=row[5],
-        )
-        if run.expires_at <= now:
-            return None
-        if run.host == socket.gethostname() and not _pid_alive(run.pid):
-            return None  # the process that held it died without releasing it
-        return run
-
-    def start_run(self, session_id: str, run_id: str, *, ttl: float) -> RunInfo:
-        """Take the run guard; ``AgentRunActiveError`` names the live holder."""
-        with self.transaction() as conn:
-            self._session_row(session_id)
-            now = time.time()
-            row = conn.execute("SELECT * FROM runs WHERE session_id = ?", (session_id,)).fetchone()
-            live = self._live(row, now)
-            if live is not None and live.run_id != run_id:
-                raise AgentRunActiveError(
-                    f"an agent run ({live.run_id}, pid {live.pid} on {live.host}) is active "
-                    f"on session {session_id!r}",
-                    hint="wait for it to finish; checkout works meanwhile",
-                )
-            run = RunInfo(
-                session_id=session_id,
-                run_id=run_id,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                started_at=now,
-                expires_at=now + ttl,
-            )
-            conn.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?)",
-                (run.session_id, run.run_id, run.pid, run.host, run.started_at, run.expires_at),
-            )
-            return run
-
-    def renew_run(self, session_id: str, run_id: str, *, ttl: float) -> None:
-        """Push the guard's expiry ``ttl`` seconds into the future."""
-        with self.transaction() as conn:
-            conn.execute(
-                "UPDATE runs SET expires_at = ? WHERE session_id = ? AND run_id = ?",
-                (time.time() + ttl, session_id, run_id),
-            )
-
-    def end_run(self, session_id: str, run_id: str) -> None:
-        """Release the guard if ``run_id`` still holds it."""
-        with self.transaction() as conn:
-            conn.execute(
-                "DELETE FROM runs WHERE session_id = ? AND run_id = ?", (session_id, run_id)
-            )
-
-    def active_run(self, session_id: str) -> RunInfo | None:
-        """The live run on the session, if any."""
-        row = self._conn.execute(
-            "SELECT * FROM runs WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        return self._live(row, time.time())
-
-    # -- key/value ---------------------------------------------------------------------
-    def kv_put(self, namespace: str, key: str, value: bytes) -> None:
-        """Store a value under ``(namespace, key)``."""
-        with self.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO kv VALUES (?,?,?)", (namespace, key, value))
-
-    def kv_get(self, namespace: str, key: str) -> bytes | None:
-        """The value under ``(namespace, key)`` or ``None``."""
-        row = self._conn.execute(
-            "SELECT value FROM kv WHERE namespace = ? AND key = ?", (namespace, key)
-        ).fetchone()
-        return bytes(row[0]) if row else None
-
-    def kv_keys(self, namespace: str, prefix: str = "") -> list[str]:
-        """Sorted keys of a namespace starting with ``prefix``."""
-        rows = self._conn.execute(
-            "SELECT key FROM kv WHERE namespace = ? AND substr(key, 1, ?) = ? ORDER BY key",
-            (namespace, len(prefix), prefix),
-        ).fetchall()
-        return [r[0] for r in rows]
 
 
 def database_path(location: str | os.PathLike[str]) -> Path:
