@@ -149,3 +149,13 @@ def test_half_surrogate_escapes_are_repaired_not_fatal(corpus, store, tmp_path):
     doc.write_text(json.dumps([{"role": "user", "content": "half \ud83d"}]))
     (res,) = import_paths(store, [str(doc)])
     assert store.nodes(res.id)[0].output == "half \ufffd"
+
+
+def test_every_corpus_file_imports(corpus, store):
+    files = sorted(p for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    results = import_paths(store, [str(p) for p in files])
+    assert {r.source for r in results} == {str(p) for p in files}
+    assert all(r.calls > 0 for r in results)
+    for r in results:
+        info = store.get_session(r.id)
+        assert info.head is not None and store.is_visible(r.id, info.head)
