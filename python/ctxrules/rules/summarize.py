@@ -46,8 +46,9 @@ class Summarize(Rule):
             raise self.bad("threshold_tokens", "must be >= 1")
         if not 0.0 < self.target_ratio <= 1.0:
             raise self.bad("target_ratio", "must be in (0, 1]")
-        if self.keep_tail_turns < 0:
-            raise self.bad("keep_tail_turns", "must be >= 0")
+        if self.keep_tail_turns < 1:
+            # The turn being answered must stay: its tool results may still arrive.
+            raise self.bad("keep_tail_turns", "must be >= 1")
         if self.summary_budget_tokens < 16:
             raise self.bad("summary_budget_tokens", "must be >= 16")
 
@@ -55,8 +56,6 @@ class Summarize(Rule):
 
     def _tail_start(self, items: Sequence[ContextItem]) -> int:
         """First position of the protected tail (the last ``keep_tail_turns`` turns)."""
-        if self.keep_tail_turns == 0:
-            return len(items)
         seen = 0
         p = len(items)
         while p > 0:
@@ -146,7 +145,8 @@ class Summarize(Rule):
             run_start = p
             run_tokens = 0
             end = p
-            while end < tail and total - run_tokens > target:
+            real = False  # the previous summary alone is no progress
+            while end < tail and (total - run_tokens > target or not real):
                 it = items[end]
                 if it.state == "summarized":
                     end += 1
@@ -161,12 +161,12 @@ class Summarize(Rule):
                     )
                     break
                 run_tokens += sum(u.tokens for u in unit if u.state != "summarized")
+                real = real or any(u.state != "summary" for u in unit)
                 end = unit_end
             run = [u for u in items[run_start:end] if u.state != "summarized"]
             if all(u.state == "summary" for u in run):
                 # Nothing new to fold here (at most the previous summary before a kept
                 # unit): step over the kept unit and try the next run.
-                # Nothing foldable here: step over the kept unit and try the next run.
                 if end >= tail:
                     break
                 nxt = self._unit_end(items, end)
@@ -195,8 +195,9 @@ class Summarize(Rule):
             tail += 1  # the summary item was inserted before the tail
             if settled:
                 ctx.cursors["summarize.pos"] = sm_pos  # the next run starts with this summary
-            p = sm_pos + 1
-            settled = False
+            # Still over: the next run starts with this summary, so the commit keeps one
+            # running summary instead of a string of them.
+            p = sm_pos
         if total > self.threshold_tokens:
             ctx.note(
                 f"could not reach the threshold: {total} tokens > {self.threshold_tokens} "

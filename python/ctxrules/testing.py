@@ -1,0 +1,410 @@
+"""The rule author's test kit: check a rule against the commit invariants in a few lines.
+
+::
+
+    from ctxrules.testing import check_rule
+
+    def test_my_rule_keeps_the_invariants():
+        check_rule(MyRule(some_param=3))            # alone and inside the built-in pipeline
+
+``check_rule`` generates sessions with hypothesis (tool calls of protected and ordinary
+tools, huge and failing results, branches, attach pointers, locked and pinned nodes,
+time gaps), derives commits turn by turn through the pipeline and asserts SPEC §3
+invariants 1–8 plus the consistency a renderer relies on (tool pairing, token totals,
+the task anchor).  ``check_commits`` runs the same checks on commits you produced
+yourself, e.g. from a real transcript.  A failure raises ``InvariantViolation`` naming
+the invariant, the rule set and the item.
+
+Installed as a pytest plugin (entry point ``pytest11: ctxrules``): the fixture
+``ctxrules_kit`` is this module.  hypothesis is imported only when a check runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .commit import Generated, Pipeline, derive_commit
+from .config import PRESETS, PipelineConfig
+from .errors import CtxrulesError
+from .model import STATE_RANK, Call, ContextCommit, ContextItem, TextBlock, ToolUseBlock
+from .rules.base import Rule, item_text_for_tokens
+
+__all__ = [
+    "InvariantViolation",
+    "Script",
+    "Step",
+    "check_commits",
+    "check_rule",
+    "drive",
+    "pipelines_with",
+    "scripts",
+]
+
+TOOL_NAMES = ("Read", "Bash", "Grep", "Edit", "todo_update", "web_search", "TodoWrite")
+
+
+class InvariantViolation(AssertionError):
+    """A commit broke an invariant; the message names which, where and under which rules."""
+
+
+def _fail(number: str, message: str, pipeline: Pipeline, commit: ContextCommit) -> None:
+    rules = ", ".join(r.name for r in pipeline.rules) or "no rules"
+    raise InvariantViolation(
+        f"invariant {number}: {message} (commit {commit.id} at {commit.head_node_id}; "
+        f"rules: {rules})"
+    )
+
+
+# -- checks ------------------------------------------------------------------------------
+
+
+def _key(it: ContextItem) -> tuple[str, str | None]:
+    return (it.source_node_id, it.attached_from)
+
+
+def check_step(
+    parent: ContextCommit | None,
+    gen: Generated,
+    *,
+    pipeline: Pipeline,
+    node_ids: set[str],
+    parent_bytes: bytes | None,
+    counter: Any,
+) -> None:
+    """Assert the invariants for one derived commit against its parent."""
+    c = gen.commit
+    if parent is not None and parent_bytes is not None:
+        if msgspec.msgpack.encode(parent) != parent_bytes:
+            _fail("2", "deriving a child changed the saved parent commit", pipeline, c)
+    if len(c.parent_ids) > 1:
+        _fail("7", f"{len(c.parent_ids)} parents outside a merge", pipeline, c)
+    seen_attach: dict[str, int] = {}
+    prev_from: str | None = None
+    total = 0
+    present: dict[str, ContextItem] = {}
+    for it in c.items:
+        if it.attached_from is None:
+            present[it.source_node_id] = it
+        if it.attached_from != prev_from and it.attached_from is not None:
+            seen_attach[it.attached_from] = seen_attach.get(it.attached_from, 0) + 1
+        prev_from = it.attached_from
+        if it.state == "summary" or it.source_node_id.startswith("sm_"):
+            if not (it.state == "summary" or it.state == "summarized"):
+                _fail("5", f"virtual item {it.source_node_id} in state {it.state}", pipeline, c)
+            if it.source_node_id in node_ids:
+                _fail("5", f"summary id {it.source_node_id} is a DAG node", pipeline, c)
+        elif it.attached_from is None and it.source_node_id not in node_ids:
+            _fail("5", f"item {it.source_node_id} names no DAG node", pipeline, c)
+        if it.state != "summarized":
+            total += it.tokens
+    for src, blocks in seen_attach.items():
+        if blocks != 1:
+            _fail("6", f"attach of {src} expanded {blocks} times", pipeline, c)
+    if total != c.total_tokens:
+        _fail("tokens", f"total_tokens {c.total_tokens} != sum of items {total}", pipeline, c)
+    # Pairing: a shown tool result needs its caller shown (or both folded).
+    for it in c.items:
+        if it.role == "tool" and it.caller and it.state != "summarized":
+            caller = present.get(it.caller) if it.attached_from is None else None
+            if caller is not None and caller.state == "summarized":
+                _fail("pairing", f"tool {it.source_node_id} shown, caller folded", pipeline, c)
+    if parent is not None:
+        old = {_key(it): it for it in parent.items}
+        new = {_key(it): it for it in c.items}
+        for k, before in old.items():
+            after = new.get(k)
+            if after is None:
+                _fail("3", f"item {k[0]} disappeared", pipeline, c)
+                continue
+            if before.locked and after != before:
+                _fail("4", f"locked item {k[0]} was modified", pipeline, c)
+            if (
+                STATE_RANK[after.state] < STATE_RANK[before.state]
+                or (before.state == "summary" and after.state not in ("summary", "summarized"))
+                or (before.state == "summarized" and after != before)
+            ):
+                _fail("3", f"item {k[0]} went {before.state} → {after.state}", pipeline, c)
+    # Token counts of what this commit touched are exact (unchanged ones were checked
+    # when they were made).
+    inserted, changed = _decode_delta(gen.delta)
+    texts: list[str] = []
+    for _, it in changed:
+        texts.extend(item_text_for_tokens(it))
+    counts = iter(counter.count_batch(texts))
+    for _, it in changed:
+        n = sum(next(counts) for _ in item_text_for_tokens(it))
+        if n != it.tokens:
+            _fail(
+                "tokens", f"item {it.source_node_id} says {it.tokens} tokens, is {n}", pipeline, c
+            )
+    del inserted
+
+
+_delta_type = tuple[list[int], list[tuple[int, ContextItem]]]
+
+
+def _decode_delta(delta: bytes) -> tuple[list[int], list[tuple[int, ContextItem]]]:
+    return msgspec.msgpack.decode(delta, type=_delta_type)
+
+
+def _check_render(commit: ContextCommit, pipeline: Pipeline) -> None:
+    try:
+        from .render import render_commit  # type: ignore[attr-defined]
+    except Exception:  # the renderer is another layer; without it invariant 8 is its own test
+        return
+    first = msgspec.json.encode(render_commit(commit))
+    again = msgspec.json.encode(
+        render_commit(msgspec.json.decode(msgspec.json.encode(commit), type=ContextCommit))
+    )
+    if first != again:
+        _fail("8", "render_commit gave different bytes for the same commit", pipeline, commit)
+
+
+# -- scripted sessions ---------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """One turn of a script: where it branches from, what it adds, when it happens."""
+
+    branch_back: int = 0  # 0: continue HEAD; k: start from the head k steps earlier
+    user: str = "do it"
+    assistant: str = "ok"
+    tools: list[tuple[str, int, bool]] = field(default_factory=list)  # (name, size, error)
+    minutes: float = 1.0
+    attach_back: int = 0  # attach the commit of k steps earlier (-1: an unloadable one)
+    locked: bool = False
+    pinned: bool = False
+    cite_back: int = 0
+
+
+@dataclass
+class Script:
+    """A generated session: steps to drive through a pipeline."""
+
+    steps: list[Step]
+
+
+def scripts(max_steps: int = 10) -> Any:
+    """A hypothesis strategy of ``Script`` s."""
+    from hypothesis import strategies as st
+
+    words = st.sampled_from(
+        [
+            "fix",
+            "the",
+            "bug",
+            "in",
+            "src/app.py",
+            "you must not touch tests",
+            "never push",
+            "README.md",
+            "please",
+            "always run make test",
+            "日本語",
+            "ünïcode",
+            "\n",
+        ]
+    )
+    text = st.lists(words, min_size=1, max_size=12).map(" ".join)
+    tool = st.tuples(
+        st.sampled_from(TOOL_NAMES),
+        st.sampled_from([0, 40, 300, 1500, 6000]),
+        st.booleans(),
+    )
+    step = st.builds(
+        Step,
+        branch_back=st.sampled_from([0, 0, 0, 0, 1, 2]),
+        user=text,
+        assistant=text,
+        tools=st.lists(tool, max_size=3),
+        minutes=st.sampled_from([0.0, 1.0, 7.0, 61.0, 180.0]),
+        attach_back=st.sampled_from([0, 0, 0, 0, 1, 3, -1]),
+        locked=st.sampled_from([False, False, False, False, True]),
+        pinned=st.sampled_from([False, False, False, True]),
+        cite_back=st.sampled_from([0, 0, 0, 2]),
+    )
+    return st.lists(step, min_size=1, max_size=max_steps).map(Script)
+
+
+def _filler(size: int, seed: int) -> str:
+    base = f"line {seed}: /repo/src/mod{seed % 7}.py ok value={seed * 31 % 997}\n"
+    return (base * (size // len(base) + 1))[:size]
+
+
+def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> list[Any]:
+    """Run a script through ``pipeline``; returns ``[(parent, generated, calls_so_far)]``."""
+    seq = itertools.count(1)
+    calls: dict[str, Call] = {}
+    heads: list[str] = []
+    commits: list[ContextCommit] = []
+    by_id: dict[str, ContextCommit] = {}
+    out: list[Any] = []
+    now = start
+
+    def node(role: str, **kw: Any) -> Call:
+        n = next(seq)
+        call = Call(id=f"n{n}", seq=n, created_at=now, role=role, **kw)  # type: ignore[arg-type]
+        calls[call.id] = call
+        return call
+
+    for i, step in enumerate(script.steps):
+        now += step.minutes * 60.0
+        base = len(heads) - 1 - step.branch_back if heads else -1
+        base = max(base, -1)
+        parent = commits[base] if base >= 0 else None
+        prev = heads[base] if base >= 0 else None
+        new: list[Call] = []
+        if step.attach_back and commits:
+            target = (
+                commits[max(0, len(commits) - step.attach_back)] if step.attach_back > 0 else None
+            )
+            ref = {"session": "other", "head": "h", "commit": target.id if target else "cc_missing"}
+            ptr = node("user", output="attach", predecessor=prev, metadata={"attach": ref})
+            new.append(ptr)
+            prev = ptr.id
+        meta: dict[str, Any] = {}
+        if step.locked:
+            meta["locked"] = True
+        if step.pinned:
+            meta["pinned"] = True
+        reads: tuple[str, ...] = ()
+        if step.cite_back and len(heads) > step.cite_back:
+            reads = (heads[-step.cite_back],)
+        user = node("user", output=step.user, predecessor=prev, metadata=meta, reads=reads)
+        uses = [
+            ToolUseBlock(id=f"tu{i}_{k}", name=t[0], input={"path": f"src/f{k}.py"})
+            for k, t in enumerate(step.tools)
+        ]
+        asst = node(
+            "assistant", output=[TextBlock(text=step.assistant), *uses], predecessor=user.id
+        )
+        new += [user, asst]
+        for k, (name, size, error) in enumerate(step.tools):
+            new.append(
+                node(
+                    "tool",
+                    name=name,
+                    input={"path": f"src/f{k}.py"},
+                    output=_filler(size, i + k),
+                    caller=asst.id,
+                    metadata={"tool_use_id": f"tu{i}_{k}", "is_error": error, **meta},
+                )
+            )
+        snapshot = {cid: msgspec.msgpack.encode(c) for cid, c in calls.items()}
+        gen = derive_commit(
+            parent,
+            new,
+            session_id="s",
+            head_node_id=asst.id,
+            pipeline=pipeline,
+            now=now,
+            load_commit=by_id.get,
+        )
+        for cid, c in calls.items():  # invariant 1: the pipeline never touches nodes
+            if msgspec.msgpack.encode(c) != snapshot[cid]:
+                _fail("1", f"node {cid} changed during generation", pipeline, gen.commit)
+        again = derive_commit(
+            parent,
+            new,
+            session_id="s",
+            head_node_id=asst.id,
+            pipeline=pipeline,
+            now=now,
+            load_commit=by_id.get,
+        )
+        if again.commit.id != gen.commit.id or again.delta != gen.delta:
+            _fail(
+                "2",
+                "the same inputs gave a different commit (ids are content-addressed)",
+                pipeline,
+                gen.commit,
+            )
+        out.append((parent, gen, set(calls)))
+        heads.append(asst.id)
+        commits.append(gen.commit)
+        by_id[gen.commit.id] = gen.commit
+    return out
+
+
+def check_commits(runs: Iterable[Any], pipeline: Pipeline) -> int:
+    """Check every ``(parent, generated, node_ids)`` of ``drive`` (or your own); returns
+    how many commits were checked."""
+    from .tokenizers import get_tokenizer
+
+    counter = get_tokenizer(pipeline.encoding)
+    n = 0
+    for parent, gen, node_ids in runs:
+        pb = msgspec.msgpack.encode(parent) if parent is not None else None
+        check_step(
+            parent, gen, pipeline=pipeline, node_ids=node_ids, parent_bytes=pb, counter=counter
+        )
+        _check_render(gen.commit, pipeline)
+        n += 1
+    return n
+
+
+def pipelines_with(rule: Rule | None = None) -> list[Pipeline]:
+    """Every shipped configuration, each with ``rule`` added in front (or as is)."""
+    out = []
+    for name in PRESETS:
+        built = PipelineConfig.preset(name).build()
+        rules: Sequence[Rule] = [rule, *built] if rule is not None else built
+        out.append(Pipeline.of(rules))
+    if rule is not None:
+        out.append(Pipeline.of([rule]))
+    return out
+
+
+def check_rule(
+    rule: Rule | None = None,
+    *,
+    examples: int = 40,
+    pipelines: Sequence[Pipeline] | None = None,
+    max_steps: int = 10,
+) -> None:
+    """Property-test ``rule`` (alone and in front of every shipped configuration) against
+    the invariants on ``examples`` generated sessions per pipeline."""
+    for pipeline in pipelines if pipelines is not None else pipelines_with(rule):
+        _property(pipeline, examples, max_steps)()
+
+
+def _property(pipeline: Pipeline, examples: int, max_steps: int) -> Any:
+    from hypothesis import HealthCheck, given, settings
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(scripts(max_steps))
+    def run(script: Script) -> None:
+        try:
+            check_commits(drive(script, pipeline), pipeline)
+        except CtxrulesError as exc:
+            raise InvariantViolation(f"generation failed: {exc}") from exc
+
+    return run
+
+
+# -- pytest plugin ---------------------------------------------------------------------------
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - the kit works without pytest too
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture
+    def ctxrules_kit() -> Any:
+        """This module, for tests that prefer a fixture to an import."""
+        import sys
+
+        return sys.modules[__name__]

@@ -1,0 +1,81 @@
+"""Tool aging: the tail window, the stub, protected tools, stepped boundaries."""
+
+from __future__ import annotations
+
+from ctxrules.commit import Pipeline
+from ctxrules.rules import ToolAging
+from ctxrules.testing import Script, Step, check_rule, drive
+
+
+def _last(script: Script, rule: ToolAging):
+    runs = drive(script, Pipeline.of([rule]))
+    return runs, runs[-1][1].commit
+
+
+def _tools(commit):
+    return [it for it in commit.items if it.role == "tool"]
+
+
+def test_results_outside_the_tail_window_are_aged_the_window_stays_full():
+    steps = [Step(tools=[("Read", 300, False)]) for _ in range(6)]
+    _, c = _last(Script(steps), ToolAging(tail_turns=3, step_turns=1))
+    states = [it.state for it in _tools(c)]
+    # one tool per turn: the first 6 - 3 turns are outside the window
+    assert states == ["aged"] * 3 + ["full"] * 3
+
+
+def test_stub_is_one_line_naming_tool_args_head_and_tail():
+    out_tail = "THE-END"
+    steps = [Step(tools=[("Bash", 6000, True)])] + [Step() for _ in range(4)]
+    runs, c = _last(Script(steps), ToolAging(tail_turns=1, step_turns=1, max_tool_args_chars=10))
+    (tool,) = _tools(c)
+    original = runs[0][1].commit.items[-1].rendered
+    assert tool.state == "aged" and tool.reason == "tail_window"
+    assert "\n" not in tool.rendered
+    assert tool.rendered.startswith("[tool Bash error] ")
+    assert "src/f0.py" in tool.rendered
+    assert original.split()[0] in tool.rendered  # head of the output
+    assert original.split()[-1][-5:] in tool.rendered  # tail of the output
+    assert len(tool.rendered) < 300 and out_tail not in original
+    assert len(tool.tool_input) <= 10
+
+
+def test_protected_tools_are_never_aged():
+    names = ["todo_update", "web_search", "TodoWrite", "Read"]
+    steps = [Step(tools=[(n, 200, False) for n in names])] + [Step() for _ in range(5)]
+    rule = ToolAging(tail_turns=1, step_turns=1, extra_protected_tools=["TodoWrite"])
+    _, c = _last(Script(steps), rule)
+    assert {it.name: it.state for it in _tools(c)} == {
+        "todo_update": "full",
+        "web_search": "full",
+        "TodoWrite": "full",
+        "Read": "aged",
+    }
+
+
+def test_aging_does_not_lock():
+    steps = [Step(tools=[("Read", 200, False)]) for _ in range(5)]
+    _, c = _last(Script(steps), ToolAging(tail_turns=1, step_turns=1))
+    assert [it.locked for it in _tools(c) if it.state == "aged"] == [False] * 4
+
+
+def test_boundary_moves_in_steps_so_old_items_are_rewritten_rarely():
+    turns = 20
+    steps = [Step(tools=[("Read", 200, False)]) for _ in range(turns)]
+    for step_turns in (1, 5):
+        runs, _ = _last(Script(steps), ToolAging(tail_turns=3, step_turns=step_turns))
+        rewrites = sum(1 for _, gen, _ in runs if any("aged" in n for n in gen.commit.notes))
+        # turns - tail_turns results leave the window; with steps they leave in batches
+        expected = turns - 3 if step_turns == 1 else (turns - 3) // step_turns
+        assert rewrites == expected
+
+
+def test_clear_at_least_tokens_waits_until_the_saving_is_worth_it():
+    steps = [Step(tools=[("Read", 40, False)]) for _ in range(4)]
+    _, c = _last(Script(steps), ToolAging(tail_turns=1, step_turns=1, clear_at_least_tokens=10**6))
+    assert all(it.state == "full" for it in _tools(c))
+    assert any("waiting" in n for n in c.notes)
+
+
+def test_tool_aging_keeps_the_invariants():
+    check_rule(ToolAging(tail_turns=1, step_turns=2), examples=15)
