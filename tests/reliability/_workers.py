@@ -7,6 +7,9 @@ is gone (so every ack of that child comes before it on the same pipe).  Forking 
 warm process keeps 50+ crash rounds within seconds instead of paying an interpreter
 start-up per round.
 
+An ``import PATH`` line forks a child that imports PATH instead (``ack <session>
+<calls>`` per imported session), to kill an import half-way.
+
 ``appender STORE SESSION TAG COUNT``: waits for a line on stdin, appends COUNT nodes,
 then prints every acknowledged id.
 """
@@ -24,13 +27,21 @@ def payload(node_id: str) -> str:
 
 def zygote(store_path: str, session: str) -> None:
     from ctxrules import dag
+    from ctxrules.importers import import_paths
     from ctxrules.store import open_store
 
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
-        if cmd != "go":
+        if cmd not in ("go", "import"):
             break
         pid = os.fork()
+        if pid == 0 and cmd == "import":  # the child: import one file, then report
+            try:
+                store = open_store(store_path)
+                for res in import_paths(store, [arg]):
+                    os.write(1, f"ack {res.id} {res.calls}\n".encode())
+            finally:
+                os._exit(0)
         if pid == 0:  # the child: append until killed
             try:
                 store = open_store(store_path)

@@ -80,3 +80,55 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path):
         zygote.stdin.close()
         zygote.wait(timeout=30)
     assert kills_with_acks >= ROUNDS // 2, "most kills should land while appending"
+
+
+def test_sigkill_during_an_import_leaves_all_or_nothing(tmp_path, corpus):
+    """A file is one transaction: killed half-way, none of its sessions exist; else all."""
+    import json
+
+    rng = random.Random(99)
+    src = corpus / "openai-chat-json" / "taubench_gpt-4o-airline.json"
+    runs = json.loads(src.read_text())
+    want = {len(r["traj"]) for r in runs}
+    store_path = str(tmp_path / "store")
+    open_store(store_path).close()
+    zygote = subprocess.Popen(
+        [sys.executable, str(WORKERS), "zygote", store_path, "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
+    outcomes = set()
+    try:
+        for _ in range(12):
+            # A fresh copy each round: new bytes, new import key, a new set of sessions.
+            copy = tmp_path / f"copy{len(outcomes)}{rng.random()}.json"
+            copy.write_text(json.dumps(runs) + " " * rng.randrange(1000))
+            zygote.stdin.write(f"import {copy}\n")
+            zygote.stdin.flush()
+            pid = int(zygote.stdout.readline().split()[1])
+            time.sleep(rng.uniform(0.0, 0.6))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # the import finished first
+            acks = []
+            for line in zygote.stdout:
+                if line.startswith("dead "):
+                    break
+                acks.append(line)
+            store = open_store(store_path)
+            try:
+                mine = [s for s in store.list_sessions() if s.source == str(copy)]
+                assert len(mine) in (0, len(runs)), "a file was imported in part"
+                if acks:
+                    assert len(mine) == len(runs)  # reported imported: durably there
+                assert {s.calls for s in mine} <= want
+                assert sum(s.calls for s in mine) in (0, sum(len(r["traj"]) for r in runs))
+                outcomes.add(bool(mine))
+            finally:
+                store.close()
+    finally:
+        zygote.stdin.close()
+        zygote.wait(timeout=30)
