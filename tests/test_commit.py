@@ -1,0 +1,199 @@
+"""ensure_latest_commit / generate_commit over the real SQLite store: lookup, incrementality,
+immutability, content addressing, delta storage, branches and late tool results."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+import ctxrules
+from ctxrules import _commit_store, dag
+from ctxrules.commit import Pipeline, diff_commits, load_commit
+from ctxrules.config import PipelineConfig
+from ctxrules.errors import DagError
+from ctxrules.model import TextBlock, ToolUseBlock
+from ctxrules.store import open_store
+
+DEFAULT = Pipeline.from_config(PipelineConfig.preset("default"))
+
+
+@pytest.fixture
+def store(tmp_path):
+    st = open_store(tmp_path / "store")
+    yield st
+    st.close()
+
+
+def add_turn(st, sid, i, *, tools=1, size=200):
+    dag.append(st, sid, "user", f"request {i}")
+    uses = [ToolUseBlock(id=f"t{i}_{k}", name="Read", input={"p": f"f{k}"}) for k in range(tools)]
+    a = dag.append(st, sid, "assistant", [TextBlock(text=f"answer {i}"), *uses])
+    for k in range(tools):
+        dag.append(
+            st,
+            sid,
+            "tool",
+            " ".join(f"w{j}" for j in range(size // 4)),
+            name="Read",
+            input={"p": f"f{k}"},
+            caller=a.id,
+            metadata={"tool_use_id": f"t{i}_{k}"},
+        )
+    return a
+
+
+def count_rows(st):
+    with st.transaction() as conn:
+        return conn.execute("SELECT count(*) FROM commits").fetchone()[0]
+
+
+def test_public_names():
+    assert ctxrules.ensure_latest_commit is not None and ctxrules.generate_commit is not None
+    assert {"ensure_latest_commit", "generate_commit"} <= set(ctxrules.__all__)
+
+
+def test_ensure_returns_the_stored_commit_for_an_unchanged_head(store):
+    s = dag.create_session(store)
+    a = add_turn(store, s.id, 0)
+    c1 = ctxrules.ensure_latest_commit(s.id, now=100.0, store=store, config=DEFAULT)
+    c2 = ctxrules.ensure_latest_commit(s.id, now=999.0, store=store, config=DEFAULT)
+    assert c1.id == c2.id and c1.head_node_id == a.id and count_rows(store) == 1
+    assert [it.role for it in c1.items] == ["user", "assistant", "tool"]
+
+
+def test_new_turn_builds_on_the_nearest_ancestor_commit(store):
+    s = dag.create_session(store)
+    add_turn(store, s.id, 0)
+    c1 = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=DEFAULT)
+    add_turn(store, s.id, 1)
+    c2 = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=DEFAULT)
+    assert c2.parent_ids == (c1.id,)
+    assert c2.items[: len(c1.items)] == c1.items  # unchanged items are shared as they are
+    assert len(c2.items) == 6
+
+
+def test_tool_results_added_after_the_commit_are_picked_up(store):
+    s = dag.create_session(store)
+    dag.append(store, s.id, "user", "go")
+    a = dag.append(store, s.id, "assistant", [ToolUseBlock(id="t1", name="Bash", input={})])
+    c1 = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=DEFAULT)
+    dag.append(
+        store, s.id, "tool", "done", name="Bash", caller=a.id, metadata={"tool_use_id": "t1"}
+    )
+    c2 = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=DEFAULT)
+    assert c2.id != c1.id and c2.parent_ids == (c1.id,)
+    assert [it.role for it in c2.items] == ["user", "assistant", "tool"]
+    assert c2.items[2].tool_use_id == "t1" and c2.items[2].caller == a.id
+
+
+def test_a_branch_builds_on_the_fork_point_not_on_the_other_branch(store):
+    s = dag.create_session(store)
+    add_turn(store, s.id, 0)
+    base = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=DEFAULT)
+    u = dag.append(store, s.id, "user", "left")
+    left_a = dag.append(store, s.id, "assistant", "left answer")
+    left = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=DEFAULT)
+    right_u = dag.edit(store, s.id, u.id, output="right")
+    dag.append(store, s.id, "assistant", "right answer")
+    right = ctxrules.ensure_latest_commit(s.id, now=3.0, store=store, config=DEFAULT)
+    assert left.parent_ids == (base.id,) and right.parent_ids == (base.id,)
+    texts = [it.rendered for it in right.items]
+    assert (
+        "right" in texts
+        and "left" not in texts
+        and right_u.id in {it.source_node_id for it in right.items}
+    )
+    # checkout back to the left head finds its commit again without generating
+    dag.checkout(store, s.id, left_a.id)
+    rows = count_rows(store)
+    again = ctxrules.ensure_latest_commit(s.id, now=4.0, store=store, config=DEFAULT)
+    assert again.id == left.id and count_rows(store) == rows
+
+
+def test_saved_commits_cannot_be_rewritten(store):
+    s = dag.create_session(store)
+    add_turn(store, s.id, 0)
+    c = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=DEFAULT)
+    for sql in ("UPDATE commits SET total_tokens = 0", "DELETE FROM commits"):
+        with pytest.raises(sqlite3.DatabaseError, match="never rewritten"):
+            with store.transaction() as conn:
+                conn.execute(sql)
+    assert load_commit(c.id, store=store).total_tokens == c.total_tokens
+
+
+def test_ids_are_content_addressed_across_stores(tmp_path):
+    ids = []
+    for name in ("a", "b"):
+        st = open_store(tmp_path / name)
+        s = st.create_session(session_id="same")
+        for i in range(3):
+            dag.append(st, s.id, "user", f"u{i}", node_id=f"u{i}", created_at=float(i))
+            dag.append(st, s.id, "assistant", f"a{i}", node_id=f"a{i}", created_at=float(i))
+            ids.append(
+                (name, ctxrules.generate_commit(s.id, now=10.0 + i, store=st, config=DEFAULT).id)
+            )
+        st.close()
+    a = [i for n, i in ids if n == "a"]
+    b = [i for n, i in ids if n == "b"]
+    assert a == b and len(set(a)) == 3
+
+
+def test_loading_replays_deltas_to_the_same_commit(store):
+    s = dag.create_session(store)
+    made = []
+    aggressive = Pipeline.from_config(
+        PipelineConfig.preset("aggressive").with_params("summarize", threshold_tokens=800)
+    )
+    for i in range(12):
+        add_turn(store, s.id, i, tools=2, size=1500)
+        made.append(
+            ctxrules.ensure_latest_commit(s.id, now=600.0 * i, store=store, config=aggressive)
+        )
+    assert any(it.state == "summarized" for it in made[-1].items)
+    _commit_store._cache.clear()
+    for c in (made[-1], made[4]):
+        assert load_commit(c.id, store=store) == c
+
+
+def test_storage_grows_with_changed_items_not_with_length(store):
+    s = dag.create_session(store)
+    sizes = []
+    for i in range(150):
+        add_turn(store, s.id, i)
+        c = ctxrules.ensure_latest_commit(s.id, now=float(i), store=store, config=DEFAULT)
+        sizes.append(_commit_store.stored_bytes(store, c.id))
+    # the 150th commit has 50x the items of the 3rd but stores about the same delta
+    assert max(sizes[100:]) < 2 * max(sizes[2:10])
+
+
+def test_changing_a_parameter_changes_rules_version_and_regenerates(store):
+    s = dag.create_session(store)
+    add_turn(store, s.id, 0)
+    c1 = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=DEFAULT)
+    other = PipelineConfig.preset("default").with_params("tool_aging", tail_turns=5)
+    c2 = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=other)
+    assert c1.rules_version != c2.rules_version and c2.id != c1.id
+    assert c2.parent_ids == (c1.id,)
+
+
+def test_empty_session_is_a_clear_error(store):
+    s = dag.create_session(store)
+    with pytest.raises(DagError, match="no nodes"):
+        ctxrules.ensure_latest_commit(s.id, store=store, config=DEFAULT)
+
+
+def test_diff_reports_added_changed_and_the_shared_prefix(store):
+    s = dag.create_session(store)
+    cfg = PipelineConfig.preset("default").with_params("tool_aging", tail_turns=1, step_turns=1)
+    add_turn(store, s.id, 0)
+    c1 = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=cfg)
+    a2 = add_turn(store, s.id, 1)
+    c2 = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=cfg)
+    d = diff_commits(c1, c2)
+    new_ids = {it.source_node_id for it in c2.items} - {it.source_node_id for it in c1.items}
+    assert set(d.added) == new_ids and a2.id in d.added and d.removed == ()
+    assert d.changed == ((c1.items[2].source_node_id, "full", "aged"),)
+    # user and assistant of turn 0 are shared; the aged tool result ends the prefix
+    assert d.prefix_items == 2
+    assert d.prefix_tokens == c2.items[0].tokens + c2.items[1].tokens

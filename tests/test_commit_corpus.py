@@ -1,0 +1,89 @@
+"""Invariants 1-8 over every session imported from ../shared/corpus, turn by turn, for the
+built-in rules in every shipped configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from ctxrules.commit import Pipeline, derive_commit
+from ctxrules.config import PRESETS, PipelineConfig
+from ctxrules.dag import branch_path
+from ctxrules.importers import import_paths
+from ctxrules.store import open_store
+from ctxrules.testing import check_commits
+
+PIPELINES = {name: Pipeline.from_config(PipelineConfig.preset(name)) for name in PRESETS}
+
+
+@pytest.fixture(scope="module")
+def corpus_store(corpus: Path, tmp_path_factory):
+    files = sorted(str(p) for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    store = open_store(tmp_path_factory.mktemp("corpus-store"))
+    results = import_paths(store, files)
+    yield store, results
+    store.close()
+
+
+def _turns(path):
+    """The branch cut after every conversation node: (head, calls added by this turn)."""
+    out = []
+    for call in path:
+        if call.caller is None:
+            out.append((call.id, [call]))
+        elif out:
+            out[-1][1].append(call)
+    return out
+
+
+def _replay(store, session_id, pipeline):
+    path = branch_path(store, session_id)
+    runs, parent, seen = [], None, set()
+    for head, calls in _turns(path):
+        seen.update(c.id for c in calls)
+        before = [msgspec.msgpack.encode(c) for c in calls]
+        gen = derive_commit(
+            parent,
+            calls,
+            session_id=session_id,
+            head_node_id=head,
+            pipeline=pipeline,
+            now=calls[-1].created_at + 3600.0,
+        )
+        assert [msgspec.msgpack.encode(c) for c in calls] == before  # invariant 1
+        runs.append((parent, gen, set(seen)))
+        parent = gen.commit
+    return path, runs
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_every_corpus_session_keeps_the_invariants(corpus_store, preset):
+    store, results = corpus_store
+    pipeline = PIPELINES[preset]
+    assert len(results) >= 200  # the tau-bench file alone holds 200 conversations
+    checked = 0
+    for res in results:
+        path, runs = _replay(store, res.id, pipeline)
+        checked += check_commits(runs, pipeline)
+        if runs:
+            last = runs[-1][1].commit
+            # every node of the branch is in the final commit, exactly once
+            ids = [
+                it.source_node_id for it in last.items if not it.source_node_id.startswith("sm_")
+            ]
+            assert sorted(ids) == sorted(c.id for c in path)
+    assert checked > 1000
+
+
+def test_aggressive_rules_really_fire_on_the_corpus(corpus_store):
+    store, results = corpus_store
+    states: dict[str, int] = {}
+    for res in results:
+        _, runs = _replay(store, res.id, PIPELINES["aggressive"])
+        if runs:
+            for it in runs[-1][1].commit.items:
+                states[it.state] = states.get(it.state, 0) + 1
+    assert states.get("aged", 0) + states.get("cleared", 0) > 100
+    assert states.get("summary", 0) > 0 and states.get("summarized", 0) > 0
