@@ -183,6 +183,7 @@ def derive_commit(
                 ctx.replace(p, is_anchor=True, reason=f"cited_by:{call.id}")
     for rule in pipeline.rules:
         ctx.rule_name = rule.name
+        before = len(items) - ctx.inserted_count()
         try:
             rule.apply(ctx)
         except RuleError:
@@ -191,6 +192,12 @@ def derive_commit(
             raise RuleError(
                 f"rule failed: {type(exc).__name__}: {exc}", where=f"rule {rule.name!r}"
             ) from exc
+        if len(items) - ctx.inserted_count() != before:
+            raise RuleError(
+                "changed the number of items without ctx.insert / ctx.fold "
+                "(items are never removed from a commit)",
+                where=f"rule {rule.name!r}",
+            )
     ctx.rule_name = ""
     inserted, changed = ctx.delta()
     summary = parent.summary if parent is not None else ""

@@ -132,6 +132,21 @@ def check_step(
     # Token counts of what this commit touched are exact (unchanged ones were checked
     # when they were made).
     inserted, changed = _decode_delta(gen.delta)
+    # The stored delta must rebuild exactly this commit from its parent: a rule that
+    # bypassed ctx.replace / ctx.fold would make the store disagree with the commit.
+    rebuilt: list[Any] = list(parent.items) if parent is not None else []
+    for p in inserted:
+        rebuilt.insert(p, None)
+    for p, it in changed:
+        rebuilt[p] = it
+    if tuple(rebuilt) != c.items:
+        _fail(
+            "2",
+            "the commit's stored delta does not rebuild it (a rule changed items "
+            "without ctx.replace / ctx.fold)",
+            pipeline,
+            c,
+        )
     texts: list[str] = []
     for _, it in changed:
         texts.extend(item_text_for_tokens(it))
@@ -297,7 +312,7 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
                 )
             )
         snapshot = {cid: msgspec.msgpack.encode(c) for cid, c in calls.items()}
-        gen = derive_commit(
+        gen = _derive(
             parent,
             new,
             session_id="s",
@@ -309,7 +324,7 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
         for cid, c in calls.items():  # invariant 1: the pipeline never touches nodes
             if msgspec.msgpack.encode(c) != snapshot[cid]:
                 _fail("1", f"node {cid} changed during generation", pipeline, gen.commit)
-        again = derive_commit(
+        again = _derive(
             parent,
             new,
             session_id="s",
@@ -330,6 +345,13 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
         commits.append(gen.commit)
         by_id[gen.commit.id] = gen.commit
     return out
+
+
+def _derive(*args: Any, **kwargs: Any) -> Generated:
+    try:
+        return derive_commit(*args, **kwargs)
+    except CtxrulesError as exc:
+        raise InvariantViolation(f"generation failed: {exc}") from exc
 
 
 def check_commits(runs: Iterable[Any], pipeline: Pipeline) -> int:

@@ -173,6 +173,10 @@ class RuleContext:
         them when the rule set changed since the parent commit (``full_pass``)."""
         return range(len(self.items)) if self.full_pass else self.new_positions()
 
+    def inserted_count(self) -> int:
+        """How many items this commit inserted so far (new nodes and summaries)."""
+        return len(self._inserted)
+
     def is_new(self, pos: int) -> bool:
         """Whether the item at ``pos`` was added by this commit."""
         return self.items[pos].source_node_id in self._new_ids

@@ -1,0 +1,92 @@
+"""Pipeline configuration from TOML and Python: every parameter settable, bad input named."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxrules.commit import Pipeline
+from ctxrules.config import DEFAULT_PIPELINE, PipelineConfig, find_config, load_config
+from ctxrules.errors import ConfigError
+from ctxrules.rules import ToolAging
+
+
+def write(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_ctxrules_toml_sets_order_and_parameters(tmp_path):
+    p = write(
+        tmp_path,
+        "ctxrules.toml",
+        """
+pipeline = ["tool_aging", "summarize"]
+encoding = "cl100k_base"
+[rules.tool_aging]
+tail_turns = 5
+extra_protected_tools = ["TodoWrite"]
+[rules.summarize]
+threshold_tokens = 5000
+""",
+    )
+    cfg = load_config(p)
+    rules = cfg.build()
+    assert [r.name for r in rules] == ["tool_aging", "summarize"]
+    assert rules[0].tail_turns == 5 and rules[0].extra_protected_tools == ("TodoWrite",)
+    assert rules[1].threshold_tokens == 5000 and cfg.encoding == "cl100k_base"
+
+
+def test_pyproject_tool_table_is_found_from_a_subfolder(tmp_path):
+    write(
+        tmp_path,
+        "pyproject.toml",
+        "[project]\nname='x'\n[tool.ctxrules]\npreset='aggressive'\n"
+        "[tool.ctxrules.rules.idle_clearing]\nidle_minutes = 2\n",
+    )
+    sub = tmp_path / "a" / "b"
+    sub.mkdir(parents=True)
+    cfg = find_config(sub)
+    rules = {r.name: r for r in cfg.build()}
+    assert rules["idle_clearing"].idle_minutes == 2.0
+    assert rules["tool_aging"].tail_turns == 1  # from the preset
+
+
+def test_without_any_file_the_default_pipeline_applies(tmp_path):
+    assert find_config(tmp_path).pipeline == DEFAULT_PIPELINE
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ("[rules.tool_aging]\ntail_turn = 3\n", "rules.tool_aging.tail_turn", "no parameter"),
+        (
+            "[rules.tool_aging]\ntail_turns = 'three'\n",
+            "rules.tool_aging.tail_turns",
+            "must be int",
+        ),
+        ("[rules.tool_aging]\ntail_turns = -1\n", "rules.tool_aging.tail_turns", ">= 0"),
+        ("pipeline = ['tool_aging', 'nope']\n", "pipeline", "unknown rule 'nope'"),
+        ("[rules.nope]\nx = 1\n", "rules.nope", "unknown rule 'nope'"),
+        ("pipelines = []\n", "pipelines", "unknown key"),
+        ("pipeline = [\n", "", "invalid TOML"),
+        ("[rules.summarize]\ntarget_ratio = 2.0\n", "rules.summarize.target_ratio", "(0, 1]"),
+    ],
+)
+def test_bad_values_name_the_file_and_key(tmp_path, text, where, what):
+    p = write(tmp_path, "ctxrules.toml", text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p).build()
+    assert str(p) in str(err.value) and where in str(err.value) and what in str(err.value)
+
+
+def test_python_api_and_rules_version():
+    a = Pipeline.from_config(PipelineConfig.preset("default"))
+    b = Pipeline.from_config(
+        PipelineConfig.preset("default").with_params("result_cap", head_ratio=0.5)
+    )
+    c = Pipeline.of([ToolAging()])
+    assert a.version != b.version != c.version
+    assert a.version == Pipeline.from_config(PipelineConfig.preset("default")).version
+    with pytest.raises(ConfigError, match="unknown preset"):
+        PipelineConfig.preset("nope")

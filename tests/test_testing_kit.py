@@ -1,0 +1,106 @@
+"""The rule author's kit: it passes good rules and catches each kind of broken one."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from ctxrules.commit import Pipeline
+from ctxrules.rules import Rule, RuleContext
+from ctxrules.testing import InvariantViolation, Script, Step, check_commits, check_rule, drive
+
+
+class Shout(Rule):
+    """A well-behaved rule: upper-cases new user text (stays full)."""
+
+    name = "test-shout"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p in ctx.new_positions():
+            it = ctx.items[p]
+            if it.role == "user" and not it.locked:
+                ctx.replace(p, rendered=it.rendered.upper(), reason="shout")
+
+
+class Loosen(Rule):
+    """Broken: turns aged items back to full by going around ctx.replace."""
+
+    name = "test-loosen"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p, it in enumerate(ctx.items):
+            if it.state == "aged":
+                ctx.items[p] = msgspec.structs.replace(it, state="full")
+
+
+class TouchLocked(Rule):
+    """Broken: rewrites locked items behind the context's back."""
+
+    name = "test-touch-locked"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p, it in enumerate(ctx.items):
+            if it.locked:
+                ctx.items[p] = msgspec.structs.replace(it, rendered=it.rendered + " (seen)")
+
+
+class Drop(Rule):
+    """Broken: removes items."""
+
+    name = "test-drop"
+
+    def apply(self, ctx: RuleContext) -> None:
+        if len(ctx.items) > 4:
+            del ctx.items[1]
+
+
+class WrongTokens(Rule):
+    """Broken: claims a token count it did not measure."""
+
+    name = "test-wrong-tokens"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p in ctx.new_positions():
+            it = ctx.items[p]
+            ctx.items[p] = msgspec.structs.replace(it, tokens=it.tokens + 7)
+
+
+def test_a_good_rule_passes_in_a_few_lines():
+    check_rule(Shout(), examples=10)
+
+
+@pytest.mark.parametrize(
+    ("rule", "invariant"),
+    [
+        (Loosen(), "invariant 3"),
+        (TouchLocked(), "invariant 4"),
+        (Drop(), "changed the number of items"),
+        (WrongTokens(), "invariant tokens"),
+    ],
+)
+def test_broken_rules_are_caught(rule, invariant):
+    from ctxrules.rules import IdleClearing, ToolAging
+
+    steps = [Step(tools=[("Read", 300, False)], locked=(i == 1)) for i in range(6)]
+    # the broken rule runs first, so it sees what the parent commit aged and locked
+    pipeline = Pipeline.of([rule, ToolAging(tail_turns=1, step_turns=1), IdleClearing()])
+    with pytest.raises(InvariantViolation, match=invariant):
+        check_commits(drive(Script(steps), pipeline), pipeline)
+
+
+def test_context_refuses_loosening_and_locked_changes_through_replace():
+    class Bad(Rule):
+        name = "test-bad"
+
+        def apply(self, ctx: RuleContext) -> None:
+            for p, it in enumerate(ctx.items):
+                if it.locked:
+                    ctx.replace(p, rendered="x", reason="bad")
+
+    steps = [Step(locked=True), Step()]
+    with pytest.raises(InvariantViolation, match="locked items may not be changed"):
+        drive(Script(steps), Pipeline.of([Bad()]))
+
+
+def test_pytest_plugin_fixture(ctxrules_kit):
+    assert ctxrules_kit.check_rule is check_rule
