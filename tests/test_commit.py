@@ -174,7 +174,21 @@ def test_changing_a_parameter_changes_rules_version_and_regenerates(store):
     other = PipelineConfig.preset("default").with_params("tool_aging", tail_turns=5)
     c2 = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=other)
     assert c1.rules_version != c2.rules_version and c2.id != c1.id
-    assert c2.parent_ids == (c1.id,)
+    assert c2.parent_ids == ()  # a rule set starts its own chain; c1 is left as it was
+    assert load_commit(c1.id, store=store) == c1
+
+
+def test_a_rule_set_never_inherits_another_rule_sets_compression(store):
+    s = dag.create_session(store)
+    for i in range(6):
+        add_turn(store, s.id, i)
+    aggressive = PipelineConfig.preset("aggressive")
+    squeezed = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=aggressive)
+    plain = ctxrules.ensure_latest_commit(
+        s.id, now=1.0, store=store, config=PipelineConfig.preset("off")
+    )
+    assert any(it.state == "aged" for it in squeezed.items)
+    assert {it.state for it in plain.items} == {"full"}
 
 
 def test_empty_session_is_a_clear_error(store):

@@ -115,11 +115,13 @@ def save(store: Store, gen: Generated) -> None:
 
 
 def latest_for_head(store: Store, node_id: str, rules_version: str, session_id: str) -> str | None:
-    """The id of the newest commit at ``node_id``, preferring this rule set and session."""
+    """The id of the newest commit at ``node_id`` made by this rule set (this session's
+    preferred).  Another rule set's commits never serve as ancestors: their items carry
+    that rule set's compression, and states only tighten along a chain."""
     rows = _query(
         store,
-        "SELECT id FROM commits WHERE head_node_id = ? "
-        "ORDER BY rules_version = ? DESC, session_id = ? DESC, rowid DESC LIMIT 1",
+        "SELECT id FROM commits WHERE head_node_id = ? AND rules_version = ? "
+        "ORDER BY session_id = ? DESC, rowid DESC LIMIT 1",
         (node_id, rules_version, session_id),
     )
     return str(rows[0][0]) if rows else None

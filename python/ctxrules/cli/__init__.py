@@ -25,6 +25,7 @@ COMMANDS: tuple[str, ...] = (
     "import_",
     "sessions",
     "log",
+    "commit",
     "checkout",
     "fork",
     "render",

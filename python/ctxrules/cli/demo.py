@@ -89,6 +89,11 @@ def step_token_table(state: DemoState) -> None:
 #: The demo's steps, in order.
 STEPS: list[Callable[[DemoState], None]] = [step_import, step_token_table]
 
+# Later layers append their steps (imported here, at the end, to avoid an import cycle).
+from .commit import step_commits  # noqa: E402
+
+STEPS.append(step_commits)
+
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules demo``; returns the exit code."""

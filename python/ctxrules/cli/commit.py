@@ -1,0 +1,270 @@
+"""``ctxrules commit SESSION``: the ContextCommit at a head, its items, totals and notes.
+
+``--json`` prints the commit with every item (state, tokens, reason, locked,
+merged_into, attached_from, is_anchor) and totals per state; without it, a table of
+items by state with token counts, the notes (what each rule did or could not do, e.g. a
+failed summarizer) and the last items.  ``--diff OTHER`` compares another commit (a
+commit id, a node id whose commit is used, or ``parent``) with this one.
+
+``step_commits`` is the demo's step: the bundled session through the pipeline turn by
+turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..commit import CommitDiff, diff_commits, ensure_latest_commit, generate_commit, load_commit
+from ..config import PipelineConfig, find_config, load_config
+from ..errors import CtxrulesError
+from ..model import ContextCommit
+from ._common import add_store_option, open_store_from, print_json
+
+if TYPE_CHECKING:
+    from .demo import DemoState
+
+STATES = ("full", "aged", "cleared", "summarized", "summary")
+ITEM_FIELDS = (
+    "source_node_id",
+    "role",
+    "name",
+    "state",
+    "tokens",
+    "reason",
+    "locked",
+    "merged_into",
+    "attached_from",
+    "is_anchor",
+)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``commit`` subcommand."""
+    p = sub.add_parser("commit", help="show the context commit at a head")
+    p.add_argument("session")
+    p.add_argument("--head", metavar="NODE", help="node id (default: the session's HEAD)")
+    p.add_argument("--now", metavar="EPOCH", type=float, help="time for idle clearing")
+    p.add_argument("--config", metavar="FILE", help="ctxrules.toml or pyproject.toml")
+    p.add_argument("--preset", metavar="NAME", help="a shipped configuration instead of a file")
+    p.add_argument("--diff", metavar="OTHER", help="commit id, node id or 'parent' to diff with")
+    p.add_argument(
+        "--items",
+        type=int,
+        default=30,
+        metavar="N",
+        help="how many of the last items the table shows (default 30; 0: all)",
+    )
+    add_store_option(p)
+    p.add_argument("--json", action="store_true", help="print the commit as JSON")
+    p.set_defaults(func=run)
+
+
+def _config(args: argparse.Namespace) -> PipelineConfig:
+    if args.config and args.preset:
+        raise CtxrulesError("give --config or --preset, not both")
+    if args.config:
+        return load_config(args.config)
+    if args.preset:
+        return PipelineConfig.preset(args.preset)
+    return find_config()
+
+
+def totals(commit: ContextCommit) -> dict[str, dict[str, int]]:
+    """Items and tokens per state."""
+    out = {s: {"items": 0, "tokens": 0} for s in STATES}
+    for it in commit.items:
+        out[it.state]["items"] += 1
+        out[it.state]["tokens"] += it.tokens
+    return out
+
+
+def commit_json(commit: ContextCommit) -> dict[str, Any]:
+    """The JSON shape of ``ctxrules commit --json``."""
+    return {
+        "id": commit.id,
+        "session_id": commit.session_id,
+        "parent_ids": list(commit.parent_ids),
+        "head_node_id": commit.head_node_id,
+        "rules_version": commit.rules_version,
+        "created_at": commit.created_at,
+        "total_tokens": commit.total_tokens,
+        "summary": commit.summary,
+        "notes": list(commit.notes),
+        "totals": {"items": len(commit.items), "by_state": totals(commit)},
+        "items": [{f: getattr(it, f) for f in ITEM_FIELDS} for it in commit.items],
+    }
+
+
+def _other(args: argparse.Namespace, store: Any, commit: ContextCommit, config: Any) -> Any:
+    other = args.diff
+    if other == "parent":
+        if not commit.parent_ids:
+            raise CtxrulesError("this commit has no parent to diff with", where=commit.id)
+        return load_commit(commit.parent_ids[0], store=store)
+    if other.startswith("cc_"):
+        return load_commit(other, store=store)
+    return ensure_latest_commit(args.session, other, args.now, store=store, config=config)
+
+
+def _print_diff(console: Console, d: CommitDiff) -> None:
+    table = Table(title=f"diff {d.a} → {d.b}")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    table.add_column("items", overflow="fold", max_width=70)
+    table.add_row("added", str(len(d.added)), " ".join(d.added[:12]))
+    table.add_row("removed", str(len(d.removed)), " ".join(d.removed[:12]))
+    table.add_row(
+        "changed state", str(len(d.changed)), " ".join(f"{k}:{x}→{y}" for k, x, y in d.changed[:8])
+    )
+    table.add_row("rewritten", str(len(d.rewritten)), " ".join(d.rewritten[:12]))
+    table.add_row("shared prefix", str(d.prefix_items), f"{d.prefix_tokens} tokens cacheable")
+    console.print(table)
+    console.print(f"tokens {d.tokens_a} → {d.tokens_b}")
+
+
+def print_commit(console: Console, commit: ContextCommit, *, last: int = 30) -> None:
+    """The readable view: totals by state, notes, the last ``last`` items."""
+    by_state = Table(title=f"commit {commit.id} at {commit.head_node_id}")
+    by_state.add_column("state")
+    by_state.add_column("items", justify="right")
+    by_state.add_column("tokens", justify="right")
+    for state, t in totals(commit).items():
+        if t["items"]:
+            by_state.add_row(state, str(t["items"]), str(t["tokens"]))
+    by_state.add_row("sent", "", str(commit.total_tokens))
+    console.print(by_state)
+    for note in commit.notes:
+        console.print(f"[yellow]note[/yellow] {note}", markup=True, highlight=False)
+    items = commit.items if last == 0 else commit.items[-last:]
+    table = Table(title=f"items ({len(items)} of {len(commit.items)})")
+    for col in ("#", "role", "state", "tokens", "reason", "flags", "text"):
+        table.add_column(
+            col,
+            justify="right" if col in ("#", "tokens") else "left",
+            no_wrap=col == "text",
+            overflow="ellipsis",
+            max_width=40 if col == "text" else None,
+        )
+    offset = len(commit.items) - len(items)
+    for i, it in enumerate(items, offset):
+        flags = "".join(
+            f
+            for f, on in (
+                ("L", it.locked),
+                ("A", it.is_anchor),
+                ("@", it.attached_from is not None),
+            )
+            if on
+        )
+        role = it.role + (f" {it.name}" if it.name else "")
+        table.add_row(
+            str(i),
+            role,
+            it.state,
+            str(it.tokens),
+            it.reason,
+            flags,
+            " ".join(it.rendered.split())[:80],
+        )
+    console.print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules commit``; returns the exit code."""
+    config = _config(args)
+    store = open_store_from(args)
+    try:
+        commit = ensure_latest_commit(args.session, args.head, args.now, store=store, config=config)
+        if args.diff:
+            d = diff_commits(_other(args, store, commit, config), commit)
+            if args.json:
+                print_json(d)
+            else:
+                _print_diff(Console(width=120), d)
+            return 0
+        if args.json:
+            print_json(commit_json(commit))
+        else:
+            print_commit(Console(width=120), commit, last=args.items)
+    finally:
+        store.close()
+    return 0
+
+
+# -- the demo step ---------------------------------------------------------------------------
+
+DEMO_PRESET = "aggressive"
+
+
+def step_commits(state: DemoState) -> None:
+    """The bundled session through the pipeline turn by turn: items per state, tokens and
+    what each rule did, one commit per conversation node (time = the node's timestamp)."""
+    # A short session: lower the summarize threshold so folding shows too.
+    config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=800)
+    heads = [c for c in state.path if c.caller is None]
+    table = Table(
+        title=f"commits turn by turn (preset {DEMO_PRESET!r}, summarize threshold 800 "
+        "tokens, so every rule fires on a short session)"
+    )
+    for col in (
+        "turn",
+        "head",
+        "items",
+        "full",
+        "aged",
+        "cleared",
+        "summ.",
+        "sent tokens",
+        "what the rules did",
+    ):
+        table.add_column(
+            col,
+            justify="left" if col in ("head", "what the rules did") else "right",
+            overflow="fold",
+            max_width=48 if col.startswith("what") else None,
+        )
+    commit = None
+    for n, node in enumerate(heads, 1):
+        commit = ensure_latest_commit(
+            state.session_id, node.id, node.created_at, store=state.store, config=config
+        )
+        t = totals(commit)
+        did = "; ".join(commit.notes) or "-"
+        table.add_row(
+            str(n),
+            node.role,
+            str(len(commit.items)),
+            str(t["full"]["items"]),
+            str(t["aged"]["items"]),
+            str(t["cleared"]["items"]),
+            f"{t['summarized']['items']}→{t['summary']['items']}",
+            str(commit.total_tokens),
+            did,
+        )
+    state.console.print(table)
+    if commit is None:
+        return
+    last = heads[-1]
+    later = generate_commit(
+        state.session_id, last.id, last.created_at + 3600.0, store=state.store, config=config
+    )
+    t = totals(later)
+    state.console.print(
+        f"an hour after the last turn, the same head: {t['cleared']['items']} result(s) "
+        f"cleared, {later.total_tokens} tokens sent; " + ("; ".join(later.notes) or "no changes")
+    )
+    plain = ensure_latest_commit(
+        state.session_id,
+        last.id,
+        last.created_at,
+        store=state.store,
+        config=PipelineConfig.preset("off"),
+    )
+    state.console.print(
+        f"final commit {later.id}: {later.total_tokens} tokens sent, against "
+        f"{plain.total_tokens} for the same branch with no rules (preset 'off')"
+    )

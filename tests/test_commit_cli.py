@@ -1,0 +1,121 @@
+"""``ctxrules commit``: JSON shape, the readable table, --diff, notes and clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxrules.cli import main
+
+FILE = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
+
+
+def _tool_uses(path: Path) -> int:
+    n = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        msg = json.loads(line).get("message") or {}
+        content = msg.get("content")
+        if msg.get("role") == "assistant" and isinstance(content, list):
+            n += sum(1 for b in content if b.get("type") == "tool_use")
+    return n
+
+
+@pytest.fixture
+def session(tmp_path, corpus, capsys):
+    store = str(tmp_path / "store")
+    assert main(["import", str(corpus / FILE), "--store", store, "--json"]) == 0
+    sid = json.loads(capsys.readouterr().out)["sessions"][0]["id"]
+    return store, sid
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_has_items_totals_and_every_field(session, capsys, corpus):
+    store, sid = session
+    out = run_json(capsys, "commit", sid, "--store", store, "--preset", "off", "--json")
+    items = out["items"]
+    assert sum(1 for it in items if it["role"] == "tool") == _tool_uses(corpus / FILE)
+    for field in (
+        "state",
+        "tokens",
+        "reason",
+        "locked",
+        "merged_into",
+        "attached_from",
+        "is_anchor",
+    ):
+        assert all(field in it for it in items)
+    assert out["total_tokens"] == sum(it["tokens"] for it in items if it["state"] != "summarized")
+    by_state = out["totals"]["by_state"]
+    assert by_state["full"]["items"] == len(items) and out["totals"]["items"] == len(items)
+    assert items[0]["is_anchor"] and items[0]["role"] == "user"
+
+
+def test_aggressive_preset_ages_and_now_clears(session, capsys):
+    store, sid = session
+    out = run_json(
+        capsys,
+        "commit",
+        sid,
+        "--store",
+        store,
+        "--preset",
+        "aggressive",
+        "--now",
+        "4102444800",
+        "--json",
+    )
+    states = {it["state"] for it in out["items"]}
+    assert "aged" in states or "cleared" in states or "summarized" in states
+    assert out["notes"]
+
+
+def test_table_and_diff(session, capsys):
+    store, sid = session
+    assert main(["commit", sid, "--store", store, "--preset", "aggressive"]) == 0
+    text = capsys.readouterr().out
+    assert "state" in text and "tokens" in text and "full" in text
+    log = run_json(capsys, "log", sid, "--store", store, "--json")
+    nodes = log if isinstance(log, list) else log["nodes"]
+    first_assistant = next(n["id"] for n in nodes if n["role"] == "assistant")
+    d = run_json(
+        capsys,
+        "commit",
+        sid,
+        "--store",
+        store,
+        "--preset",
+        "aggressive",
+        "--diff",
+        first_assistant,
+        "--json",
+    )
+    assert d["added"] and d["prefix_items"] >= 1
+    assert (
+        main(["commit", sid, "--store", store, "--preset", "aggressive", "--diff", first_assistant])
+        == 0
+    )
+    assert "shared prefix" in capsys.readouterr().out
+
+
+def test_config_file_is_used_and_bad_config_is_one_line(session, capsys, tmp_path):
+    store, sid = session
+    cfg = tmp_path / "ctxrules.toml"
+    cfg.write_text("pipeline = []\n", encoding="utf-8")
+    out = run_json(capsys, "commit", sid, "--store", store, "--config", str(cfg), "--json")
+    assert {it["state"] for it in out["items"]} == {"full"}
+    cfg.write_text("[rules.tool_aging]\ntail_turns = 'x'\n", encoding="utf-8")
+    assert main(["commit", sid, "--store", store, "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(cfg) in err[0] and "tail_turns" in err[0]
+
+
+def test_unknown_session_is_a_clear_error(tmp_path, capsys):
+    assert main(["commit", "nope", "--store", str(tmp_path / "s"), "--preset", "off"]) == 1
+    err = capsys.readouterr().err
+    assert "nope" in err and "Traceback" not in err
