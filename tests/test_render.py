@@ -99,15 +99,19 @@ def test_missing_pairing_degrades_to_user_text(broken):
     assert msgs[-1].content[-1] == TextBlock(text="[tool grep; result]\nout")
 
 
-def test_duplicate_call_id_is_not_sent_twice():
+def test_repeated_call_ids_are_made_unique():
     c = commit(
         item("u1", "user", "go"),
         item("a1", "assistant", "ok"),
         tool("t1", "a1", "dup", "first"),
         tool("t2", "a1", "dup", "second"),
+        tool("t3", "a1", "dup_2", "third"),  # a real id equal to a made one
     )
-    blocks = [b for m in render_commit(c) for b in m.content]
-    assert sum(isinstance(b, ToolUseBlock) for b in blocks) == 1
+    msgs = render_commit(c)
+    uses = [b.id for b in msgs[1].content if isinstance(b, ToolUseBlock)]
+    results = [(b.tool_use_id, b.content) for b in msgs[2].content]
+    assert uses == ["dup", "dup_2", "dup_2_2"]
+    assert results == [("dup", "first"), ("dup_2", "second"), ("dup_2_2", "third")]
 
 
 def test_assistant_block_order_and_signatures_kept():
@@ -236,7 +240,7 @@ def test_not_a_commit_is_a_render_error():
     with pytest.raises(RenderError, match="expected a ContextCommit"):
         render_request({"items": []}, "anthropic")  # type: ignore[arg-type]
     with pytest.raises(RenderError):
-        render_request(b"{not json", "anthropic")
+        render_request(b"\xc1 not msgpack", "anthropic")
 
 
 _SCRIPT = """
@@ -256,7 +260,7 @@ def test_render_is_byte_identical_across_processes():
         tool("t1", "a1", "call_1", "out", tool_input='{"b": 1, "a": [2, 3]}'),
         item("sm_1", "assistant", "sum", state="summary"),
     )
-    data = msgspec.json.encode(c)
+    data = msgspec.json.encode(c)  # JSON on the pipe; decoded in the child
     here = [hashlib.sha256(render_request(c, p, system="S")).hexdigest() for p in PROVIDERS]
     for seed in ("0", "12345"):  # different hash seeds: no dict-order leaks into bytes
         out = subprocess.run(

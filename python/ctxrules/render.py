@@ -1,7 +1,8 @@
 """Rendering: a commit → provider-neutral messages, or a provider's request body (SPEC §5).
 
 Both paths run in Rust from one boundary crossing per commit: the commit goes over as
-msgspec JSON bytes, the body (or the neutral context) comes back as bytes.  There is no
+msgspec MessagePack bytes (its texts then need no unescaping in Rust), the body (or the
+neutral context) comes back as JSON bytes.  There is no
 Python work per item.  Rendering is pure — no clock, no randomness — so the same
 commit and options give the same bytes in every process (SPEC §3 invariant 8).
 
@@ -50,9 +51,9 @@ def _encode(commit: ContextCommit | bytes) -> tuple[bytes, str]:
     if not isinstance(commit, ContextCommit):
         raise RenderError(
             f"expected a ContextCommit, got {type(commit).__name__}",
-            hint="pass the result of ensure_latest_commit() or ContextCommit bytes",
+            hint="pass the result of ensure_latest_commit(), or msgspec.msgpack.encode(commit)",
         )
-    return msgspec.json.encode(commit), f"commit {commit.id}"
+    return msgspec.msgpack.encode(commit), f"commit {commit.id}"
 
 
 def _system_blocks(system: SystemArg, situation: SystemArg) -> tuple[SystemBlock, ...]:
@@ -220,7 +221,8 @@ def render(
     from .providers import get_provider
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
-    _encode(commit)  # type check with a clear error before any work
+    if not isinstance(commit, (ContextCommit, bytes)):
+        _encode(commit)  # raises the clear type error
     return prov.render(commit, request_options(prov, model, **options))
 
 

@@ -1,6 +1,6 @@
 //! Bindings of the renderer: bytes in, bytes out, one crossing per commit.
 //!
-//! Python hands over the commit as msgspec-encoded JSON and the options as JSON; the
+//! Python hands over the commit as msgspec MessagePack and the options as JSON; the
 //! GIL is released for the whole render.
 
 use pyo3::exceptions::PyValueError;

@@ -1,7 +1,10 @@
-//! What the renderer reads: a commit as msgspec encodes it, and the render options.
+//! What the renderer reads: a commit as msgspec encodes it to MessagePack, and the
+//! render options as JSON.
 //!
-//! Strings borrow from the input bytes where they hold no escapes, so decoding a
-//! 10k-item commit copies almost nothing.  Unknown fields are ignored on purpose: the
+//! The commit crosses as MessagePack because its strings need no unescaping: every text
+//! borrows from the input bytes, so decoding a 10k-item commit copies no content (JSON
+//! would copy every string holding a newline or a quote, which is most of them).  The
+//! options are small and hold raw JSON (schemas, extra fields) spliced into the body.  Unknown fields are ignored on purpose: the
 //! commit carries bookkeeping (reason, locked, …) that rendering does not need.
 //! Blocks are decoded as one flat struct rather than a tagged enum because serde
 //! buffers internally tagged enums, which would copy every string.
@@ -12,9 +15,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 /// Role of a commit item.
-#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Role {
+    #[default]
     User,
     Assistant,
     Tool,
@@ -22,8 +25,7 @@ pub enum Role {
 }
 
 /// Compression state of a commit item (SPEC §3).
-#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum State {
     #[default]
     Full,
@@ -34,66 +36,45 @@ pub enum State {
 }
 
 /// The part of a `ContextCommit` the renderer uses.
-#[derive(Deserialize, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Commit<'a> {
-    #[serde(borrow, default)]
     pub items: Vec<Item<'a>>,
 }
 
 /// One `ContextItem` (see /work/notes/ITEMS.md for what each role carries).
-#[derive(Deserialize, Debug)]
+#[derive(Debug, Default)]
 pub struct Item<'a> {
-    #[serde(borrow)]
     pub source_node_id: Cow<'a, str>,
     pub role: Role,
-    #[serde(default)]
     pub state: State,
-    #[serde(borrow, default)]
     pub rendered: Cow<'a, str>,
-    #[serde(default)]
     pub tokens: u64,
-    #[serde(borrow, default)]
     pub name: Cow<'a, str>,
-    #[serde(default)]
-    pub caller: Option<String>,
-    #[serde(default)]
-    pub tool_use_id: Option<String>,
-    #[serde(borrow, default)]
+    pub caller: Option<&'a str>,
+    pub tool_use_id: Option<&'a str>,
     pub tool_input: Cow<'a, str>,
-    #[serde(default)]
     pub is_error: bool,
-    #[serde(borrow, default)]
     pub blocks: Vec<Block<'a>>,
 }
 
 /// A content block of an item.  `cache_control` is deliberately not read: breakpoints
 /// come only from the layering policy, never from (possibly imported) content.
-#[derive(Deserialize, Debug)]
+#[derive(Debug, Default)]
 pub struct Block<'a> {
-    #[serde(rename = "type", borrow)]
     pub kind: Cow<'a, str>,
-    #[serde(borrow, default)]
     pub text: Cow<'a, str>,
-    #[serde(borrow, default)]
     pub source: Option<ImageSource<'a>>,
-    #[serde(borrow, default)]
     pub thinking: Cow<'a, str>,
-    #[serde(borrow, default)]
     pub signature: Cow<'a, str>,
-    #[serde(borrow, default)]
     pub data: Cow<'a, str>,
 }
 
 /// Where an image's bytes are.
-#[derive(Deserialize, Debug)]
+#[derive(Debug, Default)]
 pub struct ImageSource<'a> {
-    #[serde(rename = "type", borrow, default)]
     pub kind: Cow<'a, str>,
-    #[serde(borrow, default)]
     pub media_type: Cow<'a, str>,
-    #[serde(borrow, default)]
     pub data: Cow<'a, str>,
-    #[serde(borrow, default)]
     pub url: Cow<'a, str>,
 }
 
@@ -158,9 +139,9 @@ fn yes() -> bool {
     true
 }
 
-/// Decode a commit; the error names the JSON position.
+/// Decode a MessagePack-encoded commit.
 pub fn parse_commit(bytes: &[u8]) -> Result<Commit<'_>, String> {
-    serde_json::from_slice(bytes).map_err(|e| format!("commit JSON: {e}"))
+    super::msgpack::commit(bytes)
 }
 
 /// Decode render options.

@@ -11,6 +11,7 @@ pub mod anthropic;
 pub mod gemini;
 pub mod input;
 pub mod json;
+pub mod msgpack;
 pub mod neutral;
 pub mod openai_chat;
 pub mod openai_responses;

@@ -8,10 +8,37 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde_json::value::RawValue;
 
 use super::input::{Block, Commit, ImageSource, Item, Role, State};
+
+/// A fast non-cryptographic hasher (the Fx scheme) for the id sets: the ids are ours,
+/// not an attacker's, and SipHash was a visible share of rendering time.  Only
+/// membership is asked of these sets, so their order never reaches the output.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IdSet<'c> = HashSet<&'c str, BuildHasherDefault<Fx>>;
 
 /// Text a summary item is shown with (SPEC §5).
 pub const SUMMARY_PREFIX: &str = "[Summary] ";
@@ -70,12 +97,12 @@ pub enum NBlock<'c> {
     },
     Redacted(&'c str),
     ToolUse {
-        id: &'c str,
+        id: Cow<'c, str>,
         name: &'c str,
         args: Args<'c>,
     },
     ToolResult {
-        id: &'c str,
+        id: Cow<'c, str>,
         name: &'c str,
         content: &'c str,
         is_error: bool,
@@ -124,8 +151,10 @@ struct Builder<'c> {
     /// Results waiting to open the user message after the current assistant message.
     pending: Vec<NBlock<'c>>,
     /// Source ids of the assistant items merged into the last (assistant) message.
-    open_assistants: HashSet<&'c str>,
-    seen_ids: HashSet<&'c str>,
+    open_assistants: IdSet<'c>,
+    seen_ids: IdSet<'c>,
+    /// Ids made for repeated call ids (see `wire_id`).
+    renamed: HashSet<String, BuildHasherDefault<Fx>>,
     /// The open assistant turn has no content yet; its first tool_use opens its message.
     empty_open: bool,
 }
@@ -223,23 +252,41 @@ impl<'c> Builder<'c> {
         }
     }
 
-    fn tool(&mut self, item: &'c Item<'c>, present: &HashSet<&'c str>) {
-        let id = item.tool_use_id.as_deref().unwrap_or("");
-        let caller = item.caller.as_deref().unwrap_or("");
+    /// The id a call goes out with: its own, or — when the commit already used it (e.g.
+    /// transcripts whose tool reuses ids across turns) — `{id}_{n}`, so every vendor sees
+    /// unique ids and the call and its result still carry the same one.
+    fn wire_id(&mut self, id: &'c str) -> Cow<'c, str> {
+        if !self.renamed.contains(id) && self.seen_ids.insert(id) {
+            return Cow::Borrowed(id);
+        }
+        let mut n = 2u32;
+        loop {
+            let candidate = format!("{id}_{n}");
+            if !self.seen_ids.contains(candidate.as_str()) && !self.renamed.contains(&candidate) {
+                self.renamed.insert(candidate.clone());
+                return Cow::Owned(candidate);
+            }
+            n += 1;
+        }
+    }
+
+    fn tool(&mut self, item: &'c Item<'c>) {
+        let id = item.tool_use_id.unwrap_or("");
+        let caller = item.caller.unwrap_or("");
         let last_is_assistant =
             matches!(self.out.messages.last(), Some(m) if m.role == NRole::Assistant);
+        // open_assistants holds only rendered (not summarized) assistant items of the
+        // open turn, so membership also proves the caller is present.
         let paired = !id.is_empty()
-            && present.contains(caller)
             && self.open_assistants.contains(caller)
-            && (last_is_assistant || self.empty_open)
-            && !self.seen_ids.contains(id);
+            && (last_is_assistant || self.empty_open);
         if paired {
-            self.seen_ids.insert(id);
+            let id = self.wire_id(id);
             self.empty_open = false;
             self.push(
                 NRole::Assistant,
                 NBlock::ToolUse {
-                    id,
+                    id: id.clone(),
                     name: &item.name,
                     args: Args::of(&item.tool_input),
                 },
@@ -302,19 +349,15 @@ fn joined_eq(parts: &[&str], sep: &str, target: &str) -> bool {
     rest.is_empty()
 }
 
-/// Render a commit's items to neutral messages.
+/// Render a commit's items to neutral messages.  Ids repeated in the commit are made
+/// unique (`wire_id`); an id is never dropped.
 pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
-    let present: HashSet<&str> = commit
-        .items
-        .iter()
-        .filter(|i| i.role == Role::Assistant && i.state != State::Summarized)
-        .map(|i| &*i.source_node_id)
-        .collect();
     let mut b = Builder {
         out: Neutral::default(),
         pending: Vec::new(),
-        open_assistants: HashSet::new(),
-        seen_ids: HashSet::new(),
+        open_assistants: IdSet::default(),
+        seen_ids: IdSet::default(),
+        renamed: HashSet::default(),
         empty_open: false,
     };
     for item in &commit.items {
@@ -338,7 +381,7 @@ pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
             }
             Role::User => b.user(item),
             Role::Assistant | Role::System => b.assistant(item),
-            Role::Tool => b.tool(item, &present),
+            Role::Tool => b.tool(item),
         }
     }
     b.flush();

@@ -12,7 +12,8 @@ const ALL: [Wire; 4] = [
 ];
 
 fn commit(items: Value) -> Vec<u8> {
-    serde_json::to_vec(&serde_json::json!({"id": "c", "items": items})).unwrap()
+    // As msgspec.msgpack.encode(commit) sends it: a map with named fields.
+    rmp_serde::to_vec_named(&serde_json::json!({"id": "c", "items": items})).unwrap()
 }
 
 fn opts() -> Vec<u8> {
@@ -174,4 +175,28 @@ fn empty_commit_renders_an_opening_user_turn() {
         assert!(s.contains(super::OPENING_PLACEHOLDER), "{s}");
     }
     assert!(render_request(Wire::Anthropic, b"{", &opts()).is_err());
+}
+
+#[test]
+fn consecutive_empty_assistant_turns_keep_their_calls() {
+    let c = commit(serde_json::json!([
+        {"source_node_id": "u1", "role": "user", "rendered": "go"},
+        {"source_node_id": "a1", "role": "assistant", "rendered": ""},
+        {"source_node_id": "t1", "role": "tool", "name": "ls", "caller": "a1",
+         "tool_use_id": "c1", "rendered": "r1"},
+        {"source_node_id": "a2", "role": "assistant", "rendered": ""},
+        {"source_node_id": "t2", "role": "tool", "name": "ls", "caller": "a2",
+         "tool_use_id": "c2", "rendered": "r2"},
+        {"source_node_id": "a3", "role": "assistant", "rendered": "done"},
+    ]));
+    for wire in ALL {
+        let r = render_request(wire, &c, &opts()).unwrap();
+        let meta: Value = serde_json::from_slice(&r.meta).unwrap();
+        assert_eq!(
+            meta["degraded"],
+            0,
+            "{wire:?}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
 }

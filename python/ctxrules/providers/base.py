@@ -142,7 +142,7 @@ class Provider:
                 hint="set them through RequestOptions (system, tools, max_tokens) instead",
             )
         options = self.prepare(options)
-        data = commit if isinstance(commit, bytes) else msgspec.json.encode(commit)
+        data = commit if isinstance(commit, bytes) else msgspec.msgpack.encode(commit)
         where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
         if self.wire is None:
             from ..render import _context_from_bytes

@@ -1,0 +1,146 @@
+"""Rendering a 10k-item commit to request bytes, per provider, against the floors.
+
+The commit is built from real conversations: the 200 tau-bench Chat Completions
+sessions of the corpus, imported and committed with the ``off`` preset (every item
+full), concatenated with ids made unique until 10,000 items (text, tool calls with
+JSON arguments, tool results).
+
+Compared in the same run, on the same conversation:
+
+- ``ours``: ``render_request(commit, provider)`` — msgspec encode of the commit, one
+  crossing into Rust, body bytes back;
+- ``json.dumps``: ``json.dumps`` of the already-built request dict (the same body,
+  decoded beforehand) — the floor for any renderer that builds dicts in Python;
+- ``langchain``: ``langchain_core.messages.convert_to_openai_messages`` on the same
+  conversation as LangChain message objects (built beforehand), then ``json.dumps`` of
+  the result — what a LangChain user does to get Chat Completions bytes.
+
+``make bench`` runs them for real; under ``make test`` each runs once as a check.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from ctxrules.commit import Pipeline, ensure_latest_commit
+from ctxrules.config import PipelineConfig
+from ctxrules.importers import import_paths
+from ctxrules.model import ContextCommit, ContextItem
+from ctxrules.providers import get_provider
+from ctxrules.render import render_request
+from ctxrules.store import open_store
+
+PROVIDERS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
+N_ITEMS = 10_000
+
+
+def _unique(it: ContextItem, k: str) -> ContextItem:
+    return msgspec.structs.replace(
+        it,
+        source_node_id=f"{it.source_node_id}.{k}",
+        caller=f"{it.caller}.{k}" if it.caller else None,
+        tool_use_id=f"{it.tool_use_id}.{k}" if it.tool_use_id else None,
+    )
+
+
+@pytest.fixture(scope="module")
+def big_commit(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> ContextCommit:
+    """A 10,000-item commit of real tau-bench turns (see the module docstring)."""
+    store = open_store(tmp_path_factory.mktemp("bench-render"))
+    results = import_paths(store, [str(corpus / "openai-chat-json/taubench_gpt-4o-airline.json")])
+    off = Pipeline.from_config(PipelineConfig.preset("off"))
+    # tau-bench reuses its mock call ids across trajectories: suffix each session's
+    # ids so the big conversation has unique ones, as one real session would.
+    pool = [
+        _unique(it, f"{i}")
+        for i, r in enumerate(results)
+        for it in ensure_latest_commit(r.id, store=store, now=0, config=off).items
+        if it.role != "system"  # one system prompt per request, not one per session
+    ]
+    items: list[ContextItem] = []
+    k = 0
+    while len(items) < N_ITEMS:
+        items.extend(_unique(it, f"r{k}") for it in pool[: N_ITEMS - len(items)])
+        k += 1
+    # Never end on a dangling tool group boundary: the slice may cut inside one, which
+    # the renderer would then degrade; keep whole groups only.
+    while items[-1].role == "tool":
+        items.pop()
+    return ContextCommit(
+        id="cc_bench", session_id="s", head_node_id="h", rules_version="rv", items=tuple(items)
+    )
+
+
+def _langchain_messages(commit: ContextCommit) -> list[Any]:
+    """The same conversation as LangChain messages (built outside the timed part)."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    out: list[Any] = []
+    last_ai: Any = None
+    for it in commit.items:
+        if it.role == "user":
+            out.append(HumanMessage(content=it.rendered))
+        elif it.role == "assistant":
+            last_ai = AIMessage(content=it.rendered, tool_calls=[])
+            out.append(last_ai)
+        elif it.role == "tool":
+            args = json.loads(it.tool_input) if it.tool_input else {}
+            last_ai.tool_calls.append(
+                {"name": it.name, "args": args, "id": it.tool_use_id, "type": "tool_call"}
+            )
+            out.append(ToolMessage(content=it.rendered, tool_call_id=it.tool_use_id))
+    return out
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_render_ours(benchmark, big_commit, provider):
+    benchmark.group = f"render 10k items: {provider}"
+    prov = get_provider(provider)
+    body = benchmark(render_request, big_commit, prov)
+    assert prov.validate(json.loads(body)) == []
+    assert b"[tool " not in body  # every call went out paired
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_render_json_dumps_floor(benchmark, big_commit, provider):
+    benchmark.group = f"render 10k items: {provider}"
+    built = json.loads(render_request(big_commit, provider))
+    out = benchmark(json.dumps, built)
+    assert json.loads(out) == built
+
+
+def test_render_langchain_openai(benchmark, big_commit):
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import convert_to_openai_messages
+
+    benchmark.group = "render 10k items: openai-chat"
+    messages = _langchain_messages(big_commit)
+
+    def langchain() -> str:
+        return json.dumps(convert_to_openai_messages(messages))
+
+    out = json.loads(benchmark(langchain))
+    ours = json.loads(render_request(big_commit, "openai-chat"))["messages"]
+
+    # Same conversation: the same tool calls and results in the same order (we also
+    # merge same-role neighbours, which LangChain leaves apart, so roles are not compared).
+    def calls(msgs: list[dict[str, Any]]) -> list[Any]:
+        return [c["id"] for m in msgs for c in m.get("tool_calls") or []]
+
+    def results(msgs: list[dict[str, Any]]) -> list[Any]:
+        return [(m["tool_call_id"], m["content"]) for m in msgs if m["role"] == "tool"]
+
+    # tau-bench reuses call ids even inside one session; we send repeats as `{id}_{n}`
+    # (vendors want unique ids), LangChain sends them as they are.
+    def same(theirs: Any, mine: Any) -> bool:
+        return mine == theirs or mine.startswith(f"{theirs}_")
+
+    assert len(calls(out)) == len(calls(ours))
+    assert all(same(a, b) for a, b in zip(calls(out), calls(ours)))
+    assert [c for _, c in results(out)] == [c for _, c in results(ours)]
+    assert all(same(a, b) for (a, _), (b, _) in zip(results(out), results(ours)))
