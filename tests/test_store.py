@@ -124,6 +124,17 @@ def test_batch_create_is_all_or_nothing(store):
     assert store.find_session("k") is None
 
 
+def test_batch_reads_may_name_earlier_nodes_of_the_batch_only(store):
+    first = node("b1")
+    reader = node("b2", role="assistant", predecessor="b1", reads=("b1",))
+    store.create_session(session_id="ok", nodes=[first, reader], head="b2")
+    assert store.get_node("b2").reads == ("b1",)
+    early = node("c1", reads=("c2",))  # names a node that comes later in the batch
+    with pytest.raises(DagError, match="c2"):
+        store.create_session(session_id="bad", nodes=[early, node("c2")])
+    assert [s.id for s in store.list_sessions()] == ["ok"]
+
+
 def test_children_by_edge_in_seq_order(store):
     store.create_session(session_id="s")
     store.append("s", node("u"))

@@ -247,7 +247,7 @@ class SQLiteStore(GuardAndKv):
                         f"of session {sid!r}",
                         hint="append nodes after the nodes they answer or call",
                     )
-            self._check_reads(call)
+            self._check_reads(call, batch=seen)
             stored = msgspec.structs.replace(call, seq=first_seq + offset, session_id=sid)
             seen.add(call.id)
             rows.append(
@@ -267,8 +267,11 @@ class SQLiteStore(GuardAndKv):
             raise DagError(f"duplicate node id in session {sid!r}: {exc}") from None
         conn.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (first_seq + len(nodes), sid))
 
-    def _check_reads(self, call: Call) -> None:
+    def _check_reads(self, call: Call, batch: set[str] | frozenset[str] = frozenset()) -> None:
+        # ``batch``: ids inserted earlier in the same create_session, not yet in the table.
         for rid in call.reads:
+            if rid in batch:
+                continue
             if self._conn.execute("SELECT 1 FROM nodes WHERE id = ?", (rid,)).fetchone() is None:
                 raise DagError(
                     f"node {call.id!r} declares it read {rid!r}, which does not exist",
