@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxrules import dag
-from ctxrules.errors import AgentRunActiveError, DagError
+from ctxrules.errors import AgentRunActiveError, DagError, NotFoundError
 from ctxrules.model import TextBlock, ToolUseBlock
 from ctxrules.store import open_store
 
@@ -78,6 +78,16 @@ def test_retry_and_edit_make_siblings_and_checkout_switches_between_them(store):
     assert dag.branch_path(store, s.id)[-1].id == a2.id
     # The originals are untouched.
     assert store.get_node(u2.id).output == "thanks"
+
+
+def test_unknown_session_or_node_is_named(store):
+    s, nodes = conversation(store)
+    with pytest.raises(NotFoundError, match="no session 's_nope'"):
+        dag.checkout(store, "s_nope", nodes[0].id)
+    with pytest.raises(NotFoundError, match="no node 'n_nope'"):
+        dag.checkout(store, s.id, "n_nope")
+    with pytest.raises(NotFoundError, match="no session 's_nope'"):
+        dag.retry(store, "s_nope", nodes[0].id)
 
 
 def test_edit_without_a_change_is_refused(store):

@@ -188,6 +188,7 @@ def edit(
 
 
 def _visible(store: Store, session_id: str, node_id: str) -> Call:
+    store.get_session(session_id)  # an unknown session is named as such, before the node
     node = store.get_node(node_id)
     if not store.is_visible(session_id, node_id):
         raise DagError(
