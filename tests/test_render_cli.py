@@ -87,3 +87,17 @@ def test_errors_are_one_line(imported, capsys):
     assert main(["render", "s_missing", "--provider", "gemini", "--store", store_dir]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all(e.startswith("ctxrules render: error:") for e in err)
+
+
+def test_demo_shows_request_sizes_and_cache_hits(tmp_path, capsys):
+    assert main(["demo", "--store", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "rendered requests per turn" in out
+    table = out[out.index("rendered requests per turn") :]
+    rows = [line for line in table.splitlines() if "%" in line]
+    assert rows, table
+    for row in rows:
+        hit = int(row.split("│")[-2].strip().rstrip("%"))
+        assert 0 <= hit <= 100
+        cached, sent = row.split("│")[-3].split("/")
+        assert int(cached.replace(",", "")) <= int(sent.replace(",", ""))

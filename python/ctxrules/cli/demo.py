@@ -94,6 +94,10 @@ from .commit import step_commits  # noqa: E402
 
 STEPS.append(step_commits)
 
+from .render import step_render  # noqa: E402
+
+STEPS.append(step_render)
+
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules demo``; returns the exit code."""

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ._common import add_store_option, open_store_from, print_json
+
+if TYPE_CHECKING:
+    from .demo import DemoState
 
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 
@@ -119,3 +123,43 @@ def _print_explain(b: dict) -> None:
             f"predicted cache hit vs {p['previous_commit']}: {p['shared_tokens']:,} of "
             f"{p['total_tokens']:,} tokens ({p['ratio']:.0%}), {p['shared_items']} items"
         )
+
+
+def step_render(state: DemoState) -> None:
+    """Demo step: each turn's request rendered for every built-in provider — body size,
+    Anthropic breakpoints, and the predicted cache hit against the previous turn."""
+    from rich.table import Table
+
+    from ..commit import ensure_latest_commit, load_commit
+    from ..config import PipelineConfig
+    from ..render import header_tokens, predicted_cache_hit, render, session_defaults
+    from .commit import DEMO_PRESET
+
+    # The same configuration as the commit step, so these are the commits it showed.
+    config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=800)
+    defaults = session_defaults(state.store.get_session(state.session_id).metadata)
+    defaults.pop("model", None)
+    header = header_tokens("anthropic", **defaults)
+    table = Table(title="rendered requests per turn (bytes) and predicted prompt-cache hit")
+    for col in ("turn", *PROVIDERS, "breakpoints", "cached / sent tokens", "hit"):
+        table.add_column(col, justify="left" if col == "breakpoints" else "right")
+    previous = None
+    for n, node in enumerate((c for c in state.path if c.caller is None), 1):
+        commit = ensure_latest_commit(
+            state.session_id, node.id, node.created_at, store=state.store, config=config
+        )
+        # The commit step also made a later commit of the last head ("an hour after");
+        # the request of that turn is the one made at the turn's own time.
+        while commit.created_at > node.created_at and commit.parent_ids:
+            commit = load_commit(commit.parent_ids[0], store=state.store)
+        sizes = [render(commit, p, **defaults) for p in PROVIDERS]
+        hit = predicted_cache_hit(previous, commit, header=header)
+        table.add_row(
+            str(n),
+            *(f"{len(r.body):,}" for r in sizes),
+            str(len(sizes[0].meta.get("breakpoints", []))),
+            f"{hit.shared_tokens:,} / {hit.total_tokens:,}",
+            f"{hit.ratio:.0%}",
+        )
+        previous = commit
+    state.console.print(table)
