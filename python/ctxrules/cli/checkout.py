@@ -4,35 +4,30 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_store_option, open_store_from, print_json
+from ._common import add_command, print_json, store_of
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``checkout`` subcommand."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "checkout",
+        run,
         help="move a session's HEAD to a node or sibling (never reruns anything)",
+        positionals=("session", "node"),
     )
-    p.add_argument("session")
-    p.add_argument("node")
     p.add_argument(
         "--leaf", action="store_true", help="go on to the newest end of the branch below NODE"
     )
-    add_store_option(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules checkout``; returns the exit code."""
     from .. import dag
 
-    store = open_store_from(args)
-    try:
+    with store_of(args) as store:
         info = dag.checkout(store, args.session, args.node, to_leaf=args.leaf)
         pos, total = dag.siblings(store, args.session, args.node)
-    finally:
-        store.close()
     if args.json:
         print_json(
             {"session": info.id, "head": info.head, "node": args.node, "sibling": [pos, total]}

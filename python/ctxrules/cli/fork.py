@@ -4,36 +4,35 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import add_store_option, open_store_from, print_json
+from ._common import add_command, print_json, store_of
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``fork`` subcommand."""
-    p = sub.add_parser("fork", help="start a new session at a node (history shared, not copied)")
-    p.add_argument("session")
-    p.add_argument("node")
-    add_store_option(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
+    add_command(
+        sub,
+        "fork",
+        run,
+        help="start a new session at a node (history shared, not copied)",
+        positionals=("session", "node"),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules fork``; returns the exit code."""
     from .. import dag
 
-    store = open_store_from(args)
-    try:
+    with store_of(args) as store:
         info = dag.fork(store, args.session, args.node)
-    finally:
-        store.close()
-    out = {
-        "id": info.id,
-        "head": info.head,
-        "base_session": info.base_session,
-        "base_node": info.base_node,
-    }
     if args.json:
-        print_json(out)
+        print_json(
+            {
+                "id": info.id,
+                "head": info.head,
+                "base_session": info.base_session,
+                "base_node": info.base_node,
+            }
+        )
     else:
         print(f"forked {args.session} at {args.node}: new session {info.id}")
     return 0

@@ -1,16 +1,22 @@
-"""``ctxrules import PATH...``: read transcripts into the store (idempotent, all-or-nothing)."""
+"""``ctxrules import PATH...``: read transcripts into the store (idempotent, all-or-nothing).
+
+``--json`` prints ``{"sessions": [{"id", "calls", "source"}]}``, one entry per session
+the files hold, whether it was created now or found already imported.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from ._common import add_store_option, open_store_from, print_json
+from ._common import add_command, print_json, store_of
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``import`` subcommand."""
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "import",
+        run,
         help="import transcripts (Claude Code, OpenAI / Anthropic messages, SWE-agent, …)",
         description="Import transcript files into the store.  Every file is parsed before "
         "anything is written; a file already imported (same bytes) is found, not duplicated.",
@@ -21,34 +27,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="auto",
         help="importer name (see `ctxrules plugins`), or auto to detect (default)",
     )
-    add_store_option(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules import``; returns the exit code."""
     from ..importers import import_paths
 
-    store = open_store_from(args)
-    try:
+    with store_of(args) as store:
         results = import_paths(store, args.paths, format=args.format)
-    finally:
-        store.close()
     if args.json:
         print_json(
-            {
-                "sessions": [
-                    {
-                        "id": r.id,
-                        "calls": r.calls,
-                        "source": r.source,
-                        "format": r.format,
-                        "created": r.created,
-                    }
-                    for r in results
-                ]
-            }
+            {"sessions": [{"id": r.id, "calls": r.calls, "source": r.source} for r in results]}
         )
         return 0
     for r in results:

@@ -13,18 +13,14 @@ import argparse
 import msgspec
 
 from ..model import Call, content_text
-from ._common import add_store_option, open_store_from, print_json
+from ._common import add_command, print_json, store_of
 
 PREVIEW = 70
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``log`` subcommand."""
-    p = sub.add_parser("log", help="show a session's history graph")
-    p.add_argument("session")
-    add_store_option(p)
-    p.add_argument("--json", action="store_true", help="print every node as JSON")
-    p.set_defaults(func=run)
+    add_command(sub, "log", run, help="show a session's history graph", positionals=("session",))
 
 
 def call_fields(call: Call) -> dict[str, object]:
@@ -87,14 +83,11 @@ def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules log``; returns the exit code."""
     from ..dag import load_graph
 
-    store = open_store_from(args)
-    try:
+    with store_of(args) as store:
         if args.json:
             print_json([call_fields(c) for c in store.nodes(args.session, inherited=True)])
             return 0
         graph = load_graph(store, args.session)
-    finally:
-        store.close()
     info = graph.session
     print(f"session {info.id}  {info.source or ''}  HEAD {info.head or '-'}")
     for line in tree_lines(graph):

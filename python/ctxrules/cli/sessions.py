@@ -1,45 +1,33 @@
-"""``ctxrules sessions``: the sessions of the store, oldest first."""
+"""``ctxrules sessions``: the sessions of the store, oldest first.
+
+``--json`` prints ``[{"id", "calls", "head", "source"}]``; ``calls`` counts the nodes a
+session owns (a fork's inherited history is its base's).
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from ._common import add_store_option, open_store_from, print_json
+from ._common import add_command, print_json, store_of
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``sessions`` subcommand."""
-    p = sub.add_parser("sessions", help="list the sessions in the store")
-    add_store_option(p)
-    p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
+    add_command(sub, "sessions", run, help="list the sessions in the store")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules sessions``; returns the exit code."""
-    store = open_store_from(args)
-    try:
+    with store_of(args) as store:
         infos = store.list_sessions()
-    finally:
-        store.close()
-    rows = [
-        {
-            "id": s.id,
-            "calls": s.calls,
-            "head": s.head,
-            "source": s.source,
-            "format": s.metadata.get("format", ""),
-            "base_session": s.base_session,
-            "created_at": s.created_at,
-        }
-        for s in infos
-    ]
     if args.json:
-        print_json(rows)
+        print_json(
+            [{"id": s.id, "calls": s.calls, "head": s.head, "source": s.source} for s in infos]
+        )
         return 0
-    if not rows:
+    if not infos:
         print("no sessions (import some with `ctxrules import PATH`)")
-    for r in rows:
-        origin = f"fork of {r['base_session']}" if r["base_session"] else r["source"]
-        print(f"{r['id']}  {r['calls']:>6} calls  head {r['head'] or '-'}  {origin}")
+    for s in infos:
+        origin = f"fork of {s.base_session}" if s.base_session else s.source
+        print(f"{s.id}  {s.calls:>6} calls  head {s.head or '-'}  {origin}")
     return 0
