@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from ctxrules.cli import main
+
 CC = "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 
 
@@ -40,9 +42,10 @@ def test_import_json_and_sessions(corpus, imported):
         if b.get("type") == "tool_result"
     )
     (s,) = sessions
-    assert set(s) >= {"id", "calls", "source"}
+    assert set(s) == {"id", "calls", "source"}  # the shape issue 3 specifies
     assert s["source"] == str(corpus / CC)
     listed = json.loads(cli("sessions", "--json", store=store).stdout)
+    assert [set(r) for r in listed] == [{"id", "calls", "head", "source"}]
     assert [(r["id"], r["calls"], r["source"]) for r in listed] == [
         (s["id"], s["calls"], s["source"])
     ]
@@ -67,7 +70,9 @@ def test_import_json_and_sessions(corpus, imported):
     assert all(set(n) == fields for n in log)
     assert [n["seq"] for n in log] == sorted(n["seq"] for n in log)
     again = cli("import", str(corpus / CC), "--json", store=store)
-    assert json.loads(again.stdout)["sessions"][0]["created"] is False
+    assert json.loads(again.stdout)["sessions"] == sessions  # found, not duplicated
+    assert json.loads(cli("sessions", "--json", store=store).stdout) == listed
+    assert "already imported" in cli("import", str(corpus / CC), store=store).stdout
 
 
 def test_log_tree_marks_head_and_branches(imported, tmp_path):
@@ -83,6 +88,7 @@ def test_log_tree_marks_head_and_branches(imported, tmp_path):
     assert json.loads(co.stdout)["head"] == first_user["id"]
     fk = json.loads(cli("fork", s["id"], first_user["id"], "--json", store=store).stdout)
     assert fk["head"] == first_user["id"] and fk["base_session"] == s["id"]
+    assert fk["base_node"] == first_user["id"] and fk["id"] != s["id"]
     fork_log = json.loads(cli("log", fk["id"], "--json", store=store).stdout)
     assert len(fork_log) == len(log)  # everything is shared, nothing copied
     listed = {r["id"]: r for r in json.loads(cli("sessions", "--json", store=store).stdout)}
@@ -97,6 +103,40 @@ def test_errors_are_one_line(imported, tmp_path):
         out = cli(*args, store=store)
         assert out.returncode == 1
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_user_errors_are_one_clear_line_without_a_traceback(corpus, tmp_path, capsys):
+    """Bad paths, bad bytes and unknown ids: exit 1, one line naming the place, no write."""
+    store = tmp_path / "store"
+    assert main(["import", str(corpus / CC), "--store", str(store), "--json"]) == 0
+    sid = json.loads(capsys.readouterr().out)["sessions"][0]["id"]
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "garbage.jsonl").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "a_file").write_text("not a store")
+    cases = [
+        (["import", str(tmp_path / "missing.jsonl")], "no such file"),
+        (["import", str(tmp_path / "dir")], "is a directory"),
+        (["import", str(tmp_path / "garbage.jsonl")], "not UTF-8 text"),
+        (["import", str(tmp_path / "empty.jsonl")], "the file is empty"),
+        (["import", str(tmp_path / "empty.jsonl"), "--format", "claude-code"], "no lines"),
+        (["log", "s_nope"], "no session 's_nope'"),
+        (["checkout", sid, "n_nope"], "no node 'n_nope'"),
+        (["checkout", "s_nope", "n_nope"], "no session 's_nope'"),
+        (["fork", sid, "n_nope"], "no node 'n_nope'"),
+    ]
+    for argv, what in cases:
+        assert main([*argv, "--store", str(store)]) == 1, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and what in err, (argv, err)
+        if argv[0] == "import":
+            assert argv[1] in err and "nothing was imported" in err  # where, and what now
+    assert main(["sessions", "--json", "--store", str(store)]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)] == [sid]  # nothing written
+    assert main(["sessions", "--store", str(tmp_path / "a_file")]) == 1
+    err = capsys.readouterr().err
+    assert "a_file" in err and "--store" in err
+    assert (tmp_path / "a_file").read_text() == "not a store"
 
 
 def test_log_tree_shows_a_branch(corpus, tmp_path):

@@ -108,6 +108,19 @@ def _parse_with(imp: Importer, path: str) -> list[ImportedSession]:
         ) from None
 
 
+def _why_unknown(head: bytes) -> str:
+    # Say what the file is when no importer claims it: empty and binary files are the
+    # usual wrong-path mistakes, and "unknown format" alone hides that.
+    if not head.strip():
+        return "the file is empty: not a transcript"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not merely a character cut at the HEAD_BYTES edge
+            return "not UTF-8 text (a binary file?): not a transcript format ctxrules knows"
+    return "not a transcript format ctxrules knows"
+
+
 def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSession]]:
     """Parse one file; returns ``(format used, sessions)``; writes nothing."""
     if format != "auto":
@@ -117,7 +130,7 @@ def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSe
     candidates = detect_formats(path)
     if not candidates:
         raise ImportFormatError(
-            "not a transcript format ctxrules knows",
+            _why_unknown(read_bytes(path)[:HEAD_BYTES]),
             where=path,
             hint=f"tried: {', '.join(tried)}; pass --format to force one; nothing was imported",
         )
