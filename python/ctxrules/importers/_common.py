@@ -24,6 +24,7 @@ from ..model import Call, ContentBlock, TextBlock
 
 __all__ = [
     "ImportedSession",
+    "JsonImporter",
     "SessionBuilder",
     "fail",
     "file_key",
@@ -199,6 +200,37 @@ def load_json(path: str) -> Any:
     except OSError:
         return _load_json_cached(path, 0, -1)  # read_bytes raises the precise error
     return _load_json_cached(path, st.st_mtime_ns, st.st_size)
+
+
+class JsonImporter:
+    """Base of the importers whose file is one JSON document.
+
+    A subclass sets ``name`` / ``description`` and implements ``claims(data)`` (is this
+    decoded document mine?) and ``sessions(path, data, key)``.  Detection and parsing
+    share one decode (``load_json``), and every session's import key starts with
+    ``"<name>:<hash of the file's bytes>"`` so the same bytes name the same sessions.
+    """
+
+    name: str
+    description: str
+    auto = True
+
+    def claims(self, data: Any) -> bool:
+        """Whether the decoded document is of this format."""
+        raise NotImplementedError
+
+    def sessions(self, path: str, data: Any, key: str) -> list[ImportedSession]:
+        """The sessions of the decoded document; ``ImportFormatError`` if it is not one."""
+        raise NotImplementedError
+
+    def detect(self, path: str, head: bytes) -> bool:
+        """The file starts like JSON and ``claims`` its document."""
+        return head.lstrip()[:1] in (b"[", b"{") and self.claims(load_json(path))
+
+    def parse(self, path: str) -> list[ImportedSession]:
+        """Decode the file (once) and build its sessions."""
+        key = f"{self.name}:{file_key(read_bytes(path))}"
+        return self.sessions(path, load_json(path), key)
 
 
 def parse_time(value: Any) -> float:

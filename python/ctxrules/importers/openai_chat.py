@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import ImportedSession, SessionBuilder, fail, file_key, load_json, read_bytes
+from ._common import ImportedSession, JsonImporter, SessionBuilder, fail
 from ._messages import openai_messages
 
-__all__ = ["OpenAIChatImporter", "anthropic_features", "openai_features"]
+__all__ = ["OpenAIChatImporter", "anthropic_features", "messages_of", "openai_features"]
 
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 
 
-def _messages_of(data: Any) -> list[Any] | None:
+def messages_of(data: Any) -> list[Any] | None:
+    """The message list of ``{"messages": [...]}`` or of a bare list of role messages."""
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         return data["messages"]
     if isinstance(data, list) and data and all(isinstance(m, dict) and "role" in m for m in data):
@@ -56,44 +57,32 @@ def openai_features(messages: list[Any]) -> bool:
     return False
 
 
-def _looks_json(head: bytes) -> bool:
-    return head.lstrip()[:1] in (b"[", b"{")
+def _is_taubench(data: Any) -> bool:
+    return (
+        isinstance(data, list)
+        and bool(data)
+        and all(isinstance(e, dict) and "traj" in e for e in data)
+    )
 
 
-class OpenAIChatImporter:
+class OpenAIChatImporter(JsonImporter):
     """Chat Completions message lists (incl. tau-bench trajectories)."""
 
     name = "openai-chat"
     description = "OpenAI Chat Completions messages: list, {messages}, tau-bench [{traj}]"
-    auto = True
 
-    def detect(self, path: str, head: bytes) -> bool:
-        """JSON holding role messages (without Anthropic-only blocks) or tau-bench runs."""
-        if not _looks_json(head):
-            return False
-        data = load_json(path)
-        if (
-            isinstance(data, list)
-            and data
-            and all(isinstance(e, dict) and isinstance(e.get("traj"), list) for e in data)
-        ):
+    def claims(self, data: Any) -> bool:
+        """Role messages (without Anthropic-only blocks) or tau-bench runs."""
+        if _is_taubench(data):
             return True
-        msgs = _messages_of(data)
-        if msgs is None:
-            return False
-        if isinstance(data, dict) and "system" in data:
+        msgs = messages_of(data)
+        if msgs is None or (isinstance(data, dict) and "system" in data):
             return False
         return openai_features(msgs) or not anthropic_features(msgs)
 
-    def parse(self, path: str) -> list[ImportedSession]:
+    def sessions(self, path: str, data: Any, key: str) -> list[ImportedSession]:
         """One session per message list (per ``traj`` entry for tau-bench files)."""
-        data = load_json(path)
-        key = f"openai-chat:{file_key(read_bytes(path))}"
-        if (
-            isinstance(data, list)
-            and data
-            and all(isinstance(e, dict) and "traj" in e for e in data)
-        ):
+        if _is_taubench(data):
             out = []
             for i, entry in enumerate(data):
                 b = SessionBuilder(f"{key}#{i}", path, self.name)
@@ -102,7 +91,7 @@ class OpenAIChatImporter:
                 b.metadata["index"] = i
                 out.append(b.build())
             return out
-        msgs = _messages_of(data)
+        msgs = messages_of(data)
         if msgs is None:
             raise fail(
                 path,

@@ -17,17 +17,8 @@ import json
 from typing import Any
 
 from ..model import ContentBlock, TextBlock, ToolUseBlock
-from ._common import (
-    ImportedSession,
-    SessionBuilder,
-    fail,
-    file_key,
-    load_json,
-    parse_time,
-    read_bytes,
-)
+from ._common import ImportedSession, JsonImporter, SessionBuilder, fail, parse_time
 from ._messages import _arguments, _image_from_url
-from .openai_chat import _looks_json
 
 __all__ = ["OpenHandsImporter"]
 
@@ -166,33 +157,30 @@ class _Parser:
         return self.b.build()
 
 
-class OpenHandsImporter:
+def _events(data: Any) -> list[Any] | None:
+    # The event list itself, or a saved conversation that wraps it under "events".
+    if isinstance(data, dict) and isinstance(data.get("events"), list):
+        return data["events"]
+    return data if isinstance(data, list) else None
+
+
+class OpenHandsImporter(JsonImporter):
     """OpenHands trajectories (event lists)."""
 
     name = "openhands"
     description = "OpenHands event list (actions / observations with tool_call_metadata)"
-    auto = True
 
-    def detect(self, path: str, head: bytes) -> bool:
-        """A JSON list whose events have ``source`` and ``action`` or ``observation``."""
-        if not _looks_json(head):
-            return False
-        data = load_json(path)
-        return (
-            isinstance(data, list)
-            and bool(data)
-            and all(
-                isinstance(e, dict) and "source" in e and ("action" in e or "observation" in e)
-                for e in data[:5]
-            )
+    def claims(self, data: Any) -> bool:
+        """A list whose first events have ``source`` and ``action`` or ``observation``."""
+        events = _events(data)
+        return bool(events) and all(
+            isinstance(e, dict) and "source" in e and ("action" in e or "observation" in e)
+            for e in (events or [])[:5]
         )
 
-    def parse(self, path: str) -> list[ImportedSession]:
+    def sessions(self, path: str, data: Any, key: str) -> list[ImportedSession]:
         """One session from the event list."""
-        data = load_json(path)
-        if isinstance(data, dict) and isinstance(data.get("events"), list):
-            data = data["events"]
-        if not isinstance(data, list):
+        events = _events(data)
+        if events is None:
             raise fail(path, None, "expected a list of events", "pass an OpenHands trajectory")
-        key = f"openhands:{file_key(read_bytes(path))}"
-        return [_Parser(path, data, key).run()]
+        return [_Parser(path, events, key).run()]
