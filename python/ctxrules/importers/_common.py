@@ -31,7 +31,9 @@ __all__ = [
     "load_json",
     "parse_time",
     "read_bytes",
+    "split_tool_results",
     "to_blocks",
+    "tool_result_output",
 ]
 
 
@@ -250,18 +252,15 @@ def parse_time(value: Any) -> float:
     return 0.0
 
 
-_block_decoder = msgspec.json.Decoder(ContentBlock)
-
-
-def to_blocks(raw: list[Any]) -> tuple[list[ContentBlock], list[dict[str, Any]]]:
+def to_blocks(raw: list[Any], meta: dict[str, Any], *, offset: int = 0) -> list[ContentBlock]:
     """Convert provider block dicts into model blocks.
 
-    A block the model has no type for (``document``, ``server_tool_use``, …) is kept as
-    a text block holding its JSON, and reported in the second list (index, type, the
-    original) so the importer can record it in metadata instead of dropping it.
+    A block the model has no type for (``document``, ``server_tool_use``, …) becomes a
+    text block holding its JSON, and is recorded in ``meta["converted_blocks"]`` (its
+    index in the node's output — ``offset`` plus its place in ``raw`` — its type and
+    the original) so nothing is dropped.
     """
     blocks: list[ContentBlock] = []
-    kept: list[dict[str, Any]] = []
     for i, item in enumerate(raw):
         if isinstance(item, str):
             blocks.append(TextBlock(text=item))
@@ -272,8 +271,36 @@ def to_blocks(raw: list[Any]) -> tuple[list[ContentBlock], list[dict[str, Any]]]
             text = json.dumps(item, ensure_ascii=False, sort_keys=True)
             blocks.append(TextBlock(text=text))
             kind = item.get("type", "?") if isinstance(item, dict) else type(item).__name__
-            kept.append({"index": i, "type": kind, "original": item})
-    return blocks, kept
+            meta.setdefault("converted_blocks", []).append(
+                {"index": offset + i, "type": kind, "original": item}
+            )
+    return blocks
+
+
+def split_tool_results(content: list[Any]) -> tuple[list[dict[str, Any]], list[Any]]:
+    """A user turn's blocks as ``(tool_result blocks, every other block)``."""
+    results: list[dict[str, Any]] = []
+    others: list[Any] = []
+    for blk in content:
+        if isinstance(blk, dict) and blk.get("type") == "tool_result":
+            results.append(blk)
+        else:
+            others.append(blk)
+    return results, others
+
+
+def tool_result_output(res: dict[str, Any], meta: dict[str, Any]) -> Any:
+    """The content of a ``tool_result`` block as a tool node's ``output``.
+
+    Text stays text, a block list is converted (see ``to_blocks``), a missing content
+    is ``""`` and any other value is kept as its JSON text.
+    """
+    out = res.get("content", "")
+    if isinstance(out, list):
+        return to_blocks(out, meta)
+    if out is None:
+        return ""
+    return out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)
 
 
 class _Record:

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ..model import ContentBlock, ImageBlock, ImageSource, TextBlock, ToolUseBlock
-from ._common import SessionBuilder, fail, to_blocks
+from ._common import SessionBuilder, fail, split_tool_results, to_blocks, tool_result_output
 
 __all__ = ["anthropic_messages", "gemini_contents", "openai_messages"]
 
@@ -235,20 +235,13 @@ def anthropic_messages(
                 path, None, "content must be a string or a list of blocks", "fix it", at=where
             )
         if msg["role"] == "assistant":
-            blocks, kept = to_blocks(content)
-            if kept:
-                meta["converted_blocks"] = kept
-            last = b.add(
-                "assistant", list(blocks), pos=i, name=model, predecessor=last, metadata=meta
-            )
+            blocks = to_blocks(content, meta)
+            last = b.add("assistant", blocks, pos=i, name=model, predecessor=last, metadata=meta)
             for blk in content:
                 if isinstance(blk, dict) and blk.get("type") == "tool_use":
                     uses[str(blk.get("id"))] = (last, blk)
             continue
-        results = [x for x in content if isinstance(x, dict) and x.get("type") == "tool_result"]
-        others = [
-            x for x in content if not (isinstance(x, dict) and x.get("type") == "tool_result")
-        ]
+        results, others = split_tool_results(content)
         for j, res in enumerate(results):
             tid = str(res.get("tool_use_id"))
             use = uses.get(tid)
@@ -260,21 +253,17 @@ def anthropic_messages(
                     "the conversation is incomplete; import the full message list",
                     at=f"{where}.content",
                 )
-            out = res.get("content", "")
             rmeta: dict[str, Any] = {
                 "index": i,
                 "tool_use_id": tid,
                 "is_error": bool(res.get("is_error", False)),
             }
-            if isinstance(out, list):
-                out, kept = to_blocks(out)
-                if kept:
-                    rmeta["converted_blocks"] = kept
+            out = tool_result_output(res, rmeta)
             if "cache_control" in res:
                 rmeta["cache_control"] = res["cache_control"]
             b.add(
                 "tool",
-                out if out is not None else "",
+                out,
                 pos=i + j / 1000,
                 name=str(use[1].get("name", "")),
                 input=use[1].get("input"),
@@ -282,10 +271,8 @@ def anthropic_messages(
                 metadata=rmeta,
             )
         if others or not results:
-            blocks, kept = to_blocks(others)
-            if kept:
-                meta["converted_blocks"] = kept
-            last = b.add("user", list(blocks), pos=i + 0.9, predecessor=last, metadata=meta)
+            blocks = to_blocks(others, meta)
+            last = b.add("user", blocks, pos=i + 0.9, predecessor=last, metadata=meta)
     b.head = last
 
 

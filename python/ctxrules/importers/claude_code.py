@@ -38,7 +38,9 @@ from ._common import (
     parse_time,
     read_bytes,
     repair_surrogates,
+    split_tool_results,
     to_blocks,
+    tool_result_output,
 )
 
 __all__ = ["ClaudeCodeImporter"]
@@ -100,6 +102,10 @@ class _Parser:
             raise fail(self.path, None, "the file holds no lines", "pass a non-empty transcript")
         return out
 
+    def add(self, role: str, output: Any, no: int, entry: dict[str, Any], **kw: Any) -> str:
+        """Add the node of line ``no``; its time is the line's timestamp."""
+        return self.b.add(role, output, pos=no, created_at=parse_time(entry.get("timestamp")), **kw)
+
     def parent(self, entry: dict[str, Any], meta: dict[str, Any]) -> str | None:
         pu = entry.get("parentUuid")
         if pu is None:
@@ -131,7 +137,6 @@ class _Parser:
     def assistant(self, no: int, entry: dict[str, Any], msg: dict[str, Any], content: Any) -> None:
         mid = msg.get("id") or f"line:{entry['uuid']}"
         raw = content if isinstance(content, list) else [content] if content else []
-        blocks, kept = to_blocks(raw)
         nid = self.by_message.get(mid)
         if nid is None:
             meta: dict[str, Any] = {
@@ -139,27 +144,21 @@ class _Parser:
                 "uuids": [],
                 "message_id": msg.get("id"),
             }
-            pred = self.parent(entry, meta)
-            nid = self.b.add(
+            nid = self.add(
                 "assistant",
                 [],
-                pos=no,
+                no,
+                entry,
                 local=f"msg:{mid}",
                 name=str(msg.get("model") or ""),
-                predecessor=pred,
+                predecessor=self.parent(entry, meta),
                 metadata=meta,
-                created_at=parse_time(entry.get("timestamp")),
             )
             self.by_message[mid] = nid
         fields = self.b.get(nid)
         meta = fields["metadata"]
-        base = len(fields["output"])
-        fields["output"].extend(blocks)
+        fields["output"].extend(to_blocks(raw, meta, offset=len(fields["output"])))
         meta["uuids"].append(entry["uuid"])
-        if kept:
-            meta.setdefault("converted_blocks", []).extend(
-                {**k, "index": k["index"] + base} for k in kept
-            )
         for key in ("usage", "stop_reason", "stop_sequence"):
             if msg.get(key) is not None:
                 meta[key] = msg[key]  # the last line of a message carries the final values
@@ -174,39 +173,16 @@ class _Parser:
         if entry.get("isSidechain") and entry.get("parentUuid") is None:
             self.sidechain_root(no, entry, content, meta)
             return
-        if not isinstance(content, list):
-            pred = self.parent(entry, meta)
-            self.anchor[uuid] = self.b.add(
-                "user",
-                str(content),
-                pos=no,
-                predecessor=pred,
-                metadata=meta,
-                created_at=parse_time(entry.get("timestamp")),
-            )
-            return
-        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
-        others = [
-            b for b in content if not (isinstance(b, dict) and b.get("type") == "tool_result")
-        ]
+        results, others = split_tool_results(content) if isinstance(content, list) else ([], [])
         answered: str | None = None
         for res in results:
             answered = self.tool_result(no, entry, res)
         if answered is not None:
             self.anchor[uuid] = answered
         if others or not results:
-            blocks, kept = to_blocks(others)
-            if kept:
-                meta["converted_blocks"] = kept
+            output = to_blocks(others, meta) if isinstance(content, list) else str(content)
             pred = answered if answered is not None else self.parent(entry, meta)
-            self.anchor[uuid] = self.b.add(
-                "user",
-                list(blocks),
-                pos=no,
-                predecessor=pred,
-                metadata=meta,
-                created_at=parse_time(entry.get("timestamp")),
-            )
+            self.anchor[uuid] = self.add("user", output, no, entry, predecessor=pred, metadata=meta)
 
     def tool_result(self, no: int, entry: dict[str, Any], res: dict[str, Any]) -> str:
         tid = str(res.get("tool_use_id"))
@@ -219,35 +195,27 @@ class _Parser:
                 "the transcript is incomplete or out of order; import the full file",
             )
         caller, block, _ = use
-        out = res.get("content", "")
         meta: dict[str, Any] = {
             "tool_use_id": tid,
             "is_error": bool(res.get("is_error", False)),
             "claude_code": _line_meta(entry),
         }
-        if isinstance(out, list):
-            out, kept = to_blocks(out)
-            if kept:
-                meta["converted_blocks"] = kept
-        elif out is None:
-            out = ""
-        elif not isinstance(out, str):
-            out = json.dumps(out, ensure_ascii=False)
+        out = tool_result_output(res, meta)
         if "toolUseResult" in entry:
             meta["tool_use_result"] = entry["toolUseResult"]
         nid = self.b.node_id(f"tool:{tid}")
         if nid in self.b.records:
             raise fail(self.path, no, f"a second tool_result for {tid!r}", "remove the duplicate")
-        self.b.add(
+        self.add(
             "tool",
             out,
-            pos=no,
+            no,
+            entry,
             local=f"tool:{tid}",
             name=str(block.get("name", "")),
             input=block.get("input"),
             caller=caller,
             metadata=meta,
-            created_at=parse_time(entry.get("timestamp")),
         )
         self.tool_nodes[tid] = nid
         return caller
@@ -255,15 +223,11 @@ class _Parser:
     def sidechain_root(
         self, no: int, entry: dict[str, Any], content: Any, meta: dict[str, Any]
     ) -> None:
-        text = content if isinstance(content, str) else ""
         if isinstance(content, list):
             text = "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-            blocks, kept = to_blocks(content)
-            output: Any = list(blocks)
-            if kept:
-                meta["converted_blocks"] = kept
+            output: Any = to_blocks(content, meta)
         else:
-            output = str(content)
+            text = output = str(content)
         tasks = [
             (tid, use)
             for tid, use in self.tool_uses.items()
@@ -280,29 +244,23 @@ class _Parser:
             meta["task_tool_use_id"] = tid
         else:
             meta["sidechain_unattached"] = True
-        self.anchor[entry["uuid"]] = self.b.add(
-            "user",
-            output,
-            pos=no,
-            caller=caller,
-            metadata=meta,
-            created_at=parse_time(entry.get("timestamp")),
+        self.anchor[entry["uuid"]] = self.add(
+            "user", output, no, entry, caller=caller, metadata=meta
         )
 
     def other(self, no: int, entry: dict[str, Any]) -> None:
         uuid = entry.get("uuid")
         if entry.get("type") == "system" and isinstance(uuid, str):
             meta: dict[str, Any] = {"claude_code": _line_meta(entry)}
-            pred = self.parent(entry, meta)
             content = entry.get("content", "")
-            self.anchor[uuid] = self.b.add(
+            self.anchor[uuid] = self.add(
                 "system",
                 "",
-                pos=no,
+                no,
+                entry,
                 input=content if isinstance(content, str) else json.dumps(content),
-                predecessor=pred,
+                predecessor=self.parent(entry, meta),
                 metadata=meta,
-                created_at=parse_time(entry.get("timestamp")),
             )
             if not entry.get("isSidechain"):
                 self.last_main = self.anchor[uuid]
