@@ -11,7 +11,7 @@
 //!   text counted before is never counted again (what makes re-rendering cheap).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{LazyLock, RwLock};
 
 use bpe_openai::Tokenizer;
@@ -113,9 +113,18 @@ static CACHE: LazyLock<RwLock<HashMap<Key, u32>>> = LazyLock::new(|| RwLock::new
 static HITS: AtomicU64 = AtomicU64::new(0);
 static MISSES: AtomicU64 = AtomicU64::new(0);
 
-/// Most texts the content cache remembers (~40 MB at most).  When an insert would
-/// exceed it the cache starts over: a count is cheap to redo, an unbounded map is not.
+/// Default for the most texts the content cache remembers (~40 MB at most).  When an
+/// insert would exceed the capacity the cache starts over: a count is cheap to redo, an
+/// unbounded map is not.
 pub const CACHE_CAPACITY: usize = 1 << 20;
+
+static CAPACITY: AtomicUsize = AtomicUsize::new(CACHE_CAPACITY);
+
+/// Set the content cache's capacity (at least 1); a smaller one takes effect at the
+/// next insert.
+pub fn set_cache_capacity(texts: usize) {
+    CAPACITY.store(texts.max(1), Ordering::Relaxed);
+}
 
 /// A snapshot of the content cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,7 +135,7 @@ pub struct CacheStats {
     pub hits: u64,
     /// Lookups that had to count the text.
     pub misses: u64,
-    /// [`CACHE_CAPACITY`].
+    /// The capacity in texts ([`CACHE_CAPACITY`] unless [`set_cache_capacity`] changed it).
     pub capacity: usize,
 }
 
@@ -146,10 +155,12 @@ fn write_cache() -> std::sync::RwLockWriteGuard<'static, HashMap<Key, u32>> {
 
 fn remember(new: impl ExactSizeIterator<Item = (Key, usize)>) {
     let mut cache = write_cache();
-    if cache.len() + new.len() > CACHE_CAPACITY {
+    let capacity = CAPACITY.load(Ordering::Relaxed);
+    if cache.len() + new.len() > capacity {
         cache.clear();
     }
-    for (k, n) in new {
+    // A batch larger than the whole cache keeps only its first `capacity` texts.
+    for (k, n) in new.take(capacity) {
         cache.insert(k, n as u32);
     }
 }
@@ -202,7 +213,7 @@ pub fn cache_stats() -> CacheStats {
         entries: cache_len(),
         hits: HITS.load(Ordering::Relaxed),
         misses: MISSES.load(Ordering::Relaxed),
-        capacity: CACHE_CAPACITY,
+        capacity: CAPACITY.load(Ordering::Relaxed),
     }
 }
 

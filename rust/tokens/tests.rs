@@ -167,6 +167,60 @@ fn cache_serves_recounts() {
 }
 
 #[test]
+fn cache_is_bounded() {
+    let _guard = CACHE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    cache_clear();
+    set_cache_capacity(100);
+    let texts: Vec<String> = (0..250).map(|i| format!("text number {i}")).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    for chunk in refs.chunks(30) {
+        let counts = count_batch_cached(Encoding::O200kBase, chunk);
+        assert_eq!(counts, count_batch(Encoding::O200kBase, chunk));
+        assert!(cache_stats().entries <= 100);
+    }
+    // One batch larger than the whole cache.
+    count_batch_cached(Encoding::Cl100kBase, &refs);
+    assert_eq!(cache_stats().entries, 100);
+    for t in &refs[..10] {
+        count_cached(Encoding::Cl100kBase, t);
+        assert!(cache_stats().entries <= 100);
+    }
+    set_cache_capacity(CACHE_CAPACITY);
+    cache_clear();
+}
+
+#[test]
+fn cache_is_thread_safe() {
+    let _guard = CACHE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    cache_clear();
+    let texts: Vec<String> = (0..400)
+        .map(|i| format!("shared text {}", i % 150))
+        .collect();
+    let expected: Vec<usize> = texts
+        .iter()
+        .map(|t| count(Encoding::O200kBase, t))
+        .collect();
+    std::thread::scope(|s| {
+        for worker in 0..4 {
+            let (texts, expected) = (&texts, &expected);
+            s.spawn(move || {
+                for round in 0..3 {
+                    for (i, t) in texts.iter().enumerate().skip(worker + round) {
+                        assert_eq!(count_cached(Encoding::O200kBase, t), expected[i]);
+                    }
+                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    assert_eq!(&count_batch_cached(Encoding::O200kBase, &refs), expected);
+                }
+            });
+        }
+    });
+    let stats = cache_stats();
+    assert_eq!(stats.entries, 150);
+    assert!(stats.hits > stats.misses);
+    cache_clear();
+}
+
+#[test]
 fn ranks_are_complete() {
     let r = ranks(Encoding::Cl100kBase);
     assert_eq!(r.len(), 100256);
