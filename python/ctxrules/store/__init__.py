@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import StoreError
-from .base import Edge, RunInfo, SessionInfo, Store
+from .base import Edge, NewSession, RunInfo, SessionInfo, Store
 from .migrations import MIGRATIONS, Migration, register_migration
 from .sqlite import DB_NAME, SQLiteStore, database_path
 
@@ -22,6 +22,7 @@ __all__ = [
     "MIGRATIONS",
     "Edge",
     "Migration",
+    "NewSession",
     "RunInfo",
     "SQLiteStore",
     "SessionInfo",

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import msgspec
 
 from ..model import Call
 
-__all__ = ["Edge", "RunInfo", "SessionInfo", "Store"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack needs Python 3.11
+
+__all__ = ["Edge", "NewSession", "RunInfo", "SessionInfo", "Store"]
 
 #: Which edge a child hangs on: the conversation edge or the call edge.
 Edge = Literal["predecessor", "caller"]
@@ -54,6 +57,26 @@ class RunInfo(msgspec.Struct, frozen=True, kw_only=True):
     expires_at: float
 
 
+class NewSession(TypedDict, total=False):
+    """The keyword arguments of ``Store.create_session`` (all optional).
+
+    ``session_id``: the id (default: a fresh one); ``source``: where it came from;
+    ``import_key``: unique key of an import (a second create with it is refused);
+    ``metadata``; ``base_session`` / ``base_node``: make a fork that sees the base's
+    nodes as they are now; ``nodes``: appended in order with ``seq`` assigned by the
+    store (edges must point at earlier nodes); ``head``: the HEAD to set.
+    """
+
+    session_id: str | None
+    source: str
+    import_key: str | None
+    metadata: dict[str, Any] | None
+    base_session: str | None
+    base_node: str | None
+    nodes: Sequence[Call]
+    head: str | None
+
+
 @runtime_checkable
 class Store(Protocol):
     """A backend for the history graph (SQLite by default; see ``ctxrules.store.open_store``)."""
@@ -75,23 +98,11 @@ class Store(Protocol):
         """Release the connection; the store must not be used afterwards."""
 
     # -- sessions ------------------------------------------------------------------
-    def create_session(
-        self,
-        *,
-        session_id: str | None = None,
-        source: str = "",
-        import_key: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        base_session: str | None = None,
-        base_node: str | None = None,
-        nodes: Sequence[Call] = (),
-        head: str | None = None,
-    ) -> SessionInfo:
-        """Create a session, optionally with its nodes and HEAD, in one transaction.
+    def create_session(self, **spec: Unpack[NewSession]) -> SessionInfo:
+        """Create a session (see ``NewSession``), its nodes and HEAD in one transaction.
 
-        ``nodes`` are appended in the given order with ``seq`` assigned by the store
-        (their edges must point at earlier nodes); ``import_key`` is unique, and a
-        second create with the same key raises ``StoreError``.
+        ``StoreError`` if the id or import key exists; ``DagError`` if a node's edge
+        or ``head`` names no earlier node of the session.
         """
 
     def get_session(self, session_id: str) -> SessionInfo:

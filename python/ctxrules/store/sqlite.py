@@ -17,14 +17,17 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..errors import DagError, NotFoundError, StoreError
 from ..model import Call
 from ._sqlite_guard import GuardAndKv
-from .base import Edge, SessionInfo
+from .base import Edge, NewSession, SessionInfo
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 from .migrations import MIGRATIONS
 
 __all__ = ["DB_NAME", "SQLiteStore"]
@@ -181,20 +184,14 @@ class SQLiteStore(GuardAndKv):
             )
         return row
 
-    def create_session(
-        self,
-        *,
-        session_id: str | None = None,
-        source: str = "",
-        import_key: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        base_session: str | None = None,
-        base_node: str | None = None,
-        nodes: Sequence[Call] = (),
-        head: str | None = None,
-    ) -> SessionInfo:
+    def create_session(self, **spec: Unpack[NewSession]) -> SessionInfo:
         """Create a session with its nodes and HEAD in one transaction (see ``Store``)."""
-        sid = session_id or f"s_{os.urandom(8).hex()}"
+        unknown = set(spec) - set(NewSession.__annotations__)
+        if unknown:  # what a keyword-only signature would have refused
+            raise TypeError(f"create_session() got unexpected arguments {sorted(unknown)}")
+        sid = spec.get("session_id") or f"s_{os.urandom(8).hex()}"
+        base_session, base_node = spec.get("base_session"), spec.get("base_node")
+        import_key, nodes, head = spec.get("import_key"), spec.get("nodes", ()), spec.get("head")
         with self.transaction() as conn:
             base_seq = 0
             if base_session is not None:
@@ -213,13 +210,13 @@ class SQLiteStore(GuardAndKv):
                         sid,
                         time.time(),
                         None,
-                        source,
+                        spec.get("source", ""),
                         import_key,
                         base_session,
                         base_node,
                         base_seq,
                         base_seq + 1,
-                        msgspec.json.encode(metadata or {}),
+                        msgspec.json.encode(spec.get("metadata") or {}),
                     ),
                 )
             except sqlite3.IntegrityError:
