@@ -7,7 +7,7 @@
 //! provider can ever see an orphan result or an unanswered call, whatever the rules did.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use serde_json::value::RawValue;
@@ -152,7 +152,8 @@ struct Builder<'c> {
     pending: Vec<NBlock<'c>>,
     /// Source ids of the assistant items merged into the last (assistant) message.
     open_assistants: IdSet<'c>,
-    seen_ids: IdSet<'c>,
+    /// Call ids used so far, with the last suffix given to a repeat of each.
+    seen_ids: HashMap<&'c str, u32, BuildHasherDefault<Fx>>,
     /// Ids made for repeated call ids (see `wire_id`).
     renamed: HashSet<String, BuildHasherDefault<Fx>>,
     /// The open assistant turn has no content yet; its first tool_use opens its message.
@@ -256,17 +257,23 @@ impl<'c> Builder<'c> {
     /// transcripts whose tool reuses ids across turns) — `{id}_{n}`, so every vendor sees
     /// unique ids and the call and its result still carry the same one.
     fn wire_id(&mut self, id: &'c str) -> Cow<'c, str> {
-        if !self.renamed.contains(id) && self.seen_ids.insert(id) {
-            return Cow::Borrowed(id);
+        if !self.renamed.contains(id) {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.seen_ids.entry(id) {
+                e.insert(1);
+                return Cow::Borrowed(id);
+            }
         }
-        let mut n = 2u32;
+        // The counter per id makes n-fold repeats linear, not quadratic.
+        let mut n = *self.seen_ids.get(id).unwrap_or(&1);
         loop {
+            n += 1;
             let candidate = format!("{id}_{n}");
-            if !self.seen_ids.contains(candidate.as_str()) && !self.renamed.contains(&candidate) {
+            if !self.seen_ids.contains_key(candidate.as_str()) && !self.renamed.contains(&candidate)
+            {
+                self.seen_ids.insert(id, n);
                 self.renamed.insert(candidate.clone());
                 return Cow::Owned(candidate);
             }
-            n += 1;
         }
     }
 
@@ -356,7 +363,10 @@ pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
         out: Neutral::default(),
         pending: Vec::new(),
         open_assistants: IdSet::default(),
-        seen_ids: IdSet::default(),
+        seen_ids: HashMap::with_capacity_and_hasher(
+            commit.items.iter().filter(|i| i.role == Role::Tool).count(),
+            BuildHasherDefault::default(),
+        ),
         renamed: HashSet::default(),
         empty_open: false,
     };
