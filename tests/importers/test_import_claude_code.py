@@ -114,6 +114,21 @@ def test_sidechains_hang_under_their_task_call(imported):
         task = by_id[root.caller]
         assert task.role == "tool" and task.name == "Task"
         assert task.input["prompt"] == root.output
+    # Every sidechain line's node (and the tool calls it made) sits in the sub-tree of
+    # a Task call: walking up its edges reaches a Task tool node before any main node.
+    side = {e["uuid"] for e in exp["lines"] if e.get("isSidechain")}
+
+    def uuids(n):
+        return set(n.metadata.get("uuids") or [n.metadata["claude_code"]["uuid"]])
+
+    side_nodes = [n for n in nodes if uuids(n) & side]
+    assert set().union(*map(uuids, side_nodes)) == side  # every sidechain line has a node
+    for n in side_nodes:
+        up = n
+        while not (up.role == "tool" and up.name == "Task" and up is not n):
+            parent = up.caller or up.predecessor
+            assert parent is not None, f"sidechain node {n.id} is not under a Task call"
+            up = by_id[parent]
 
 
 def test_main_branch_excludes_sidechains(imported, store):
