@@ -249,9 +249,11 @@ fn assert_same_pieces(enc: Encoding, text: &str) {
 #[test]
 fn pieces_equal_the_regex_for_every_code_point() {
     // Each code point next to letters of each case, digits, spaces, newlines,
-    // apostrophes, marks and itself, and at the start and end of the text.
+    // apostrophes, marks and itself, and at the start and end of the text.  Planes 4-13
+    // are unassigned and 15-16 private use (one class each): every 61st there.
+    let sampled = |c: &u32| !(0x4_0000..0xE_0000).contains(c) && *c < 0xF_0000 || c % 61 == 0;
     for enc in Encoding::ALL {
-        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+        for c in (0..=0x10FFFFu32).filter(sampled).filter_map(char::from_u32) {
             let text =
                 format!("{c}a{c} {c}A{c}b'{c}{c}{c}1{c}\n{c}\u{301} {c}'s{c}\r\n{c}  {c}ǅ{c}/{c}");
             assert_same_pieces(enc, &text);
