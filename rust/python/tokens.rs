@@ -15,6 +15,8 @@ fn encoding(name: &str) -> PyResult<Encoding> {
     })
 }
 
+/// Count the tokens of one text (no special tokens); `cached` uses the content cache.
+/// Raises UnicodeEncodeError for lone surrogates (ctxrules.tokenizers cleans them).
 #[pyfunction]
 #[pyo3(signature = (encoding_name, text, cached = true))]
 fn count_tokens(
@@ -33,6 +35,7 @@ fn count_tokens(
     }))
 }
 
+/// Count many texts in one call, on all cores with the GIL released; in input order.
 #[pyfunction]
 #[pyo3(signature = (encoding_name, texts, cached = true))]
 fn count_tokens_batch(
@@ -52,6 +55,7 @@ fn count_tokens_batch(
     }))
 }
 
+/// The token byte strings of an encoding in rank order (to build tiktoken offline).
 #[pyfunction]
 fn encoding_ranks<'py>(py: Python<'py>, encoding_name: &str) -> PyResult<Vec<Bound<'py, PyBytes>>> {
     let enc = encoding(encoding_name)?;
@@ -59,6 +63,7 @@ fn encoding_ranks<'py>(py: Python<'py>, encoding_name: &str) -> PyResult<Vec<Bou
     Ok(ranks.iter().map(|b| PyBytes::new(py, b)).collect())
 }
 
+/// Texts held by the content cache.
 #[pyfunction]
 fn token_cache_len() -> usize {
     tokens::cache_len()
@@ -71,6 +76,7 @@ fn token_cache_stats() -> (usize, u64, u64, usize) {
     (s.entries, s.hits, s.misses, s.capacity)
 }
 
+/// Drop every cached count and reset the hit/miss counters.
 #[pyfunction]
 fn token_cache_clear() {
     tokens::cache_clear()
