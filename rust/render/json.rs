@@ -60,9 +60,28 @@ impl Json {
     /// Append a JSON string literal with `s` escaped.
     #[inline]
     pub fn str(&mut self, s: &str) {
-        let bytes = s.as_bytes();
-        self.buf.reserve(bytes.len() + 2);
+        self.buf.reserve(s.len() + 2);
         self.buf.push(b'"');
+        self.escaped(s);
+        self.buf.push(b'"');
+    }
+
+    /// Append one JSON string literal of `parts` joined by `sep` (no joined copy made).
+    pub fn str_joined(&mut self, parts: &[&str], sep: &str) {
+        self.buf.push(b'"');
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                self.escaped(sep);
+            }
+            self.escaped(p);
+        }
+        self.buf.push(b'"');
+    }
+
+    /// Append `s` escaped, without quotes.
+    #[inline]
+    fn escaped(&mut self, s: &str) {
+        let bytes = s.as_bytes();
         let mut start = 0;
         let mut i = 0;
         while i < bytes.len() {
@@ -95,7 +114,6 @@ impl Json {
             i += 1;
         }
         self.buf.extend_from_slice(&bytes[start..]);
-        self.buf.push(b'"');
     }
 
     /// Append `"key":` (keys are literals chosen by the renderer).

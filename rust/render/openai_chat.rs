@@ -29,7 +29,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         w.sep(&mut first);
         w.raw("{\"role\":\"system\",\"content\":");
         let joined: Vec<&str> = sys.iter().map(|s| s.text).collect();
-        w.str(&joined.join(TEXT_JOIN));
+        w.str_joined(&joined, TEXT_JOIN);
         w.raw("}");
         count += 1;
     }
@@ -95,7 +95,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 if texts.is_empty() {
                     w.raw("null");
                 } else {
-                    w.str(&texts.join(TEXT_JOIN));
+                    w.str_joined(&texts, TEXT_JOIN);
                 }
                 let mut fc = true;
                 for b in blocks {

@@ -24,7 +24,8 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
     w.str(&opts.model);
     if !sys.is_empty() {
         let joined: Vec<&str> = sys.iter().map(|s| s.text).collect();
-        w.field_str("instructions", &joined.join(TEXT_JOIN));
+        w.raw(",\"instructions\":");
+        w.str_joined(&joined, TEXT_JOIN);
     }
     w.raw(",\"input\":[");
     let mut first = true;
@@ -83,7 +84,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 if !texts.is_empty() {
                     w.sep(&mut first);
                     w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
-                    w.str(&texts.join(TEXT_JOIN));
+                    w.str_joined(&texts, TEXT_JOIN);
                     w.raw("}");
                     count += 1;
                 }
