@@ -153,6 +153,20 @@ def test_unknown_file_is_a_store_error(tmp_path):
         open_store(bad)
 
 
+def test_another_programs_sqlite_file_is_refused_untouched(tmp_path):
+    other = tmp_path / "app.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=r"not a ctxrules store.*users"):
+        open_store(other)
+    conn = sqlite3.connect(other)
+    tables = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
+    conn.close()
+    assert tables == [("users",)]
+
+
 @pytest.fixture
 def extra_migration():
     saved = dict(MIGRATIONS)

@@ -18,12 +18,13 @@ The history graph is version 1; ContextCommits (another layer) registers version
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import StoreError
 
-__all__ = ["MIGRATIONS", "Migration", "register_migration"]
+__all__ = ["MIGRATIONS", "Migration", "apply_pending", "register_migration", "up_to_date"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,58 @@ def register_migration(
         return fn
 
     return deco
+
+
+def up_to_date(conn: sqlite3.Connection) -> bool:
+    """Whether every registered migration is recorded (read-only: no write lock)."""
+    try:
+        done = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
+    except sqlite3.OperationalError:
+        return False  # a new file: no table yet
+    return all(done.get(v) == m.name for v, m in MIGRATIONS.items())
+
+
+def apply_pending(conn: sqlite3.Connection, location: str) -> list[int]:
+    """Apply the registered migrations ``conn`` lacks, in version order; returns them.
+
+    Runs inside the caller's write transaction.  ``StoreError`` for another program's
+    database (tables but no ``schema_migrations``) and for a version recorded under
+    another name; nothing is written then.
+    """
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if tables and "schema_migrations" not in tables:
+        # Adding our tables would write to a file the user did not mean to give us.
+        raise StoreError(
+            "this SQLite file is not a ctxrules store "
+            f"(it holds other tables: {', '.join(sorted(tables)[:5])})",
+            where=location,
+            hint="point --store / CTXRULES_STORE at a new directory or a ctxrules store",
+        )
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    done = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
+    applied: list[int] = []
+    for version in sorted(MIGRATIONS):
+        mig = MIGRATIONS[version]
+        if version in done:
+            if done[version] != mig.name:
+                raise StoreError(
+                    f"schema version {version} is {done[version]!r} in this store "
+                    f"but {mig.name!r} in this ctxrules",
+                    where=location,
+                    hint="use the ctxrules version (and plugins) that created the store",
+                )
+            continue
+        mig.apply(conn)
+        conn.execute(
+            "INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, mig.name, time.time())
+        )
+        applied.append(version)
+    top = max([*done, *applied], default=0)
+    conn.execute(f"PRAGMA user_version={int(top)}")
+    return applied
 
 
 @register_migration(1, "history_graph")

@@ -28,7 +28,7 @@ from .base import Edge, NewSession, SessionInfo
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-from .migrations import MIGRATIONS
+from .migrations import apply_pending, up_to_date
 
 __all__ = ["DB_NAME", "SQLiteStore"]
 
@@ -89,7 +89,11 @@ class SQLiteStore(GuardAndKv):
         self._lock = threading.RLock()
         self._depth = 0
         self._chains: dict[str, list[tuple[str, int | None]]] = {}
-        self.migrate()
+        try:
+            self.migrate()
+        except BaseException:
+            self._conn.close()
+            raise
 
     # -- transactions and schema -------------------------------------------------
     @contextmanager
@@ -124,44 +128,10 @@ class SQLiteStore(GuardAndKv):
 
     def migrate(self) -> list[int]:
         """Apply registered migrations this store lacks, in version order."""
-        if self._up_to_date():
+        if up_to_date(self._conn):
             return []  # the common case: no write lock needed just to open
-        applied: list[int] = []
         with self.transaction() as conn:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
-            )
-            done = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
-            for version in sorted(MIGRATIONS):
-                mig = MIGRATIONS[version]
-                if version in done:
-                    if done[version] != mig.name:
-                        raise StoreError(
-                            f"schema version {version} is {done[version]!r} in this store "
-                            f"but {mig.name!r} in this ctxrules",
-                            where=self.location,
-                            hint="use the ctxrules version (and plugins) that created the store",
-                        )
-                    continue
-                mig.apply(conn)
-                conn.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                    (version, mig.name, time.time()),
-                )
-                applied.append(version)
-            top = max([*done, *applied], default=0)
-            conn.execute(f"PRAGMA user_version={int(top)}")
-        return applied
-
-    def _up_to_date(self) -> bool:
-        try:
-            done = dict(
-                self._conn.execute("SELECT version, name FROM schema_migrations").fetchall()
-            )
-        except sqlite3.OperationalError:
-            return False  # a new file: no table yet
-        return all(done.get(v) == m.name for v, m in MIGRATIONS.items())
+            return apply_pending(conn, self.location)
 
     def schema_versions(self) -> dict[int, str]:
         """Applied migrations: version → name."""
