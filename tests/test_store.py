@@ -102,6 +102,15 @@ def test_both_edges_are_rejected_before_any_write():
         node("x", predecessor="p", caller="c")
 
 
+def test_a_node_that_would_not_read_back_is_refused_at_write(store):
+    store.create_session(session_id="s")
+    with pytest.raises(ValidationError, match=r"'bad'.*output"):
+        store.append("s", node("bad", output={"not": "content"}))
+    with pytest.raises(ValidationError, match="'odd'"):
+        store.create_session(session_id="t", nodes=[node("ok"), node("odd", input=object())])
+    assert store.nodes("s") == [] and [s.id for s in store.list_sessions()] == ["s"]
+
+
 def test_duplicate_ids_and_unknown_sessions_are_typed_errors(store):
     store.create_session(session_id="s1")
     store.append("s1", node("n1"))

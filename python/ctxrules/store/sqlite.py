@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import DagError, NotFoundError, StoreError
+from ..errors import DagError, NotFoundError, StoreError, ValidationError
 from ..model import Call
 from ._sqlite_guard import GuardAndKv
 from .base import Edge, NewSession, SessionInfo
@@ -45,6 +45,33 @@ _json_decoder = msgspec.json.Decoder(Call)
 
 def _decode_call(body: bytes) -> Call:
     return _json_decoder.decode(body)
+
+
+def _row(stored: Call) -> tuple[Any, ...]:
+    """The ``nodes`` row of a node; ``ValidationError`` if it would not read back.
+
+    ``Call(...)`` does not type-check its fields, and a stored node can never be fixed
+    or deleted, so a body that fails to decode (a dict as ``output``, say) is refused
+    here instead of breaking every later read of the session.
+    """
+    try:
+        body = msgspec.json.encode(stored)
+        _json_decoder.decode(body)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError) as exc:
+        raise ValidationError(
+            f"node {stored.id!r} cannot be stored: {exc}",
+            where=f"session {stored.session_id}",
+            hint="content is text or a list of content blocks; input and metadata are JSON",
+        ) from None
+    return (
+        stored.id,
+        stored.session_id,
+        stored.seq,
+        stored.role,
+        stored.predecessor,
+        stored.caller,
+        body,
+    )
 
 
 def _session(row: tuple[Any, ...]) -> SessionInfo:
@@ -217,17 +244,7 @@ class SQLiteStore(GuardAndKv):
             self._check_reads(call, batch=seen)
             stored = msgspec.structs.replace(call, seq=first_seq + offset, session_id=sid)
             seen.add(call.id)
-            rows.append(
-                (
-                    stored.id,
-                    sid,
-                    stored.seq,
-                    stored.role,
-                    stored.predecessor,
-                    stored.caller,
-                    msgspec.json.encode(stored),
-                )
-            )
+            rows.append(_row(stored))
         try:
             conn.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", rows)
         except sqlite3.IntegrityError as exc:
@@ -354,18 +371,7 @@ class SQLiteStore(GuardAndKv):
             self._check_reads(call)
             stored = msgspec.structs.replace(call, seq=seq, session_id=session_id)
             try:
-                conn.execute(
-                    "INSERT INTO nodes VALUES (?,?,?,?,?,?,?)",
-                    (
-                        stored.id,
-                        session_id,
-                        seq,
-                        stored.role,
-                        stored.predecessor,
-                        stored.caller,
-                        msgspec.json.encode(stored),
-                    ),
-                )
+                conn.execute("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", _row(stored))
             except sqlite3.IntegrityError:
                 raise DagError(f"node id {stored.id!r} exists already") from None
             conn.execute(
