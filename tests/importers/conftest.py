@@ -15,9 +15,10 @@ def store(tmp_path):
     s.close()
 
 
-def take_snapshot(store) -> list[tuple[str, int, list[str]]]:
-    """Everything a failed import must leave unchanged: sessions and their node ids."""
-    return [(s.id, s.calls, [n.id for n in store.nodes(s.id)]) for s in store.list_sessions()]
+def take_snapshot(store) -> list[tuple[object, ...]]:
+    """Everything a failed import must leave unchanged: each session row (HEAD,
+    metadata, counts) and its nodes as stored."""
+    return [(s, store.nodes(s.id)) for s in store.list_sessions()]
 
 
 @pytest.fixture
