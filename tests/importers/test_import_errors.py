@@ -159,3 +159,27 @@ def test_every_corpus_file_imports(corpus, store):
     for r in results:
         info = store.get_session(r.id)
         assert info.head is not None and store.is_visible(r.id, info.head)
+
+
+def test_a_session_that_cannot_be_stored_names_the_file(corpus, store, monkeypatch, snapshot):
+    """An importer that builds an unstorable node (a bug, or a corrupt file it missed)
+    gets an import error naming the file, and the file writes nothing."""
+    from ctxrules.importers import ImportedSession
+    from ctxrules.importers.swe_agent import SweAgentImporter
+    from ctxrules.model import Call
+
+    good = Call(id="n_ok", seq=0, created_at=0.0, role="user", output="fine")
+    bad = Call(id="n_bad", seq=0, created_at=0.0, role="user", output={"not": "content"})
+
+    def sessions(self, path, data, key):
+        return [
+            ImportedSession(key=key, source=path, format=self.name, nodes=[good, bad], head=None)
+        ]
+
+    monkeypatch.setattr(SweAgentImporter, "sessions", sessions)
+    path = corpus / "swe-agent-traj/gpt4_swe-agent__test-repo-i1.traj"
+    before = snapshot(store)
+    with pytest.raises(ImportFormatError, match="cannot be stored") as err:
+        import_paths(store, [str(path)])
+    assert str(path) in str(err.value) and "n_bad" in str(err.value)
+    assert snapshot(store) == before

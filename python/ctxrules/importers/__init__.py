@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 
 import msgspec
 
-from ..errors import CtxrulesError, DagError, ImportFormatError
+from ..errors import CtxrulesError, DagError, ImportFormatError, ValidationError
 from ..plugins import registry
 from ..store import SessionInfo, Store
 from ._common import ImportedSession, read_bytes
@@ -187,9 +187,9 @@ def import_paths(store: Store, paths: Sequence[str], *, format: str = "auto") ->
     for source, fmt, sessions in parsed:
         try:
             out.extend(_write(store, fmt, sessions))
-        except DagError as exc:
+        except (DagError, ValidationError) as exc:  # an importer bug or a corrupt file
             raise ImportFormatError(
-                f"the {fmt} transcript does not form a valid history graph: {exc.message}",
+                f"the {fmt} transcript cannot be stored as a history graph: {exc.message}",
                 where=source,
                 hint="the file may be corrupt; nothing from it was imported",
             ) from None
