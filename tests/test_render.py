@@ -271,3 +271,34 @@ def test_render_is_byte_identical_across_processes():
             env={"PYTHONHASHSEED": seed, "PATH": ""},
         )
         assert out.stdout.decode().split() == here
+
+
+def test_predicted_cache_hit_counts_the_unchanged_prefix():
+    from ctxrules.render import predicted_cache_hit
+
+    def c(cid: str, *items: ContextItem) -> ContextCommit:
+        total = sum(i.tokens for i in items if i.state != "summarized")
+        return ContextCommit(
+            id=cid,
+            session_id="s",
+            head_node_id="h",
+            rules_version="rv",
+            items=items,
+            total_tokens=total,
+        )
+
+    u1 = item("u1", "user", "q", tokens=10)
+    a1 = item("a1", "assistant", "a", tokens=20)
+    t1 = tool("t1", "a1", "call_1", "long output", tokens=300)
+    prev = c("c1", u1, a1, t1)
+    aged = msgspec.structs.replace(t1, state="aged", rendered="[tool grep] …", tokens=5)
+    cur = c("c2", u1, a1, aged, item("u2", "user", "next", tokens=7))
+    hit = predicted_cache_hit(prev, cur, header=100)
+    # u1 and a1 are unchanged; aging t1 rewrote it, so the cache ends there.
+    assert (hit.shared_items, hit.shared_tokens, hit.total_tokens) == (2, 130, 142)
+    grown = c("c3", u1, a1, t1, item("u2", "user", "next", tokens=7))
+    assert predicted_cache_hit(prev, grown, header=100).shared_tokens == 430
+    # A new system item changes the system prompt, which precedes every message.
+    moved = c("c4", u1, a1, t1, item("s9", "system", "now reviewing", tokens=4))
+    assert predicted_cache_hit(prev, moved, header=100).shared_tokens == 100
+    assert predicted_cache_hit(None, cur, header=100).shared_tokens == 0

@@ -291,33 +291,12 @@ def predicted_cache_hit(
         return CacheHit(shared_items=0, shared_tokens=0, total_tokens=total)
     if _system_items(previous) != _system_items(current):
         return CacheHit(shared_items=0, shared_tokens=header, total_tokens=total)
-    items, tokens = _shared_prefix(previous, current)
-    return CacheHit(shared_items=items, shared_tokens=header + tokens, total_tokens=total)
+    from .commit import diff_commits
 
-
-def _shared_prefix(a: ContextCommit, b: ContextCommit) -> tuple[int, int]:
-    """Leading items two commits share and their tokens: the commit diff's unchanged
-    prefix (Rust, ``commit.diff_commits``) where the extension has it."""
-    if hasattr(_core, "diff_items"):
-        from .commit import diff_commits
-
-        d = diff_commits(a, b)
-        return d.prefix_items, d.prefix_tokens
-    # TODO(issue 4): drop once diff_items ships in every build; same definition.
-    n = tokens = 0
-    for x, y in zip(a.items, b.items):
-        if x.source_node_id != y.source_node_id or x.state != y.state or x.rendered != y.rendered:
-            break
-        if (x.tool_input, x.blocks, x.tool_use_id, x.caller) != (
-            y.tool_input,
-            y.blocks,
-            y.tool_use_id,
-            y.caller,
-        ):
-            break
-        n += 1
-        tokens += y.tokens if y.state != "summarized" else 0
-    return n, tokens
+    d = diff_commits(previous, current)  # the unchanged prefix, from the Rust commit diff
+    return CacheHit(
+        shared_items=d.prefix_items, shared_tokens=header + d.prefix_tokens, total_tokens=total
+    )
 
 
 def explain(
