@@ -223,6 +223,12 @@ impl Scanner<'_> {
     /// The letter alternatives of o200k, prefix taken first, then without it.
     fn o200k_word(&self, i: usize) -> Option<usize> {
         let pre = self.prefix(i);
+        // Both rules need a cased-class character where they start; most punctuation
+        // and space pieces leave here without running them.
+        let cased = |j: usize| matches!(self.at(j), Some((f, _, _)) if f & (UPPER | LOWER) != 0);
+        if !cased(i) && !pre.is_some_and(cased) {
+            return None;
+        }
         let rules: [fn(&Self, usize) -> Option<usize>; 2] =
             [Self::upper_star_lower_plus, Self::upper_plus_lower_star];
         for rule in rules {
