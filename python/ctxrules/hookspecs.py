@@ -58,6 +58,10 @@ def register_providers(register: Register) -> None:
 
     Called once, the first time a provider is looked up.  ``register(provider)`` takes
     a ``ctxrules.providers.Provider`` with a unique ``name`` such as ``"anthropic"``.
+    Register ``ctxrules.providers.ModelLimits`` values too, to add or correct the
+    context window and output limit of ``"provider:model"`` patterns.  A provider
+    without a built-in ``wire`` overrides ``build_body(context, options)``: it gets the
+    provider-neutral ``Context`` (tool calls already paired) and returns the body dict.
     """
 
 

@@ -200,3 +200,30 @@ fn consecutive_empty_assistant_turns_keep_their_calls() {
         );
     }
 }
+
+#[test]
+fn gemini_signature_blocks_ride_on_the_next_part() {
+    let c = commit(serde_json::json!([
+        {"source_node_id": "u1", "role": "user", "rendered": "go"},
+        {"source_node_id": "a1", "role": "assistant", "rendered": "",
+         "blocks": [{"type": "thinking", "thinking": "", "signature": "c2ln"}]},
+        {"source_node_id": "t1", "role": "tool", "name": "ls", "caller": "a1",
+         "tool_use_id": "c1", "rendered": "r1"},
+        {"source_node_id": "a2", "role": "assistant", "rendered": "done",
+         "blocks": [{"type": "thinking", "thinking": "anthropic text", "signature": "x"},
+                    {"type": "text", "text": "done"}]},
+    ]));
+    let g = body(Wire::Gemini, &c);
+    let part = &g["contents"][1]["parts"][0];
+    assert_eq!(part["functionCall"]["name"], "ls");
+    assert_eq!(part["thoughtSignature"], "c2ln");
+    // Another vendor's signed thinking is not sent to Gemini at all.
+    assert_eq!(
+        g["contents"][3]["parts"],
+        serde_json::json!([{"text": "done"}])
+    );
+    // Anthropic keeps both thinking blocks with their signatures, in order.
+    let a = body(Wire::Anthropic, &c);
+    assert_eq!(a["messages"][1]["content"][0]["signature"], "c2ln");
+    assert_eq!(a["messages"][3]["content"][0]["thinking"], "anthropic text");
+}
