@@ -6,7 +6,9 @@ Groups (one per encoding), each compared inside the group by pytest-benchmark's 
   one uncached batch (rayon, both cores, GIL released);
 - ``adversarial-<enc>``: 1 MB of one repeated character, ours and tiktoken;
 - ``recount-<enc>``: the same chunks again as a cached batch (all hits) against the
-  uncached batch.
+  uncached batch;
+- ``unicode-<enc>``: 300,000 random characters (CJK, Latin, Cyrillic, spaces, emoji),
+  ours and tiktoken: nearly every piece is new, so this measures the BPE itself.
 
 Every benchmark asserts its counts equal tiktoken's, so a fast wrong answer fails.
 ``make bench`` runs them for real; under ``make test`` they run once as tests.
@@ -69,6 +71,15 @@ def chunks_of(corpus: Path) -> list[str]:
 
 
 ADVERSARIAL = "a" * MB
+
+
+@functools.cache
+def random_unicode() -> str:
+    """300,000 characters: 30 % CJK, 30 % a-z, 10 % Cyrillic, 15 % space, 15 % emoji."""
+    rnd = random.Random(1)
+    ranges = [(0x4E00, 0x9FFF)] * 6 + [(0x61, 0x7A)] * 6 + [(0x430, 0x44F)] * 2
+    ranges += [(0x20, 0x20)] * 3 + [(0x1F600, 0x1F64F)] * 3
+    return "".join(chr(rnd.randint(*rnd.choice(ranges))) for _ in range(300_000))
 
 
 @functools.cache
@@ -150,3 +161,20 @@ def test_recount_cached_batch(benchmark, corpus, encoding):
     # Every timed call was answered from the cache.
     assert _core.token_cache_stats()[1] - hits_before >= len(chunks)
     assert _core.token_cache_stats()[2] == len(chunks)
+
+
+def test_unicode_tiktoken(benchmark, encoding):
+    text, enc = random_unicode(), oracle(encoding)
+    benchmark.group = f"unicode-{encoding}"
+    benchmark.extra_info["MB"] = len(text.encode()) / MB
+    assert benchmark(lambda: len(enc.encode_ordinary(text))) == _core.count_tokens(
+        encoding, text, False
+    )
+
+
+def test_unicode_ours(benchmark, encoding):
+    text, enc = random_unicode(), oracle(encoding)
+    benchmark.group = f"unicode-{encoding}"
+    benchmark.extra_info["MB"] = len(text.encode()) / MB
+    n = benchmark(lambda: _core.count_tokens(encoding, text, False))
+    assert n == len(enc.encode_ordinary(text))
