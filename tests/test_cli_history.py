@@ -187,3 +187,35 @@ def test_plugins_lists_the_builtin_importers(tmp_path):
         "cassette",
         "cassette-all",
     } <= set(row["provides"]["importers"])
+
+
+def test_log_tree_of_a_session_retried_at_every_turn(tmp_path):
+    """One branch per turn nests deeper than Python's recursion limit: still one line per
+    node, two branch markers per retried turn, HEAD on the last line."""
+    from ctxrules import dag
+    from ctxrules.cli.log import tree_lines
+    from ctxrules.model import Call
+    from ctxrules.store import open_store
+
+    st = open_store(tmp_path / "deep")
+    turns, nodes, prev = 1100, [], None
+    for i in range(turns):  # one transaction: 2,200 single appends would be 2,200 fsyncs
+        for k in ("a", "b"):  # the turn and its retry, siblings under the same node
+            nodes.append(
+                Call(
+                    id=f"{k}{i}",
+                    seq=0,
+                    created_at=0.0,
+                    role="user",
+                    output=f"q{i}",
+                    predecessor=prev,
+                )
+            )
+        prev = nodes[-1].id
+    s = st.create_session(session_id="deep", nodes=nodes, head=prev)
+    lines = tree_lines(dag.load_graph(st, s.id))
+    st.close()
+    markers = [x for x in lines if x.strip().startswith("branch")]
+    assert len(markers) == 2 * turns
+    assert len(lines) - len(markers) == 2 * turns  # every node once
+    assert lines[-1].endswith("<- HEAD") and "q1099" in lines[-1]

@@ -57,25 +57,32 @@ def tree_lines(graph: object) -> list[str]:
             f"{mark} {'  ' * indent}{arrow}{node.id} [{node.seq}] {label}: {_preview(node)}{tail}"
         )
 
-    def walk(node: Call, indent: int, is_call: bool) -> None:
-        while True:
-            emit(node, indent, is_call)
-            for call in graph.by_caller.get(node.id, []):
-                walk(call, indent + 1, True)
-            kids = graph.next_by_pred.get(node.id, [])
-            if len(kids) == 1:
-                node, is_call = kids[0], False
-                continue
-            for i, kid in enumerate(kids, 1):
-                lines.append(f"  {'  ' * indent}branch {i}/{len(kids)}")
-                walk(kid, indent + 1, False)
-            return
+    def followers(parent: str | None, indent: int) -> list[tuple[Call | str, int, bool]]:
+        # A single conversation child continues at the same indent; several are branches.
+        kids = graph.next_by_pred.get(parent, [])
+        if len(kids) == 1:
+            return [(kids[0], indent, False)]
+        out: list[tuple[Call | str, int, bool]] = []
+        for i, kid in enumerate(kids, 1):
+            out += [
+                (f"  {'  ' * indent}branch {i}/{len(kids)}", indent, False),
+                (kid, indent + 1, False),
+            ]
+        return out
 
-    roots = graph.next_by_pred.get(None, [])
-    for i, root in enumerate(roots, 1):
-        if len(roots) > 1:
-            lines.append(f"  branch {i}/{len(roots)}")
-        walk(root, 1 if len(roots) > 1 else 0, False)
+    # An explicit stack, not recursion: a session retried at every turn nests one
+    # branch per turn, deeper than Python's recursion limit.
+    stack = list(reversed(followers(None, 0)))
+    while stack:
+        item, indent, is_call = stack.pop()
+        if isinstance(item, str):
+            lines.append(item)
+            continue
+        emit(item, indent, is_call)
+        after: list[tuple[Call | str, int, bool]] = [
+            (call, indent + 1, True) for call in graph.by_caller.get(item.id, [])
+        ]
+        stack.extend(reversed(after + followers(item.id, indent)))
     return lines
 
 
