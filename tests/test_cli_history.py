@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -13,14 +15,16 @@ from ctxrules.cli import main
 CC = "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 
 
-def cli(*args, store):
-    out = subprocess.run(
-        [sys.executable, "-m", "ctxrules", *args, "--store", str(store)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return out
+def cli(*args, store, process=False):
+    """Run a command: in this process (fast), or as a real ``python -m ctxrules``."""
+    argv = [*args, "--store", str(store)]
+    if process:
+        cmd = [sys.executable, "-m", "ctxrules", *argv]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -100,7 +104,7 @@ def test_errors_are_one_line(imported, tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type": "user"\n')
     for args in (("import", str(bad)), ("log", "s_nope"), ("checkout", "s_nope", "n_x")):
-        out = cli(*args, store=store)
+        out = cli(*args, store=store, process=True)  # a real process shows any traceback
         assert out.returncode == 1
         assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
