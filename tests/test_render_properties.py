@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxrules.commit import Pipeline, ensure_latest_commit
+from ctxrules.commit import Pipeline, ensure_latest_commit, generate_commit
 from ctxrules.config import PRESETS, PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.model import Call
@@ -88,9 +88,11 @@ def test_rules_really_fire_and_stay_valid(corpus_sessions):
     states: set[str] = set()
     for sid, metadata, nodes in corpus_sessions.sessions:
         last = max(n.created_at for n in nodes)
-        commit = ensure_latest_commit(
-            sid, store=corpus_sessions.store, now=last + 86400, config=pipeline
-        )
-        states |= {it.state for it in commit.items}
-        _check(commit, metadata, f"{sid} (aggressive, HEAD)")
+        store = corpus_sessions.store
+        # At the last turn's time (aging, summarize), then a day later (idle clearing).
+        at_turn = ensure_latest_commit(sid, store=store, now=last, config=pipeline)
+        day_later = generate_commit(sid, store=store, now=last + 86400, config=pipeline)
+        for commit in (at_turn, day_later):
+            states |= {it.state for it in commit.items}
+            _check(commit, metadata, f"{sid} (aggressive, HEAD)")
     assert {"aged", "cleared", "summarized", "summary"} <= states
