@@ -1,14 +1,17 @@
 //! Exact BPE token counts for OpenAI's `o200k_base` and `cl100k_base`.
 //!
 //! The rank data is bundled by `bpe-openai` at build time (no download, ever).  A text
-//! is split into pieces by the encoding's pre-tokenisation pattern and each piece is
-//! counted by byte-pair encoding, exactly like tiktoken's `encode_ordinary`.
+//! is split into pieces by the encoding's pre-tokenisation pattern (`split`, a
+//! hand-written equivalent of bpe-openai's regex split, about twice as fast) and each
+//! piece is counted by bpe-openai's byte-pair encoder, exactly like tiktoken's
+//! `encode_ordinary`.
 //!
 //! Two caches make this fast without changing a single count:
 //! - a per-thread *piece* cache: pieces (words, punctuation runs, whitespace runs)
 //!   repeat a lot, so the BPE count of a short piece is remembered by its exact bytes;
 //! - a process-wide *content* cache keyed by the xxh3-128 hash of a whole text, so a
-//!   text counted before is never counted again (what makes re-rendering cheap).
+//!   text counted before is never counted again (what makes re-rendering cheap).  Two
+//!   different texts would have to collide in 128 bits to share an entry.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
