@@ -106,6 +106,10 @@ def test_a_node_that_would_not_read_back_is_refused_at_write(store):
     store.create_session(session_id="s")
     with pytest.raises(ValidationError, match=r"'bad'.*output"):
         store.append("s", node("bad", output={"not": "content"}))
+    with pytest.raises(ValidationError, match="metadata must be a dict"):
+        store.append("s", node("meta", metadata=["x"]))
+    with pytest.raises(ValidationError, match=r"'robot'.*\$\.role"):
+        store.append("s", node("who", role="robot"))
     with pytest.raises(ValidationError, match="'odd'"):
         store.create_session(session_id="t", nodes=[node("ok"), node("odd", input=object())])
     assert store.nodes("s") == [] and [s.id for s in store.list_sessions()] == ["s"]
