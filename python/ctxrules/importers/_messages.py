@@ -41,7 +41,13 @@ def _openai_parts(content: Any, path: str, at: str) -> Any:
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise fail(path, None, "message content must be a string or a list", "fix it", at=at)
+        raise fail(
+            path,
+            None,
+            "message content must be a string or a list",
+            "give it as text or a list of content parts",
+            at=at,
+        )
     blocks: list[ContentBlock] = []
     for part in content:
         if isinstance(part, dict) and part.get("type") == "image_url":
@@ -130,7 +136,7 @@ def openai_messages(
                         path,
                         None,
                         "a tool call without 'function'",
-                        "fix it",
+                        'each tool_calls entry needs {"function": {"name", "arguments"}}',
                         at=f"{where}.tool_calls[{j}]",
                     )
                 cid = str(tc.get("id") or f"call_{i}_{j}")
@@ -159,7 +165,13 @@ def openai_messages(
             if ids is None:
                 ids = [msg.get("tool_call_id")]
             if not isinstance(ids, list) or not ids:
-                raise fail(path, None, "a tool message without tool_call_id", "fix it", at=where)
+                raise fail(
+                    path,
+                    None,
+                    "a tool message without tool_call_id",
+                    "a role tool message names its call in tool_call_id (or tool_call_ids)",
+                    at=where,
+                )
             for cid in ids:
                 call = calls.get(str(cid))
                 if call is None:
@@ -232,7 +244,11 @@ def anthropic_messages(
             continue
         if not isinstance(content, list):
             raise fail(
-                path, None, "content must be a string or a list of blocks", "fix it", at=where
+                path,
+                None,
+                "content must be a string or a list of blocks",
+                "give it as text or a list of content blocks",
+                at=where,
             )
         if msg["role"] == "assistant":
             blocks = to_blocks(content, meta)
@@ -303,7 +319,9 @@ def gemini_contents(
         where = f"{at}[{i}]"
         parts = content.get("parts") if isinstance(content, dict) else None
         if not isinstance(parts, list):
-            raise fail(path, None, "a content without 'parts'", "fix it", at=where)
+            raise fail(
+                path, None, "a content without 'parts'", "each content needs a parts list", at=where
+            )
         role = "assistant" if content.get("role") == "model" else "user"
         blocks: list[ContentBlock] = []
         responses = []
@@ -311,7 +329,11 @@ def gemini_contents(
         for j, part in enumerate(parts):
             if not isinstance(part, dict):
                 raise fail(
-                    path, None, "a part that is not an object", "fix it", at=f"{where}.parts[{j}]"
+                    path,
+                    None,
+                    "a part that is not an object",
+                    'a part is an object such as {"text": ...}',
+                    at=f"{where}.parts[{j}]",
                 )
             if "functionCall" in part:
                 fc = part["functionCall"] or {}

@@ -125,7 +125,13 @@ class _Parser:
     def run(self) -> ImportedSession:
         for i, ev in enumerate(self.events):
             if not isinstance(ev, dict):
-                raise fail(self.path, None, "an event that is not an object", "fix it", at=f"[{i}]")
+                raise fail(
+                    self.path,
+                    None,
+                    "an event that is not an object",
+                    "each event is an object with 'action' or 'observation'",
+                    at=f"[{i}]",
+                )
             tcm = ev.get("tool_call_metadata")
             action, source = ev.get("action"), ev.get("source")
             raw_args = ev.get("args")
