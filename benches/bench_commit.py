@@ -130,7 +130,7 @@ def test_store_incremental(benchmark, tmp_path_factory, n):
         _append_turn(store, sid)
         made.append(ensure_latest_commit(sid, now=1e9, store=store, config=PIPELINE))
 
-    benchmark.pedantic(step, rounds=30, warmup_rounds=2) if not benchmark.disabled else step()
+    benchmark.pedantic(step, rounds=30, warmup_rounds=2)
     last = made[-1]
     assert last.parent_ids == (made[-2].id,) if len(made) > 1 else last.parent_ids == (first.id,)
     sizes = [_commit_store.stored_bytes(store, c.id) for c in made]
@@ -153,7 +153,7 @@ def test_derive_incremental(benchmark, tmp_path_factory, n):
             parent, calls, session_id=sid, head_node_id=calls[1].id, pipeline=PIPELINE, now=1e9
         ).commit
 
-    benchmark.pedantic(step, rounds=200, warmup_rounds=5) if not benchmark.disabled else step()
+    benchmark.pedantic(step, rounds=200, warmup_rounds=5)
     benchmark.extra_info.update(items=len(state["parent"].items))
 
 
@@ -176,7 +176,7 @@ def test_store_from_scratch(benchmark, tmp_path_factory, n):
         _commit_store.save(store, gen)
 
     rounds = 3 if n >= 100_000 else 10
-    benchmark.pedantic(step, rounds=rounds, warmup_rounds=1) if not benchmark.disabled else step()
+    benchmark.pedantic(step, rounds=rounds, warmup_rounds=1)
     store.close()
 
 
