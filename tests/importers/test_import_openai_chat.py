@@ -143,3 +143,18 @@ def test_parts_images_developer_role_and_broken_arguments(store, tmp_path):
     assert use.input == {"arguments": '{"zoom": 2'}
     assert assistant.metadata["raw_arguments"] == {"c1": '{"zoom": 2'}
     assert tool.caller == assistant.id and tool.output == "a cat"
+
+
+def test_tool_message_without_tool_call_id_says_so(store, tmp_path, snapshot):
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "result"},  # no tool_call_id
+    ]
+    path = tmp_path / "no_id.json"
+    path.write_text(json.dumps(messages))
+    with pytest.raises(ImportFormatError, match="without tool_call_id") as err:
+        import_paths(store, [str(path)])
+    assert f"{path}:1 at [2]" in str(err.value)
+    assert snapshot(store) == []

@@ -163,7 +163,7 @@ def openai_messages(
         elif role == "tool":
             ids = msg.get("tool_call_ids")
             if ids is None:
-                ids = [msg.get("tool_call_id")]
+                ids = [msg["tool_call_id"]] if msg.get("tool_call_id") is not None else []
             if not isinstance(ids, list) or not ids:
                 raise fail(
                     path,
