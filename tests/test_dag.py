@@ -243,17 +243,28 @@ def test_invariants_hold_after_any_sequence_of_operations(tmp_path_factory, ops)
                 )
             elif kind == "retry":
                 made = dag.retry(store, sid, target.id)
+                assert (made.output, made.input, made.name) == (
+                    target.output,
+                    target.input,
+                    target.name,
+                )
+                assert (made.predecessor, made.caller) == (target.predecessor, target.caller)
             elif kind == "edit":
                 made = dag.edit(store, sid, target.id, output=f"{target.output}+{pick}")
+                assert made.output != target.output
+                assert (made.predecessor, made.caller) == (target.predecessor, target.caller)
             elif kind == "checkout":
+                count = len(store.nodes(sid))
                 dag.checkout(store, sid, target.id)
+                assert len(store.nodes(sid)) == count  # display only: nothing appended
                 pos, total = dag.siblings(store, sid, target.id)
                 assert 1 <= pos <= total
                 continue
             elif kind == "fork":
-                sessions.append(
-                    dag.fork(store, sid, conv[pick % len(conv)].id if conv else None).id
-                )
+                at = conv[pick % len(conv)].id if conv else None
+                forked = dag.fork(store, sid, at)
+                assert (forked.head, forked.calls) == (at, 0)  # shares, copies nothing
+                sessions.append(forked.id)
                 continue
             else:
                 continue
