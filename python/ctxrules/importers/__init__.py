@@ -80,7 +80,7 @@ def _importers() -> list[Importer]:
 
 def detect_formats(path: str) -> list[str]:
     """Names of the auto-detectable importers that claim the file, in trial order."""
-    head = read_bytes(path)[:HEAD_BYTES]
+    head = read_bytes(path, HEAD_BYTES)
     found = []
     for imp in _importers():
         if not getattr(imp, "auto", True):
@@ -130,7 +130,7 @@ def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSe
     candidates = detect_formats(path)
     if not candidates:
         raise ImportFormatError(
-            _why_unknown(read_bytes(path)[:HEAD_BYTES]),
+            _why_unknown(read_bytes(path, HEAD_BYTES)),
             where=path,
             hint=f"tried: {', '.join(tried)}; pass --format to force one; nothing was imported",
         )

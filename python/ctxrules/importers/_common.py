@@ -117,11 +117,12 @@ def json_line(path: str, at: str) -> int | None:
     return text.count("\n", 0, pos) + 1
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's bytes; a missing or unreadable file is an ``ImportFormatError``."""
+def read_bytes(path: str, limit: int = -1) -> bytes:
+    """The file's bytes (the first ``limit`` only, if given); a missing or unreadable
+    file is an ``ImportFormatError``."""
     try:
         with open(path, "rb") as fh:
-            return fh.read()
+            return fh.read(limit)
     except FileNotFoundError:
         raise fail(path, None, "no such file", "check the path") from None
     except IsADirectoryError:
