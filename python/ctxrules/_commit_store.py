@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .errors import NotFoundError, StoreError
-from .model import ContextCommit, ContextItem
+from .model import Call, ContextCommit, ContextItem
 from .store import Store, register_migration
 
 if TYPE_CHECKING:
     from .commit import Generated
 
-__all__ = ["CACHE_SIZE", "latest_for_head", "load", "save", "stored_bytes"]
+__all__ = ["CACHE_SIZE", "calls_since", "latest_for_head", "load", "save", "stored_bytes"]
 
 #: Commits kept in memory per process (they are immutable, so caching is always safe).
 CACHE_SIZE = 8
@@ -207,3 +207,17 @@ def stored_bytes(store: Store, commit_id: str) -> int:
     if not rows:
         raise NotFoundError(f"no commit {commit_id!r}", where=store.location)
     return int(rows[0][0])
+
+
+_call_decoder = msgspec.json.Decoder(Call)
+
+
+def calls_since(store: Store, session_id: str, seq: int) -> list[Call]:
+    """The session's own caller-children with ``seq`` above ``seq`` (indexed range scan)."""
+    rows = _query(
+        store,
+        "SELECT body FROM nodes WHERE session_id = ? AND seq > ? AND caller IS NOT NULL "
+        "ORDER BY seq",
+        (session_id, seq),
+    )
+    return [_call_decoder.decode(r[0]) for r in rows]

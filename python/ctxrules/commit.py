@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Sequence
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -49,6 +50,8 @@ __all__ = [
 
 #: Cursor keys that survive a change of rules (they describe the items, not a rule).
 _STICKY = ("anchor", "attach:")
+#: Cursor keys describing the graph a commit was made from; each commit sets its own.
+_MARKS = ("seq:", "variants:")
 
 
 def rules_version(rules: Sequence[Rule], *, encoding: str, anchor_task: bool) -> str:
@@ -129,15 +132,22 @@ def derive_commit(
     pipeline: Pipeline,
     now: float,
     load_commit: Callable[[str], ContextCommit | None] | None = None,
+    marks: Mapping[str, int] | None = None,
 ) -> Generated:
     """Derive the commit at ``head_node_id``: ``parent`` plus ``calls`` through the pipeline.
 
     Pure: the same arguments give the same commit, id included.  ``calls`` are the new
     branch nodes in branch order (``dag.branch_path`` order).  ``load_commit`` resolves
-    attach pointers.  A rule that breaks its contract raises ``RuleError`` naming it.
+    attach pointers.  ``marks`` (e.g. the session's seq watermark) are recorded in the
+    cursors so a later generation can tell whether the graph changed under this commit.
+    A rule that breaks its contract raises ``RuleError`` naming it.
     """
     items = list(parent.items) if parent is not None else []
-    cursors = dict(parent.cursors) if parent is not None else {}
+    cursors = (
+        {k: v for k, v in parent.cursors.items() if not k.startswith(_MARKS)}
+        if parent is not None
+        else {}
+    )
     full_pass = parent is not None and parent.rules_version != pipeline.version
     if full_pass:
         cursors = {k: v for k, v in cursors.items() if k.startswith(_STICKY)}
@@ -199,6 +209,8 @@ def derive_commit(
                 where=f"rule {rule.name!r}",
             )
     ctx.rule_name = ""
+    if marks:
+        cursors.update(marks)
     inserted, changed = ctx.delta()
     summary = parent.summary if parent is not None else ""
     for _, it in changed:
@@ -266,6 +278,41 @@ class _Plan(NamedTuple):
     calls: list[Call]
     head: str
     session_id: str
+    marks: dict[str, int]
+
+
+def _marks(info: SessionInfo) -> dict[str, int]:
+    """The state of the session graph a commit is made from: its highest own ``seq`` and
+    a hash of which variant of each retried call is shown."""
+    from .dag import SELECTED_KEY
+
+    selected = info.metadata.get(SELECTED_KEY) or {}
+    digest = zlib.crc32(msgspec.json.encode(selected, order="sorted"))
+    return {f"seq:{info.id}": info.base_seq + info.calls, f"variants:{info.id}": digest}
+
+
+def _stale(
+    store: Store, info: SessionInfo, parent: ContextCommit, new: set[str], marks: dict[str, int]
+) -> bool:
+    """Whether the graph changed under ``parent`` away from its head: a call added later
+    to a node ``parent`` already shows (a retried tool call of an older turn), or another
+    variant selected.  HEAD does not move for either, so the walk back cannot see them."""
+    sid = info.id
+    old_variants = parent.cursors.get(f"variants:{sid}")
+    if old_variants is not None and old_variants != marks[f"variants:{sid}"]:
+        return True
+    since = parent.cursors.get(f"seq:{sid}", info.base_seq)
+    if since >= marks[f"seq:{sid}"]:
+        return False
+    shown: set[str] | None = None
+    for call in cstore.calls_since(store, sid, since):
+        if call.caller in new:
+            continue
+        if shown is None:  # rare: only when a late call exists
+            shown = {it.source_node_id for it in parent.items if it.attached_from is None}
+        if call.caller in shown:
+            return True
+    return False
 
 
 def _plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) -> _Plan:
@@ -320,7 +367,12 @@ def _plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) -
         calls.extend(c for c in graph.shown_calls(base.id) if c.id not in have)
     if walk:
         calls.extend(branch_path(graph, head=head))
-    return _Plan(parent, calls, head, session_id)
+    marks = _marks(info)
+    new = {n.id for n in walk} | ({base.id} if base is not None else set())
+    if parent is not None and _stale(store, info, parent, new, marks):
+        # Correct before fast: rebuild from the whole branch (the one traversal).
+        return _Plan(None, branch_path(store, session_id, head), head, session_id, marks)
+    return _Plan(parent, calls, head, session_id, marks)
 
 
 def generate_commit(
@@ -357,6 +409,7 @@ def _derive_and_save(st: Store, plan: _Plan, pipeline: Pipeline, now: float) -> 
         pipeline=pipeline,
         now=now,
         load_commit=load_attached,
+        marks=plan.marks,
     )
     cstore.save(st, gen)
     return gen.commit

@@ -23,7 +23,10 @@ import msgspec
 from ..errors import ConfigError, RuleError
 from ..model import STATE_RANK, ContextItem
 
-__all__ = ["Rule", "RuleContext", "item_text_for_tokens"]
+__all__ = ["NOT_POSITIONS", "Rule", "RuleContext", "item_text_for_tokens"]
+
+#: Cursor keys (prefixes) that are flags or marks, not item positions: never shifted.
+NOT_POSITIONS = ("attach:", "anchor", "seq:", "variants:")
 
 
 def item_text_for_tokens(item: ContextItem) -> list[str]:
@@ -269,7 +272,7 @@ class RuleContext:
         else:
             self.items.insert(pos, item)
             for key, value in self.cursors.items():
-                if value >= pos and not key.startswith(("attach:", "anchor")):
+                if value >= pos and not key.startswith(NOT_POSITIONS):
                     self.cursors[key] = value + 1
             if pos < self._first_new:
                 self._first_new += 1
