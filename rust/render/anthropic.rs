@@ -35,13 +35,39 @@ pub fn write(
     n: &Neutral<'_>,
     breakpoints: &mut Vec<String>,
 ) -> usize {
-    let msgs = view(&n.messages, |role, b| match b {
+    // Declared before `msgs`, which may borrow them.
+    let placeholder = NBlock::Text(OPENING_PLACEHOLDER.into());
+    let mut tail: Option<NBlock<'_>> = None;
+    let mut msgs = view(&n.messages, |role, b| match b {
         NBlock::Thinking { signature, .. } => role == NRole::Assistant && !signature.is_empty(),
         NBlock::Redacted(_) => role == NRole::Assistant,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     });
-    let placeholder = NBlock::Text(OPENING_PLACEHOLDER.into());
+    // Ending with the assistant makes its message a prefill, which Anthropic refuses
+    // when it ends with whitespace: trim the final text; drop what trimming empties.
+    if let Some((NRole::Assistant, blocks)) = msgs.last_mut() {
+        while let Some(NBlock::Text(t)) = blocks.last() {
+            let kept = t.trim_end();
+            if kept.len() == t.len() {
+                break;
+            }
+            blocks.pop();
+            if !kept.is_empty() {
+                tail = Some(NBlock::Text(kept.to_string().into()));
+                break;
+            }
+        }
+        if let Some(t) = tail.as_ref() {
+            blocks.push(t);
+        }
+        if blocks.is_empty() {
+            msgs.pop();
+        }
+    }
+    if msgs.is_empty() {
+        msgs.push((NRole::User, vec![&placeholder]));
+    }
     let opening = matches!(msgs.first(), Some((NRole::Assistant, _)));
 
     // Where the breakpoints go (decided before writing, so the count is known).

@@ -227,3 +227,22 @@ fn gemini_signature_blocks_ride_on_the_next_part() {
     assert_eq!(a["messages"][1]["content"][0]["signature"], "c2ln");
     assert_eq!(a["messages"][3]["content"][0]["thinking"], "anthropic text");
 }
+
+#[test]
+fn anthropic_final_assistant_text_is_trimmed() {
+    let c = commit(serde_json::json!([
+        {"source_node_id": "u1", "role": "user", "rendered": "go"},
+        {"source_node_id": "a1", "role": "assistant", "rendered": "partial answer \n\n"},
+    ]));
+    let a = body(Wire::Anthropic, &c);
+    assert_eq!(a["messages"][1]["content"][0]["text"], "partial answer");
+    let c = commit(serde_json::json!([
+        {"source_node_id": "u1", "role": "user", "rendered": "go"},
+        {"source_node_id": "a1", "role": "assistant", "rendered": "  \n"},
+    ]));
+    let a = body(Wire::Anthropic, &c);
+    assert_eq!(a["messages"].as_array().unwrap().len(), 1);
+    // Other vendors get the text as it is.
+    let o = body(Wire::OpenAiChat, &c);
+    assert_eq!(o["messages"][2]["content"], "  \n");
+}

@@ -66,6 +66,9 @@ MUTATIONS = {
             0, {"type": "thinking", "thinking": "t"}
         ),
         "five breakpoints": lambda b: _mark_every_block(b),
+        "prefill ends with whitespace": lambda b: b["messages"][-1]["content"][-1].update(
+            text="one file \n"
+        ),
     },
     "openai-chat": {
         "orphan result": lambda b: b["messages"][1].pop("tool_calls"),

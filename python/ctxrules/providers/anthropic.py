@@ -100,6 +100,11 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
         pending = calls
     for tid in pending:
         problems.append(f"tool_use {tid!r} unanswered at the end")
+    last = messages[-1]
+    if last.get("role") == "assistant" and isinstance(last.get("content"), list):
+        final = last["content"][-1] if last["content"] else {}
+        if final.get("type") == "text" and final.get("text", "") != final.get("text", "").rstrip():
+            problems.append("final assistant text ends with whitespace (refused as a prefill)")
     if breakpoints > MAX_BREAKPOINTS:
         problems.append(f"{breakpoints} cache_control breakpoints (at most {MAX_BREAKPOINTS})")
     return problems
