@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent
-CORPUS = Path(os.environ.get("CTXRULES_CORPUS", REPO.parent / "shared" / "corpus"))
+CORPUS = Path(os.environ.get("CTXRULES_CORPUS", REPO.parent / "shared" / "corpus")).resolve()
 
 
 @pytest.fixture(scope="session")
