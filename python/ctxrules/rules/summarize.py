@@ -16,7 +16,7 @@ stay in the commit as ``summarized`` and the DAG keeps every original.
 
 from __future__ import annotations
 
-import concurrent.futures
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -100,28 +100,36 @@ class Summarize(Rule):
         except CtxrulesError as exc:
             ctx.note(f"no folding: {exc}")
             return None
-        call = lambda: summarizer.summarize(run, budget=self.summary_budget_tokens)  # noqa: E731
-        try:
-            if self.timeout_seconds > 0:
-                pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-                try:
-                    text = pool.submit(call).result(timeout=self.timeout_seconds)
-                finally:
-                    pool.shutdown(wait=False, cancel_futures=True)
-            else:
-                text = call()
-        except concurrent.futures.TimeoutError:
-            ctx.note(
-                f"no folding: summarizer {self.summarizer!r} timed out after "
-                f"{self.timeout_seconds:g}s; all content kept"
-            )
-            return None
-        except Exception as exc:  # a plugin failure must never lose content
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["text"] = summarizer.summarize(run, budget=self.summary_budget_tokens)
+            except Exception as exc:  # reported below: a plugin failure never loses content
+                outcome["error"] = exc
+
+        if self.timeout_seconds > 0:
+            # A daemon thread: a summarizer that hangs is abandoned, and cannot keep the
+            # process from exiting (an executor's worker would be joined at exit).
+            worker = threading.Thread(target=call, name="ctxrules-summarizer", daemon=True)
+            worker.start()
+            worker.join(self.timeout_seconds)
+            if worker.is_alive():
+                ctx.note(
+                    f"no folding: summarizer {self.summarizer!r} timed out after "
+                    f"{self.timeout_seconds:g}s; all content kept"
+                )
+                return None
+        else:
+            call()
+        if "error" in outcome:
+            exc = outcome["error"]
             ctx.note(
                 f"no folding: summarizer {self.summarizer!r} failed: "
                 f"{type(exc).__name__}: {exc}; all content kept"
             )
             return None
+        text = outcome.get("text")
         if not isinstance(text, str) or not text.strip():
             ctx.note(
                 f"no folding: summarizer {self.summarizer!r} returned nothing; all content kept"
