@@ -123,10 +123,10 @@ class Summarize(Rule):
         else:
             call()
         if "error" in outcome:
-            exc = outcome["error"]
+            err = outcome["error"]
             ctx.note(
                 f"no folding: summarizer {self.summarizer!r} failed: "
-                f"{type(exc).__name__}: {exc}; all content kept"
+                f"{type(err).__name__}: {err}; all content kept"
             )
             return None
         text = outcome.get("text")
