@@ -211,3 +211,15 @@ def test_diff_reports_added_changed_and_the_shared_prefix(store):
     # user and assistant of turn 0 are shared; the aged tool result ends the prefix
     assert d.prefix_items == 2
     assert d.prefix_tokens == c2.items[0].tokens + c2.items[1].tokens
+
+
+def test_default_store_from_the_environment_is_opened_and_closed(tmp_path, monkeypatch):
+    monkeypatch.setenv("CTXRULES_STORE", str(tmp_path / "env-store"))
+    st = open_store()
+    s = dag.create_session(st)
+    add_turn(st, s.id, 0)
+    st.close()
+    c = ctxrules.ensure_latest_commit(s.id, now=1.0, config=DEFAULT)
+    _commit_store._cache.clear()
+    assert load_commit(c.id) == c
+    assert ctxrules.generate_commit(s.id, now=2.0, config=DEFAULT).parent_ids == (c.id,)

@@ -18,10 +18,11 @@ never needs the whole item list re-hashed.  The store keeps that delta, not the 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 import zlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -260,17 +261,25 @@ def _session_id(session: str | SessionInfo) -> str:
     return session.id if isinstance(session, SessionInfo) else session
 
 
-def _open(store: Store | None) -> Store:
+@contextlib.contextmanager
+def _open(store: Store | None) -> Iterator[Store]:
+    """The caller's store, or the default one (``open_store()``), closed after use."""
     if store is not None:
-        return store
+        yield store
+        return
     from .store import open_store
 
-    return open_store()
+    opened = open_store()
+    try:
+        yield opened
+    finally:
+        opened.close()
 
 
 def load_commit(commit_id: str, *, store: Store | None = None) -> ContextCommit:
     """A stored commit by id (``NotFoundError`` if unknown)."""
-    return cstore.load(_open(store), commit_id)
+    with _open(store) as st:
+        return cstore.load(st, commit_id)
 
 
 class _Plan(NamedTuple):
@@ -388,10 +397,10 @@ def generate_commit(
 
     ``config`` defaults to ``find_config()``; ``now`` to the current time.
     """
-    st = _open(store)
     pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
-    plan = _plan(st, _session_id(session), head, pipeline)
-    return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
+    with _open(store) as st:
+        plan = _plan(st, _session_id(session), head, pipeline)
+        return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
 
 
 def _derive_and_save(st: Store, plan: _Plan, pipeline: Pipeline, now: float) -> ContextCommit:
@@ -425,20 +434,20 @@ def ensure_latest_commit(
 ) -> ContextCommit:
     """The commit for ``head`` (default HEAD) under ``config``: the stored one if it is
     current (same head, same calls, same rules, same session), else a new one."""
-    st = _open(store)
     pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
     sid = _session_id(session)
-    plan = _plan(st, sid, head, pipeline)
-    parent = plan.parent
-    if (
-        parent is not None
-        and not plan.calls
-        and parent.head_node_id == plan.head
-        and parent.rules_version == pipeline.version
-        and parent.session_id == sid
-    ):
-        return parent
-    return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
+    with _open(store) as st:
+        plan = _plan(st, sid, head, pipeline)
+        parent = plan.parent
+        if (
+            parent is not None
+            and not plan.calls
+            and parent.head_node_id == plan.head
+            and parent.rules_version == pipeline.version
+            and parent.session_id == sid
+        ):
+            return parent
+        return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
 
 
 # -- diff ------------------------------------------------------------------------------
