@@ -10,7 +10,7 @@
 
 use super::input::Options;
 use super::json::Json;
-use super::neutral::{NBlock, NRole, Neutral};
+use super::neutral::{images, NBlock, NRole, Neutral};
 use super::{view, Sys, OPENING_PLACEHOLDER};
 
 /// Most breakpoints a request may carry.
@@ -212,11 +212,27 @@ fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, opts: &Options<'_>) {
             id,
             content,
             is_error,
+            extra,
             ..
         } => {
             w.raw("{\"type\":\"tool_result\",\"tool_use_id\":");
             w.str(id);
-            w.field_str("content", content);
+            if images(extra).next().is_none() {
+                w.field_str("content", content);
+            } else {
+                // A tool that returned images: text and images as content blocks.
+                w.raw(",\"content\":[");
+                let mut first = true;
+                if !content.is_empty() {
+                    w.sep(&mut first);
+                    block(w, &NBlock::Text((*content).into()), false, opts);
+                }
+                for src in images(extra) {
+                    w.sep(&mut first);
+                    block(w, &NBlock::Image(src), false, opts);
+                }
+                w.raw("]");
+            }
             if *is_error {
                 w.raw(",\"is_error\":true");
             }

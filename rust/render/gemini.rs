@@ -92,6 +92,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     name,
                     content,
                     is_error,
+                    ..
                 } => {
                     w.raw("{\"functionResponse\":{\"id\":");
                     w.str(id);

@@ -186,11 +186,26 @@ fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
             id,
             content,
             is_error,
+            extra,
             ..
         } => {
             w.raw("{\"type\":\"tool_result\",\"tool_use_id\":");
             w.str(id);
-            w.field_str("content", content);
+            if neutral::images(extra).next().is_none() {
+                w.field_str("content", content);
+            } else {
+                w.raw(",\"content\":[");
+                let mut first = true;
+                if !content.is_empty() {
+                    w.sep(&mut first);
+                    neutral_block(w, &NBlock::Text((*content).into()));
+                }
+                for src in neutral::images(extra) {
+                    w.sep(&mut first);
+                    neutral_block(w, &NBlock::Image(src));
+                }
+                w.raw("]");
+            }
             if *is_error {
                 w.raw(",\"is_error\":true");
             }

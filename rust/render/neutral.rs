@@ -106,7 +106,17 @@ pub enum NBlock<'c> {
         name: &'c str,
         content: &'c str,
         is_error: bool,
+        /// The tool item's blocks: images a tool returned (sent where the vendor can).
+        extra: &'c [Block<'c>],
     },
+}
+
+/// The images among a tool item's blocks.
+pub fn images<'a>(blocks: &'a [Block<'a>]) -> impl Iterator<Item = &'a ImageSource<'a>> {
+    blocks
+        .iter()
+        .filter(|b| b.kind == "image")
+        .filter_map(|b| b.source.as_ref())
 }
 
 impl NBlock<'_> {
@@ -303,6 +313,7 @@ impl<'c> Builder<'c> {
                 name: &item.name,
                 content: &item.rendered,
                 is_error: item.is_error,
+                extra: &item.blocks,
             });
         } else {
             self.out.degraded += 1;

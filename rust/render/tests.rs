@@ -246,3 +246,29 @@ fn anthropic_final_assistant_text_is_trimmed() {
     let o = body(Wire::OpenAiChat, &c);
     assert_eq!(o["messages"][2]["content"], "  \n");
 }
+
+#[test]
+fn tool_result_images_go_where_the_vendor_takes_them() {
+    let c = commit(serde_json::json!([
+        {"source_node_id": "u1", "role": "user", "rendered": "screenshot"},
+        {"source_node_id": "a1", "role": "assistant", "rendered": "ok"},
+        {"source_node_id": "t1", "role": "tool", "name": "shot", "caller": "a1",
+         "tool_use_id": "c1", "rendered": "taken",
+         "blocks": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]},
+    ]));
+    let a = body(Wire::Anthropic, &c);
+    let content = &a["messages"][2]["content"][0]["content"];
+    assert_eq!(
+        content[0],
+        serde_json::json!({"type": "text", "text": "taken"})
+    );
+    assert_eq!(content[1]["source"]["data"], "AAAA");
+    let ctx: Value = serde_json::from_slice(&render_context(&c, b"").unwrap()).unwrap();
+    assert_eq!(
+        ctx["messages"][2]["content"][0]["content"][1]["type"],
+        "image"
+    );
+    // Chat tool messages take text only.
+    let o = body(Wire::OpenAiChat, &c);
+    assert_eq!(o["messages"][3]["content"], "taken");
+}
