@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
-from ..commit import CommitDiff, diff_commits, ensure_latest_commit, generate_commit, load_commit
+from ..commit import (
+    CommitDiff,
+    Pipeline,
+    derive_commit,
+    diff_commits,
+    ensure_latest_commit,
+    load_commit,
+)
 from ..config import PipelineConfig, find_config, load_config
 from ..errors import CtxrulesError
 from ..model import ContextCommit
@@ -249,9 +256,16 @@ def step_commits(state: DemoState) -> None:
     if commit is None:
         return
     last = heads[-1]
-    later = generate_commit(
-        state.session_id, last.id, last.created_at + 3600.0, store=state.store, config=config
-    )
+    # What the next generation at this head would do an hour later (computed, not stored,
+    # so the demo shows the same figures every time it runs).
+    later = derive_commit(
+        commit,
+        [],
+        session_id=state.session_id,
+        head_node_id=last.id,
+        pipeline=Pipeline.from_config(config),
+        now=last.created_at + 3600.0,
+    ).commit
     t = totals(later)
     state.console.print(
         f"an hour after the last turn, the same head: {t['cleared']['items']} result(s) "
