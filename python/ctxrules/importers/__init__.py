@@ -47,7 +47,9 @@ class Importer(Protocol):
     ``detect(path, head)`` answers quickly from the first ``HEAD_BYTES`` (it may parse
     the file; ``_common.load_json`` caches that for ``parse``); ``parse(path)`` returns
     the sessions or raises ``ImportFormatError`` naming file, line and what to do.
-    ``auto`` says whether ``--format auto`` may pick this importer.
+    ``auto`` says whether ``--format auto`` may pick this importer.  A format stored
+    as one JSON document can subclass ``_common.JsonImporter`` and write only
+    ``claims(data)`` and ``sessions(path, data, key)``.
     """
 
     name: str
