@@ -148,8 +148,8 @@ def step_render(state: DemoState) -> None:
         commit = ensure_latest_commit(
             state.session_id, node.id, node.created_at, store=state.store, config=config
         )
-        # The commit step also made a later commit of the last head ("an hour after");
-        # the request of that turn is the one made at the turn's own time.
+        # A head may also hold a later commit (e.g. made by `ctxrules commit --now` on an
+        # earlier run); the request of that turn is the one made at the turn's own time.
         while commit.created_at > node.created_at and commit.parent_ids:
             commit = load_commit(commit.parent_ids[0], store=state.store)
         sizes = [render(commit, p, **defaults) for p in PROVIDERS]
