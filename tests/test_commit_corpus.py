@@ -87,3 +87,26 @@ def test_aggressive_rules_really_fire_on_the_corpus(corpus_store):
                 states[it.state] = states.get(it.state, 0) + 1
     assert states.get("aged", 0) + states.get("cleared", 0) > 100
     assert states.get("summary", 0) > 0 and states.get("summarized", 0) > 0
+
+
+def test_store_path_turn_by_turn_follows_branch_path(corpus_store):
+    """ensure_latest_commit at every conversation node of the Claude Code and SWE-agent
+    sessions (tool calls, sub-agent sidechains): each commit lists that head's branch."""
+    import ctxrules
+
+    store, results = corpus_store
+    pipeline = PIPELINES["aggressive"]
+    picked = [r for r in results if r.format in ("claude-code", "swe-agent", "openhands")]
+    assert len(picked) >= 5
+    for res in picked:
+        path = branch_path(store, res.id)
+        for head in [c for c in path if c.caller is None]:
+            commit = ctxrules.ensure_latest_commit(
+                res.id, head.id, head.created_at, store=store, config=pipeline
+            )
+            ids = [
+                it.source_node_id
+                for it in commit.items
+                if not it.source_node_id.startswith("sm_") and it.attached_from is None
+            ]
+            assert ids == [c.id for c in branch_path(store, res.id, head.id)]

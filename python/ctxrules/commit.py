@@ -313,13 +313,14 @@ def _stale(
     since = parent.cursors.get(f"seq:{sid}", info.base_seq)
     if since >= marks[f"seq:{sid}"]:
         return False
-    shown: set[str] | None = None
+    roles: dict[str, str] | None = None
     for call in cstore.calls_since(store, sid, since):
-        if call.caller in new:
+        if call.caller is None or call.caller in new:
             continue
-        if shown is None:  # rare: only when a late call exists
-            shown = {it.source_node_id for it in parent.items if it.attached_from is None}
-        if call.caller in shown:
+        if roles is None:  # rare: only when a late call exists
+            roles = {it.source_node_id: it.role for it in parent.items if it.attached_from is None}
+        # Calls of a tool node (a sub-agent's nodes) are not on the branch the model sees.
+        if roles.get(call.caller, "tool") != "tool":
             return True
     return False
 
