@@ -60,11 +60,13 @@ class ToolAging(Rule):
         self._protected = frozenset(self.protected_tools) | frozenset(self.extra_protected_tools)
 
     def eligible(self, item: ContextItem) -> bool:
-        """Whether ``item`` is a full, unlocked, unprotected tool result."""
+        """Whether ``item`` is a full, unlocked, unprotected tool result that no one pinned
+        or cited (anchors stay full)."""
         return (
             item.role == "tool"
             and item.state == "full"
             and not item.locked
+            and not item.is_anchor
             and item.name not in self._protected
         )
 
