@@ -24,7 +24,7 @@ import tracemalloc
 import pytest
 
 from ctxrules import _commit_store, dag
-from ctxrules.commit import Pipeline, derive_commit, ensure_latest_commit
+from ctxrules.commit import Pipeline, _marks, derive_commit, ensure_latest_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.model import Call, TextBlock, ToolUseBlock
 from ctxrules.store import open_store
@@ -79,6 +79,8 @@ def _session(tmp_path_factory, n_calls: int):
         prev = nodes[-2].id
     info = store.create_session(session_id=f"s{n_calls}", nodes=nodes, head=prev)
     # The starting commit comes from the same derive as every other one (from scratch).
+    # ``_marks`` records the graph's seq watermark, as ensure_latest_commit does; without
+    # it the first measured step would (correctly) rebuild from scratch.
     gen = derive_commit(
         None,
         dag.branch_path(store, info.id),
@@ -86,6 +88,7 @@ def _session(tmp_path_factory, n_calls: int):
         head_node_id=prev,
         pipeline=PIPELINE,
         now=float(n_calls),
+        marks=_marks(store.get_session(info.id)),
     )
     _commit_store.save(store, gen)
     return store, info.id, gen.commit
