@@ -145,7 +145,6 @@ class Summarize(Rule):
         items = ctx.items
         tail = self._tail_start(items)
         p = ctx.cursors.get("summarize.pos", 0)
-        settled = True  # everything before p is folded or kept for good
         folded_any = False
         blocked_by = "the protected tail"
         while total > target and p < tail:
@@ -165,7 +164,7 @@ class Summarize(Rule):
                     blocked_by = (
                         f"kept item {unit[0].source_node_id}"
                         if unit_end <= tail
-                        else ("the protected tail")
+                        else "the protected tail"
                     )
                     break
                 run_tokens += sum(u.tokens for u in unit if u.state != "summarized")
@@ -178,8 +177,7 @@ class Summarize(Rule):
                 if end >= tail:
                     break
                 nxt = self._unit_end(items, end)
-                if settled:
-                    ctx.cursors["summarize.pos"] = nxt
+                ctx.cursors["summarize.pos"] = nxt  # everything before is folded or kept
                 p = nxt
                 continue
             text = self._summarize(ctx, run)
@@ -201,10 +199,9 @@ class Summarize(Rule):
             )
             items = ctx.items
             tail += 1  # the summary item was inserted before the tail
-            if settled:
-                ctx.cursors["summarize.pos"] = sm_pos  # the next run starts with this summary
-            # Still over: the next run starts with this summary, so the commit keeps one
-            # running summary instead of a string of them.
+            # The next run (now, if still over, or in a later commit) starts with this
+            # summary, so the commit keeps one running summary instead of a string of them.
+            ctx.cursors["summarize.pos"] = sm_pos
             p = sm_pos
         if total > self.threshold_tokens:
             ctx.note(
