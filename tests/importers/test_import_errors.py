@@ -40,6 +40,22 @@ def test_bad_json_names_the_line(corpus, store, tmp_path, snapshot):
     assert_nothing_written(store, snapshot, before)
 
 
+def test_bad_json_under_auto_detection_still_names_the_line(corpus, store, tmp_path, snapshot):
+    """Detection must not hide a syntax error behind "unknown format"."""
+    doc = json.loads((corpus / "swe-agent-traj/gpt4_swe-agent__test-repo-i1.traj").read_text())
+    text = json.dumps(doc, indent=2).splitlines()
+    text[40] += " oops"  # line 41
+    traj = write(tmp_path, "broken.traj", "\n".join(text))
+    lines = lines_of(corpus)
+    lines[0] = lines[0][:30]  # the first line of a .jsonl cut short
+    jsonl = write(tmp_path, "first.jsonl", "\n".join(lines) + "\n")
+    for path, line in ((traj, 41), (jsonl, 1)):
+        with pytest.raises(ImportFormatError, match="bad JSON") as err:
+            import_paths(store, [path])
+        assert f"{path}:{line}:" in str(err.value) and "tried:" in str(err.value)
+    assert snapshot(store) == []
+
+
 def test_truncated_file_is_called_truncated(corpus, store, tmp_path, snapshot):
     text = (corpus / CC).read_text()
     cut = text[: len(text) - 200]  # ends inside the last line, no newline

@@ -82,17 +82,26 @@ def _importers() -> list[Importer]:
 
 def detect_formats(path: str) -> list[str]:
     """Names of the auto-detectable importers that claim the file, in trial order."""
+    return _detect(path)[0]
+
+
+def _detect(path: str) -> tuple[list[str], list[ImportFormatError]]:
+    # The claimants, and what the detectors that failed said (a JSON detector meeting a
+    # broken JSON file raises "bad JSON at line N": the reason to show if none claims it).
     head = read_bytes(path, HEAD_BYTES)
-    found = []
+    found: list[str] = []
+    errors: list[ImportFormatError] = []
     for imp in _importers():
         if not getattr(imp, "auto", True):
             continue
         try:
             if imp.detect(path, head):
                 found.append(imp.name)
+        except ImportFormatError as exc:
+            errors.append(exc)
         except CtxrulesError:
-            continue  # e.g. a JSON importer looking at a file that is not JSON
-    return found
+            continue
+    return found, errors
 
 
 def _parse_with(imp: Importer, path: str) -> list[ImportedSession]:
@@ -129,8 +138,14 @@ def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSe
         imp = registry("importers").get(format)
         return imp.name, _parse_with(imp, path)
     tried = [imp.name for imp in _importers() if getattr(imp, "auto", True)]
-    candidates = detect_formats(path)
+    candidates, errors = _detect(path)
     if not candidates:
+        if errors:  # e.g. the file is JSON with a syntax error: say where
+            raise ImportFormatError(
+                errors[0].message,
+                where=errors[0].where,
+                hint=f"{errors[0].hint}; tried: {', '.join(tried)}",
+            )
         raise ImportFormatError(
             _why_unknown(read_bytes(path, HEAD_BYTES)),
             where=path,

@@ -328,12 +328,15 @@ class ClaudeCodeImporter:
     auto = True
 
     def detect(self, path: str, head: bytes) -> bool:
-        """The first line is a JSON object with a ``type`` and a Claude Code id field."""
+        """The first line is a JSON object with a ``type`` and a Claude Code id field
+        (or is broken JSON in a ``.jsonl`` file, so the parse can name the line)."""
         first = head.lstrip().split(b"\n", 1)[0]
         try:
             entry = msgspec.json.decode(first)
         except msgspec.DecodeError:
-            return False
+            # A broken first line of a .jsonl file: claim it, so the parse says which
+            # line is bad instead of "unknown format".
+            return path.endswith(".jsonl") and first.startswith(b"{")
         return (
             isinstance(entry, dict)
             and isinstance(entry.get("type"), str)
