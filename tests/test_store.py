@@ -89,12 +89,16 @@ def test_edges_must_name_nodes_of_the_same_session(store):
     store.append("a", node("a1"))
     with pytest.raises(DagError, match="a1"):
         store.append("b", node("b1", predecessor="a1"))
+    with pytest.raises(DagError, match="same session"):
+        store.append("b", node("b2", role="tool", caller="a1"))  # exists, other session
+    with pytest.raises(DagError, match="a1"):
+        store.create_session(session_id="c", nodes=[node("c1", predecessor="a1")])
     with pytest.raises(DagError, match="nope"):
         store.append("a", node("a2", role="tool", caller="nope"))
     with pytest.raises(DagError, match="does not exist"):
         store.append("a", node("a3", reads=("ghost",)))
     assert [n.id for n in store.nodes("a")] == ["a1"]
-    assert store.nodes("b") == []
+    assert store.nodes("b") == [] and [s.id for s in store.list_sessions()] == ["a", "b"]
 
 
 def test_both_edges_are_rejected_before_any_write():
