@@ -131,3 +131,39 @@ def test_demo_runs_the_pipeline_turn_by_turn(tmp_path, capsys):
     assert main(["demo", "--store", str(tmp_path / "demo")]) == 0
     again = capsys.readouterr().out
     assert again.split("commits turn by turn")[1] == out.split("commits turn by turn")[1]
+
+
+def test_head_option_commits_the_branch_up_to_that_node(session, capsys):
+    store, sid = session
+    log = run_json(capsys, "log", sid, "--store", store, "--json")
+    nodes = log if isinstance(log, list) else log["nodes"]
+    second_user = [n for n in nodes if n["role"] == "user" and not n.get("caller")][1]
+    out = run_json(
+        capsys,
+        "commit",
+        sid,
+        "--store",
+        store,
+        "--preset",
+        "off",
+        "--head",
+        second_user["id"],
+        "--json",
+    )
+    assert out["head_node_id"] == second_user["id"]
+    assert out["items"][-1]["source_node_id"] == second_user["id"]
+    seqs = {n["id"]: n["seq"] for n in nodes}
+    assert all(seqs[it["source_node_id"]] <= second_user["seq"] for it in out["items"])
+
+
+def test_a_failed_summarizer_is_shown_by_the_cli(session, capsys, tmp_path):
+    store, sid = session
+    cfg = tmp_path / "ctxrules.toml"
+    cfg.write_text(
+        "[rules.summarize]\nthreshold_tokens = 50\nsummarizer = 'missing'\n", encoding="utf-8"
+    )
+    assert main(["commit", sid, "--store", store, "--config", str(cfg)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "note summarize: no folding: no summarizer named 'missing'" in text
+    out = run_json(capsys, "commit", sid, "--store", store, "--config", str(cfg), "--json")
+    assert not [it for it in out["items"] if it["state"] in ("summary", "summarized")]
