@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxrules import dag
-from ctxrules.errors import AgentRunActiveError, DagError, NotFoundError
+from ctxrules.errors import AgentRunActiveError, DagError, NotFoundError, ValidationError
 from ctxrules.model import TextBlock, ToolUseBlock
 from ctxrules.store import open_store
 
@@ -78,6 +78,14 @@ def test_retry_and_edit_make_siblings_and_checkout_switches_between_them(store):
     assert dag.branch_path(store, s.id)[-1].id == a2.id
     # The originals are untouched.
     assert store.get_node(u2.id).output == "thanks"
+
+
+def test_both_edges_at_once_are_refused_and_nothing_is_written(store):
+    s, (u1, a1, *_rest) = conversation(store)
+    before = store.nodes(s.id)
+    with pytest.raises(ValidationError, match="both"):
+        dag.append(store, s.id, "tool", "x", caller=a1.id, predecessor=u1.id)
+    assert store.nodes(s.id) == before
 
 
 def test_unknown_session_or_node_is_named(store):
