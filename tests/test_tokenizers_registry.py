@@ -78,8 +78,11 @@ def test_builtin_names_resolve_to_tokenizers():
 
 
 def test_unknown_tokenizer_lists_the_known_ones():
-    with pytest.raises(PluginError, match=r"no tokenizer named 'gpt2'.*o200k_base"):
+    with pytest.raises(PluginError, match=r"no tokenizer named 'gpt2'.*o200k_base") as err:
         get_tokenizer("gpt2")
+    # Model mappings are not offered as tokenizer names.
+    assert "openai-4o" not in str(err.value)
+    assert "tiktoken:cl100k_base" in str(err.value)
     with pytest.raises(TokenizerError, match="model mapping"):
         get_tokenizer("anthropic")
 

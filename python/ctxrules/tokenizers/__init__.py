@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import _core
-from ..errors import TokenizerError
+from ..errors import PluginError, TokenizerError
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -200,9 +200,17 @@ def get_tokenizer(name: str = DEFAULT_ENCODING) -> Tokenizer:
     Unknown names raise ``PluginError`` listing the known ones; naming a model mapping
     raises ``TokenizerError`` (use :func:`resolve_model` for models).
     """
-    from ..plugins import registry
+    from ..plugins import ENV_ALLOW_LIST, registry
 
-    tok = registry("tokenizers").get(name)
+    reg = registry("tokenizers")
+    if name not in reg:
+        known = [n for n, obj in reg.items.items() if not isinstance(obj, ModelTokenizer)]
+        raise PluginError(
+            f"no tokenizer named {name!r}",
+            hint=f"known: {', '.join(known)}; install the plugin that provides it "
+            f"or check {ENV_ALLOW_LIST}",
+        )
+    tok = reg.get(name)
     if isinstance(tok, ModelTokenizer):
         raise TokenizerError(
             f"{name!r} is a model mapping, not a tokenizer", hint="use resolve_model()"
