@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 import time
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -143,7 +145,7 @@ def derive_commit(
     cursors so a later generation can tell whether the graph changed under this commit.
     A rule that breaks its contract raises ``RuleError`` naming it.
     """
-    items = list(parent.items) if parent is not None else []
+    items = _working_list(parent)
     cursors = (
         {k: v for k, v in parent.cursors.items() if not k.startswith(_MARKS)}
         if parent is not None
@@ -251,7 +253,35 @@ def derive_commit(
         notes=notes,
         cursors=cursors,
     )
+    _keep_working_list(commit, items)
     return Generated(commit, delta)
+
+
+# The list a derive worked on holds exactly the new commit's items.  Handing it to the
+# commit's first child saves one of the two O(n) pointer copies a derive makes (the
+# other is building the commit's tuple).  It is popped when used, so no two derives
+# ever share a list; a second child (a branch) copies the tuple as usual.
+_SPARE_LISTS = 4
+_spare: OrderedDict[str, list[ContextItem]] = OrderedDict()
+_spare_lock = threading.Lock()
+
+
+def _working_list(parent: ContextCommit | None) -> list[ContextItem]:
+    if parent is None:
+        return []
+    with _spare_lock:
+        spare = _spare.pop(parent.id, None)
+    n = len(parent.items)
+    if spare is not None and len(spare) == n and (n == 0 or spare[-1] is parent.items[-1]):
+        return spare
+    return list(parent.items)
+
+
+def _keep_working_list(commit: ContextCommit, items: list[ContextItem]) -> None:
+    with _spare_lock:
+        _spare[commit.id] = items
+        while len(_spare) > _SPARE_LISTS:
+            _spare.popitem(last=False)
 
 
 # -- the store side --------------------------------------------------------------------
