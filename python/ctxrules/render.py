@@ -7,16 +7,17 @@ Python work per item.  Rendering is pure — no clock, no randomness — so the 
 commit and options give the same bytes in every process (SPEC §3 invariant 8).
 
 The request is composed by stability so prompt caches hit: L0 is constant for the
-session (``system`` text and the tool list), L1 is the situation (``situation`` text
-and the commit's system items), L2 the conversation.  Anthropic gets cache breakpoints
-at those boundaries; ``predicted_cache_hit`` says how many leading tokens two
-consecutive requests share.
+session (``system`` text and the tool list), L1 is the situation (``situation`` text —
+by default built from the call tree when a ``store`` is given, see
+``ctxrules.situation`` — and the commit's system items), L2 the conversation.
+Anthropic gets cache breakpoints at those boundaries; ``predicted_cache_hit`` says how
+many leading tokens two consecutive requests share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -24,6 +25,9 @@ from . import _core
 from .errors import RenderError
 from .model import Context, ContextCommit, Message, ToolSpec
 from .providers.base import Provider, RenderedRequest, RequestOptions, SystemBlock
+
+if TYPE_CHECKING:
+    from .store import Store
 
 __all__ = [
     "CacheHit",
@@ -207,22 +211,39 @@ def request_options(
     )
 
 
+def _with_situation(
+    commit: ContextCommit | bytes, store: Store | None, options: dict[str, Any]
+) -> dict[str, Any]:
+    """``options`` with the L1 situation from the call tree unless one was given."""
+    if "situation" in options or store is None or not isinstance(commit, ContextCommit):
+        return options
+    from .situation import commit_situation
+
+    return {**options, "situation": commit_situation(store, commit) or None}
+
+
 def render(
     commit: ContextCommit | bytes,
     provider: str | Provider,
     model: str | None = None,
+    *,
+    store: Store | None = None,
     **options: Any,
 ) -> RenderedRequest:
     """Render a commit for a provider: body bytes, endpoint and a breakdown (``meta``).
 
     Keyword options are those of ``request_options`` (system, situation, tools,
-    max_tokens, extra, cache, cache_ttl).
+    max_tokens, extra, cache, cache_ttl).  With ``store`` (the one holding the commit's
+    session) and no ``situation``, the L1 situation is built from the call tree
+    (``ctxrules.situation``); an explicit ``situation`` (``None`` for none) overrides
+    it.  Without a store a commit alone carries no call tree, so there is no L1 text.
     """
     from .providers import get_provider
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
     if not isinstance(commit, (ContextCommit, bytes)):
         _encode(commit)  # raises the clear type error
+    options = _with_situation(commit, store, options)
     return prov.render(commit, request_options(prov, model, **options))
 
 
@@ -230,10 +251,13 @@ def render_request(
     commit: ContextCommit | bytes,
     provider: str | Provider,
     model: str | None = None,
+    *,
+    store: Store | None = None,
     **options: Any,
 ) -> bytes:
-    """The request body bytes, exactly as they would be sent (see ``render``)."""
-    return render(commit, provider, model, **options).body
+    """The request body bytes, exactly as they would be sent (see ``render``; with
+    ``store`` the situation layer comes from the call tree unless given)."""
+    return render(commit, provider, model, store=store, **options).body
 
 
 class CacheHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -305,14 +329,17 @@ def explain(
     model: str | None = None,
     *,
     previous: ContextCommit | None = None,
+    store: Store | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Render and break the request down: tokens per layer and category, items per state,
     cache breakpoints, and the predicted cache hit against ``previous`` (the commit of
-    the session's previous request, usually ``commit.parent_ids[0]``)."""
+    the session's previous request, usually ``commit.parent_ids[0]``).  ``store`` and
+    ``situation`` work as in ``render``."""
     from .providers import get_provider
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
+    options = _with_situation(commit, store, options)
     rendered = render(commit, prov, model, **options)
     header = header_tokens(
         prov, rendered.model, system=options.get("system"), tools=options.get("tools", ())

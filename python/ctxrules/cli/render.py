@@ -2,7 +2,8 @@
 
 The commit at ``--head`` (default HEAD) under ``--config`` (default: the nearest
 ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``,
-then rendered.  Without options the body bytes are printed as they are; ``--json`` wraps
+then rendered, with the situation layer (L1) built from the call tree
+(``ctxrules.situation``).  Without options the body bytes are printed as they are; ``--json`` wraps
 them with the provider, model and endpoint; ``--explain`` adds the breakdown (tokens per
 layer and category, breakpoints, predicted cached tokens against the parent commit).
 """
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         defaults["model"] = args.model
     model = defaults.pop("model", None)
-    rendered = render(commit, provider, model, **defaults)
+    rendered = render(commit, provider, model, store=store, **defaults)
     breakdown = None
     if args.explain:
         previous = None
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
                 previous = load_commit(commit.parent_ids[0], store=store)
             except NotFoundError:
                 previous = None
-        breakdown = explain(commit, provider, model, previous=previous, **defaults)
+        breakdown = explain(commit, provider, model, previous=previous, store=store, **defaults)
     if args.json:
         out = {
             "session": info.id,
@@ -152,7 +153,7 @@ def step_render(state: DemoState) -> None:
         # earlier run); the request of that turn is the one made at the turn's own time.
         while commit.created_at > node.created_at and commit.parent_ids:
             commit = load_commit(commit.parent_ids[0], store=state.store)
-        sizes = [render(commit, p, **defaults) for p in PROVIDERS]
+        sizes = [render(commit, p, store=state.store, **defaults) for p in PROVIDERS]
         hit = predicted_cache_hit(previous, commit, header=header)
         table.add_row(
             str(n),
