@@ -83,11 +83,19 @@ class ImageBlock(_Block, tag="image", frozen=True):
 
 
 class ThinkingBlock(_Block, tag="thinking", frozen=True):
-    """Model reasoning; ``signature`` must be sent back unchanged where the vendor requires it."""
+    """Model reasoning; ``signature`` must be sent back unchanged where the vendor requires it.
+
+    ``vendor`` says who minted the signature, which only that vendor can check: ``""``
+    (Anthropic, also for thinking with empty text under ``display: "omitted"``) or
+    ``"gemini"`` — a Gemini ``thoughtSignature``, kept as a block with empty
+    ``thinking`` right before the part that carried it.  Renderers send a signature
+    only to its vendor.
+    """
 
     thinking: str
     signature: str = ""
     cache_control: CacheControl | None = None
+    vendor: str = ""
 
 
 class RedactedThinkingBlock(_Block, tag="redacted_thinking", frozen=True):

@@ -134,3 +134,35 @@ def test_anthropic_request_body_file(corpus, store, tmp_path):
     assert system.input == body["system"]
     user = next(n for n in nodes if n.role == "user")
     assert user.output[-1].source.data == "iVBO"
+
+
+def test_gemini_thought_signatures_sit_before_their_part(corpus, store):
+    path = corpus / CASSETTES[4]
+    _, body, _ = requests(path)[-1]
+    (res,) = import_paths(store, [str(path)])
+    # Straight from the recording: per model content, (signature, function name) of
+    # each signed part.
+    want = [
+        [
+            (p["thoughtSignature"], p["functionCall"]["name"])
+            for p in c["parts"]
+            if "thoughtSignature" in p
+        ]
+        for c in body["contents"]
+        if c["role"] == "model"
+    ]
+    assert sum(map(len, want)) >= 4
+    got = []
+    for n in sorted(store.nodes(res.id), key=lambda n: n.seq):
+        if n.role != "assistant":
+            continue
+        out = list(n.output)
+        signed = []
+        for k, b in enumerate(out):
+            if isinstance(b, ThinkingBlock):
+                assert (b.thinking, b.vendor) == ("", "gemini")
+                nxt = out[k + 1]  # the part that carried it comes right after
+                assert isinstance(nxt, ToolUseBlock)
+                signed.append((b.signature, nxt.name))
+        got.append(signed)
+    assert got == want

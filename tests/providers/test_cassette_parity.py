@@ -64,19 +64,30 @@ def _gemini(body: dict[str, Any]) -> list[Any]:
     for c in body["contents"]:
         parts = []
         for p in c["parts"]:
+            # A thought signature must come back on the very part that carried it.
+            sig = p.get("thoughtSignature")
             if "functionCall" in p:
                 fc = p["functionCall"]
-                parts.append(("call", fc.get("id"), fc["name"], fc.get("args", {})))
+                parts.append(("call", fc.get("id"), fc["name"], fc.get("args", {}), sig))
             elif "functionResponse" in p:
                 fr = p["functionResponse"]
-                parts.append(("response", fr.get("id"), fr["name"]))
+                parts.append(("response", fr.get("id"), fr["name"], sig))
             elif "text" in p:
                 # An empty recorded text cannot be re-sent as is (our placeholder stands in).
-                parts.append(("text", p["text"] or None))
+                parts.append(("text", p["text"] or None, sig))
             else:
-                parts.append((next(iter(p)),))
+                parts.append((next(iter(p)), sig))
         out.append((c["role"], parts))
     return out
+
+
+def _signatures(body: dict[str, Any]) -> list[str]:
+    return [
+        p["thoughtSignature"]
+        for c in body["contents"]
+        for p in c["parts"]
+        if "thoughtSignature" in p
+    ]
 
 
 REDUCE = {"anthropic": _anthropic, "openai-chat": _openai_chat, "gemini": _gemini}
@@ -115,7 +126,7 @@ def test_rerendered_request_matches_recording(kind, rel, interaction, cassette_s
             (
                 r,
                 [
-                    ("text", None) if p[0] == "text" and w == ("text", None) else p
+                    ("text", None, p[2]) if p[0] == "text" and w[:2] == ("text", None) else p
                     for p, w in zip(parts, wparts)
                 ]
                 + parts[len(wparts) :],
@@ -123,6 +134,11 @@ def test_rerendered_request_matches_recording(kind, rel, interaction, cassette_s
             for (r, parts), (_, wparts) in zip(got, want)
         ] + got[len(want) :]
     assert got == want
+    if wire == "gemini":
+        # Read straight from the recording: every signature it carried is sent back.
+        assert _signatures(ours) == _signatures(recorded)
+        if any(c["role"] == "model" for c in recorded["contents"]):
+            assert _signatures(recorded)  # this recording does exercise signatures
     assert _system_text(wire, ours).strip() == _system_text(wire, recorded).strip()
     tools_ours = [t.get("name") or t.get("function", {}).get("name") for t in ours.get("tools", [])]
     if wire == "gemini":

@@ -11,7 +11,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..model import ContentBlock, ImageBlock, ImageSource, TextBlock, ToolUseBlock
+from ..model import (
+    ContentBlock,
+    ImageBlock,
+    ImageSource,
+    TextBlock,
+    ThinkingBlock,
+    ToolUseBlock,
+)
 from ._common import SessionBuilder, fail, split_tool_results, to_blocks, tool_result_output
 
 __all__ = ["anthropic_messages", "gemini_contents", "openai_messages"]
@@ -298,8 +305,11 @@ def gemini_contents(
     """Append a Gemini ``generateContent`` conversation (``systemInstruction`` + ``contents``).
 
     ``functionResponse`` parts pair with the ``functionCall`` of the same id (or, for
-    requests without ids, the oldest unanswered call of that name).  Each model node
-    keeps its raw parts (``thoughtSignature`` included) in metadata ``gemini_parts``.
+    requests without ids, the oldest unanswered call of that name).  A model part's
+    ``thoughtSignature`` becomes ``ThinkingBlock(thinking="", signature=…,
+    vendor="gemini")`` right before that part's block, so it reaches the commit and is
+    sent back on the same part.  Each model node also keeps its raw parts in metadata
+    ``gemini_parts``.
     """
     if not isinstance(contents, list):
         raise fail(
@@ -335,6 +345,14 @@ def gemini_contents(
                     'a part is an object such as {"text": ...}',
                     at=f"{where}.parts[{j}]",
                 )
+            sig = part.get("thoughtSignature")
+            if (
+                role == "assistant"
+                and isinstance(sig, str)
+                and sig
+                and "functionResponse" not in part
+            ):
+                blocks.append(ThinkingBlock(thinking="", signature=sig, vendor="gemini"))
             if "functionCall" in part:
                 fc = part["functionCall"] or {}
                 cid = str(fc.get("id") or f"{fc.get('name')}_{i}_{j}")
