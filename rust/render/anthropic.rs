@@ -38,7 +38,7 @@ pub fn write(
     // Declared before `msgs`, which may borrow them.
     let placeholder = NBlock::Text(OPENING_PLACEHOLDER.into());
     let mut tail: Option<NBlock<'_>> = None;
-    let mut msgs = view(&n.messages, |role, b| match b {
+    let mut v = view(&n.messages, |role, b| match b {
         NBlock::Thinking { signature, .. } => role == NRole::Assistant && !signature.is_empty(),
         NBlock::Redacted(_) => role == NRole::Assistant,
         NBlock::Image(_) => role == NRole::User,
@@ -46,27 +46,35 @@ pub fn write(
     });
     // Ending with the assistant makes its message a prefill, which Anthropic refuses
     // when it ends with whitespace: trim the final text; drop what trimming empties.
-    if let Some((NRole::Assistant, blocks)) = msgs.last_mut() {
-        while let Some(NBlock::Text(t)) = blocks.last() {
+    // The last message's blocks are the tail of `v.blocks`.
+    if let Some(&(NRole::Assistant, start, _)) = v.spans.last() {
+        while v.blocks.len() > start {
+            let Some(NBlock::Text(t)) = v.blocks.last() else {
+                break;
+            };
             let kept = t.trim_end();
             if kept.len() == t.len() {
                 break;
             }
-            blocks.pop();
+            v.blocks.pop();
             if !kept.is_empty() {
                 tail = Some(NBlock::Text(kept.to_string().into()));
                 break;
             }
         }
         if let Some(t) = tail.as_ref() {
-            blocks.push(t);
+            v.blocks.push(t);
         }
-        if blocks.is_empty() {
-            msgs.pop();
+        if v.blocks.len() == start {
+            v.spans.pop();
+        } else if let Some(last) = v.spans.last_mut() {
+            last.2 = v.blocks.len();
         }
     }
+    let mut msgs = v.msgs();
+    let opening_blocks = [&placeholder];
     if msgs.is_empty() {
-        msgs.push((NRole::User, vec![&placeholder]));
+        msgs.push((NRole::User, &opening_blocks));
     }
     let opening = matches!(msgs.first(), Some((NRole::Assistant, _)));
 
@@ -181,11 +189,11 @@ fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, opts: &Options<'_>) {
         NBlock::Image(src) => {
             if src.is_url() {
                 w.raw("{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":");
-                w.str(&src.url);
+                w.str(src.url);
             } else {
                 w.raw("{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":");
-                w.str(&src.media_type);
-                w.field_str("data", &src.data);
+                w.str(src.media_type);
+                w.field_str("data", src.data);
             }
             w.raw("}");
         }

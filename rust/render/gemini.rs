@@ -20,14 +20,15 @@ fn is_signature(b: &NBlock<'_>) -> bool {
 
 /// Write the body; returns the number of contents.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let msgs = view(&n.messages, |role, b| match b {
+    let v = view(&n.messages, |role, b| match b {
         NBlock::Thinking { .. } => role == NRole::Assistant && is_signature(b),
         NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     });
     // A model turn of signatures only has nothing to attach them to.
-    let msgs: Vec<_> = msgs
+    let msgs: Vec<_> = v
+        .msgs()
         .into_iter()
         .filter(|(_, blocks)| blocks.iter().any(|b| !is_signature(b)))
         .collect();
@@ -56,7 +57,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         prev = Some(*role);
         let mut fp = prev_parts_open(w);
         let mut signature: Option<&str> = None;
-        for b in blocks {
+        for b in blocks.iter() {
             if let NBlock::Thinking { signature: s, .. } = b {
                 signature = Some(s);
                 continue;
@@ -70,12 +71,12 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 NBlock::Image(src) => {
                     if src.is_url() {
                         w.raw("{\"fileData\":{\"mimeType\":");
-                        w.str(&src.media_type);
-                        w.field_str("fileUri", &src.url);
+                        w.str(src.media_type);
+                        w.field_str("fileUri", src.url);
                     } else {
                         w.raw("{\"inlineData\":{\"mimeType\":");
-                        w.str(&src.media_type);
-                        w.field_str("data", &src.data);
+                        w.str(src.media_type);
+                        w.field_str("data", src.data);
                     }
                     w.raw("}");
                 }

@@ -44,15 +44,15 @@ pub struct Commit<'a> {
 /// One `ContextItem` (see /work/notes/ITEMS.md for what each role carries).
 #[derive(Debug, Default)]
 pub struct Item<'a> {
-    pub source_node_id: Cow<'a, str>,
+    pub source_node_id: &'a str,
     pub role: Role,
     pub state: State,
-    pub rendered: Cow<'a, str>,
+    pub rendered: &'a str,
     pub tokens: u64,
-    pub name: Cow<'a, str>,
+    pub name: &'a str,
     pub caller: Option<&'a str>,
     pub tool_use_id: Option<&'a str>,
-    pub tool_input: Cow<'a, str>,
+    pub tool_input: &'a str,
     pub is_error: bool,
     pub blocks: Vec<Block<'a>>,
 }
@@ -61,21 +61,21 @@ pub struct Item<'a> {
 /// come only from the layering policy, never from (possibly imported) content.
 #[derive(Debug, Default)]
 pub struct Block<'a> {
-    pub kind: Cow<'a, str>,
-    pub text: Cow<'a, str>,
+    pub kind: &'a str,
+    pub text: &'a str,
     pub source: Option<ImageSource<'a>>,
-    pub thinking: Cow<'a, str>,
-    pub signature: Cow<'a, str>,
-    pub data: Cow<'a, str>,
+    pub thinking: &'a str,
+    pub signature: &'a str,
+    pub data: &'a str,
 }
 
 /// Where an image's bytes are.
 #[derive(Debug, Default)]
 pub struct ImageSource<'a> {
-    pub kind: Cow<'a, str>,
-    pub media_type: Cow<'a, str>,
-    pub data: Cow<'a, str>,
-    pub url: Cow<'a, str>,
+    pub kind: &'a str,
+    pub media_type: &'a str,
+    pub data: &'a str,
+    pub url: &'a str,
 }
 
 impl ImageSource<'_> {

@@ -67,9 +67,9 @@ impl Json {
     }
 
     /// Append one JSON string literal of `parts` joined by `sep` (no joined copy made).
-    pub fn str_joined(&mut self, parts: &[&str], sep: &str) {
+    pub fn str_joined<'s>(&mut self, parts: impl IntoIterator<Item = &'s str>, sep: &str) {
         self.buf.push(b'"');
-        for (i, p) in parts.iter().enumerate() {
+        for (i, p) in parts.into_iter().enumerate() {
             if i > 0 {
                 self.escaped(sep);
             }
@@ -79,41 +79,74 @@ impl Json {
     }
 
     /// Append `s` escaped, without quotes.
+    ///
+    /// Tool results are often JSON themselves, so about one byte in fifteen needs an
+    /// escape: the cost is per escape, not per byte.  Each 8-byte word is therefore
+    /// copied to the output before it is looked at, and the write position then only
+    /// advances past its clean prefix; an escape is written in place (one 2-byte store,
+    /// or 6 bytes for `\u00XX`), with no call and no capacity check per run.
     #[inline]
     fn escaped(&mut self, s: &str) {
-        let bytes = s.as_bytes();
-        let mut start = 0;
+        let src = s.as_bytes();
+        let n = src.len();
+        // Invariant of the loop: from `out` on there is room for the rest of the
+        // input plus SLACK (an overlong word store, and one escape's growth).
+        const SLACK: usize = 16;
+        self.buf.reserve(n + SLACK);
+        let mut out = self.buf.len();
+        let mut cap = self.buf.capacity();
         let mut i = 0;
-        while i < bytes.len() {
-            // 8 bytes at a time: the lowest flagged byte of a word is exactly the first
-            // one needing an escape (the SWAR borrow only ever flags bytes above it).
-            if i + 8 <= bytes.len() {
-                let word = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
-                let mask = escape_mask(word);
+        while i < n {
+            if cap - out < n - i + SLACK {
+                // Escapes used up the room: record what is written, grow, go on.
+                // SAFETY: bytes up to `out` were written below (initialised).
+                unsafe { self.buf.set_len(out) };
+                self.buf.reserve(n - i + SLACK + (n - i) / 2);
+                cap = self.buf.capacity();
+            }
+            let base = self.buf.as_mut_ptr();
+            if i + 8 <= n {
+                // SAFETY: `i + 8 <= n` bounds the read; the invariant gives at least
+                // SLACK >= 8 bytes of capacity at `out` for the write.
+                let word = unsafe { std::ptr::read_unaligned(src.as_ptr().add(i).cast::<u64>()) };
+                unsafe { std::ptr::write_unaligned(base.add(out).cast::<u64>(), word) };
+                let mask = escape_mask(u64::from_le(word));
                 if mask == 0 {
                     i += 8;
+                    out += 8;
                     continue;
                 }
-                i += (mask.trailing_zeros() / 8) as usize;
+                let k = (mask.trailing_zeros() / 8) as usize;
+                i += k;
+                out += k;
             }
-            let b = bytes[i];
+            let b = src[i];
             let e = ESCAPE[b as usize];
-            if e != 0 {
-                self.buf.extend_from_slice(&bytes[start..i]);
-                if e == b'u' {
-                    const HEX: &[u8; 16] = b"0123456789abcdef";
-                    self.buf.extend_from_slice(b"\\u00");
-                    self.buf.push(HEX[(b >> 4) as usize]);
-                    self.buf.push(HEX[(b & 0xf) as usize]);
-                } else {
-                    self.buf.push(b'\\');
-                    self.buf.push(e);
-                }
-                start = i + 1;
+            // SAFETY (all three stores): the invariant leaves n - i + SLACK >= 7 bytes
+            // at `out`.
+            if e == 0 {
+                unsafe { *base.add(out) = b };
+                out += 1;
+            } else if e == b'u' {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let esc = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 0xf) as usize],
+                ];
+                unsafe { std::ptr::copy_nonoverlapping(esc.as_ptr(), base.add(out), 6) };
+                out += 6;
+            } else {
+                unsafe { std::ptr::copy_nonoverlapping([b'\\', e].as_ptr(), base.add(out), 2) };
+                out += 2;
             }
             i += 1;
         }
-        self.buf.extend_from_slice(&bytes[start..]);
+        // SAFETY: every byte below `out` was written from `src` or an escape.
+        unsafe { self.buf.set_len(out) };
     }
 
     /// Append `"key":` (keys are literals chosen by the renderer).

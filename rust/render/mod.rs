@@ -85,22 +85,46 @@ pub fn system_blocks<'a>(opts: &'a Options<'a>, n: &Neutral<'a>) -> Vec<Sys<'a>>
 /// left empty dropped, same-role neighbours merged.  A user message that opens with
 /// tool results always directly follows the assistant message with the calls, because
 /// that message holds a tool_use, which every view keeps.
+///
+/// The kept blocks of all messages share one vector (`spans` cuts it into messages), so
+/// a view costs two allocations, not one per message.
+pub struct View<'m, 'c> {
+    pub blocks: Vec<&'m NBlock<'c>>,
+    /// Role, first block and end of each message, in order.
+    pub spans: Vec<(NRole, usize, usize)>,
+}
+
+impl<'m, 'c> View<'m, 'c> {
+    /// The messages as (role, blocks) pairs.
+    pub fn msgs(&self) -> Vec<(NRole, &[&'m NBlock<'c>])> {
+        self.spans
+            .iter()
+            .map(|&(role, a, b)| (role, &self.blocks[a..b]))
+            .collect()
+    }
+}
+
+/// Build a provider's view (see `View`); `keep` says which blocks it can send.
 pub fn view<'m, 'c>(
     msgs: &'m [NMsg<'c>],
     keep: impl Fn(NRole, &NBlock<'c>) -> bool,
-) -> Vec<(NRole, Vec<&'m NBlock<'c>>)> {
-    let mut out: Vec<(NRole, Vec<&'m NBlock<'c>>)> = Vec::with_capacity(msgs.len());
+) -> View<'m, 'c> {
+    let mut blocks: Vec<&'m NBlock<'c>> =
+        Vec::with_capacity(msgs.iter().map(|m| m.blocks.len()).sum());
+    let mut spans: Vec<(NRole, usize, usize)> = Vec::with_capacity(msgs.len());
     for m in msgs {
-        let kept: Vec<&NBlock<'c>> = m.blocks.iter().filter(|b| keep(m.role, b)).collect();
-        if kept.is_empty() {
+        let start = blocks.len();
+        blocks.extend(m.blocks.iter().filter(|b| keep(m.role, b)));
+        let end = blocks.len();
+        if end == start {
             continue;
         }
-        match out.last_mut() {
-            Some((role, blocks)) if *role == m.role => blocks.extend(kept),
-            _ => out.push((m.role, kept)),
+        match spans.last_mut() {
+            Some((role, _, e)) if *role == m.role => *e = end,
+            _ => spans.push((m.role, start, end)),
         }
     }
-    out
+    View { blocks, spans }
 }
 
 /// Render the neutral context as JSON shaped like `ctxrules.model.Context`

@@ -156,12 +156,47 @@ pub struct Tokens {
     pub summary: u64,
 }
 
+/// The source ids of the open turn's assistant items.  A turn almost always has one
+/// or two, and the caller asked about is nearly always the latest: a short list searched
+/// from its end, switching to a set only for unusually long turns, beats hashing every id.
+#[derive(Default)]
+struct Owners<'c> {
+    few: Vec<&'c str>,
+    many: IdSet<'c>,
+}
+
+impl<'c> Owners<'c> {
+    const FEW: usize = 16;
+
+    fn clear(&mut self) {
+        self.few.clear();
+        if !self.many.is_empty() {
+            self.many.clear();
+        }
+    }
+
+    fn insert(&mut self, id: &'c str) {
+        if !self.many.is_empty() {
+            self.many.insert(id);
+        } else if self.few.len() < Self::FEW {
+            self.few.push(id);
+        } else {
+            self.many.extend(self.few.drain(..));
+            self.many.insert(id);
+        }
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.few.iter().rev().any(|&o| o == id) || (!self.many.is_empty() && self.many.contains(id))
+    }
+}
+
 struct Builder<'c> {
     out: Neutral<'c>,
     /// Results waiting to open the user message after the current assistant message.
     pending: Vec<NBlock<'c>>,
     /// Source ids of the assistant items merged into the last (assistant) message.
-    open_assistants: IdSet<'c>,
+    open_assistants: Owners<'c>,
     /// Call ids used so far, with the last suffix given to a repeat of each.
     seen_ids: HashMap<&'c str, u32, BuildHasherDefault<Fx>>,
     /// Ids made for repeated call ids (see `wire_id`).
@@ -197,7 +232,7 @@ impl<'c> Builder<'c> {
     fn user(&mut self, item: &'c Item<'c>) {
         self.flush();
         if !item.rendered.is_empty() {
-            self.push(NRole::User, NBlock::Text(Cow::Borrowed(&item.rendered)));
+            self.push(NRole::User, NBlock::Text(Cow::Borrowed(item.rendered)));
         }
         for b in &item.blocks {
             if b.kind == "image" {
@@ -219,46 +254,43 @@ impl<'c> Builder<'c> {
         if item.state == State::Summary {
             let mut s = String::with_capacity(SUMMARY_PREFIX.len() + item.rendered.len());
             s.push_str(SUMMARY_PREFIX);
-            s.push_str(&item.rendered);
+            s.push_str(item.rendered);
             self.push(NRole::Assistant, NBlock::Text(Cow::Owned(s)));
             any = true;
         } else {
             // Text blocks give the original block order, but only while they still say
             // what `rendered` says (a rule may have rewritten the text).
-            let use_blocks = blocks_match(&item.blocks, &item.rendered);
+            let use_blocks = blocks_match(&item.blocks, item.rendered);
             for b in &item.blocks {
-                let block = match &*b.kind {
+                let block = match b.kind {
                     "text" if use_blocks && !b.text.is_empty() => {
-                        NBlock::Text(Cow::Borrowed(&b.text))
+                        NBlock::Text(Cow::Borrowed(b.text))
                     }
                     "thinking" => NBlock::Thinking {
-                        thinking: &b.thinking,
-                        signature: &b.signature,
+                        thinking: b.thinking,
+                        signature: b.signature,
                     },
-                    "redacted_thinking" => NBlock::Redacted(&b.data),
+                    "redacted_thinking" => NBlock::Redacted(b.data),
                     _ => continue,
                 };
                 self.push(NRole::Assistant, block);
                 any = true;
             }
             if !use_blocks && !item.rendered.is_empty() {
-                self.push(
-                    NRole::Assistant,
-                    NBlock::Text(Cow::Borrowed(&item.rendered)),
-                );
+                self.push(NRole::Assistant, NBlock::Text(Cow::Borrowed(item.rendered)));
                 any = true;
             }
         }
         if any {
             self.empty_open = false;
-            self.open_assistants.insert(&item.source_node_id);
+            self.open_assistants.insert(item.source_node_id);
         } else if matches!(self.out.messages.last(), Some(m) if m.role == NRole::Assistant) {
-            self.open_assistants.insert(&item.source_node_id);
+            self.open_assistants.insert(item.source_node_id);
         } else {
             // An empty assistant turn still owns its tool calls: its first tool_use
             // opens its message.
             self.open_assistants.clear();
-            self.open_assistants.insert(&item.source_node_id);
+            self.open_assistants.insert(item.source_node_id);
             self.empty_open = true;
         }
     }
@@ -304,14 +336,14 @@ impl<'c> Builder<'c> {
                 NRole::Assistant,
                 NBlock::ToolUse {
                     id: id.clone(),
-                    name: &item.name,
-                    args: Args::of(&item.tool_input),
+                    name: item.name,
+                    args: Args::of(item.tool_input),
                 },
             );
             self.pending.push(NBlock::ToolResult {
                 id,
-                name: &item.name,
-                content: &item.rendered,
+                name: item.name,
+                content: item.rendered,
                 is_error: item.is_error,
                 extra: &item.blocks,
             });
@@ -322,14 +354,14 @@ impl<'c> Builder<'c> {
             let mut s = format!("[tool {}", item.name);
             if !item.tool_input.is_empty() {
                 s.push_str(" called with ");
-                s.push_str(&item.tool_input);
+                s.push_str(item.tool_input);
             }
             s.push_str(if item.is_error {
                 "; error]\n"
             } else {
                 "; result]\n"
             });
-            s.push_str(&item.rendered);
+            s.push_str(item.rendered);
             self.push(NRole::User, NBlock::Text(Cow::Owned(s)));
         }
     }
@@ -340,7 +372,7 @@ fn blocks_match(blocks: &[Block<'_>], rendered: &str) -> bool {
     let texts: Vec<&str> = blocks
         .iter()
         .filter(|b| b.kind == "text")
-        .map(|b| &*b.text)
+        .map(|b| b.text)
         .collect();
     if texts.is_empty() {
         return false;
@@ -373,7 +405,7 @@ pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
     let mut b = Builder {
         out: Neutral::default(),
         pending: Vec::new(),
-        open_assistants: IdSet::default(),
+        open_assistants: Owners::default(),
         seen_ids: HashMap::with_capacity_and_hasher(
             commit.items.iter().filter(|i| i.role == Role::Tool).count(),
             BuildHasherDefault::default(),
@@ -397,7 +429,7 @@ pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
             Role::System if item.state != State::Summary => {
                 if !item.rendered.is_empty() {
                     let layer = u8::from(!b.out.messages.is_empty() || !b.pending.is_empty());
-                    b.out.system.push((&item.rendered, layer));
+                    b.out.system.push((item.rendered, layer));
                 }
             }
             Role::User => b.user(item),

@@ -15,11 +15,12 @@ pub const TEXT_JOIN: &str = "\n\n";
 
 /// Write the body; returns the number of messages.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let msgs = view(&n.messages, |role, b| match b {
+    let v = view(&n.messages, |role, b| match b {
         NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     });
+    let msgs = v.msgs();
     let mut count = 0usize;
     w.raw("{\"model\":");
     w.str(&opts.model);
@@ -28,15 +29,14 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
     if !sys.is_empty() {
         w.sep(&mut first);
         w.raw("{\"role\":\"system\",\"content\":");
-        let joined: Vec<&str> = sys.iter().map(|s| s.text).collect();
-        w.str_joined(&joined, TEXT_JOIN);
+        w.str_joined(sys.iter().map(|s| s.text), TEXT_JOIN);
         w.raw("}");
         count += 1;
     }
     for (role, blocks) in &msgs {
         match role {
             NRole::User => {
-                for b in blocks {
+                for b in blocks.iter() {
                     if let NBlock::ToolResult { id, content, .. } = b {
                         w.sep(&mut first);
                         w.raw("{\"role\":\"tool\",\"tool_call_id\":");
@@ -46,20 +46,23 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                         count += 1;
                     }
                 }
-                let rest: Vec<&&NBlock<'_>> = blocks
+                // Counted, not collected: this runs once per message.
+                let mut rest = blocks
                     .iter()
-                    .filter(|b| !matches!(b, NBlock::ToolResult { .. }))
-                    .collect();
-                if rest.is_empty() {
+                    .filter(|b| !matches!(b, NBlock::ToolResult { .. }));
+                let (Some(one), more) = (rest.next(), rest.next().is_some()) else {
                     continue;
-                }
+                };
                 w.sep(&mut first);
                 w.raw("{\"role\":\"user\",\"content\":");
-                if let [NBlock::Text(t)] = rest.as_slice() {
+                if let (NBlock::Text(t), false) = (one, more) {
                     w.str(t);
                 } else {
                     w.raw("[");
                     let mut fp = true;
+                    let rest = blocks
+                        .iter()
+                        .filter(|b| !matches!(b, NBlock::ToolResult { .. }));
                     for b in rest {
                         match b {
                             NBlock::Text(t) => {
@@ -83,22 +86,21 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 count += 1;
             }
             NRole::Assistant => {
-                let texts: Vec<&str> = blocks
-                    .iter()
-                    .filter_map(|b| match b {
+                let texts = || {
+                    blocks.iter().filter_map(|b| match b {
                         NBlock::Text(t) => Some(&**t),
                         _ => None,
                     })
-                    .collect();
+                };
                 w.sep(&mut first);
                 w.raw("{\"role\":\"assistant\",\"content\":");
-                if texts.is_empty() {
+                if texts().next().is_none() {
                     w.raw("null");
                 } else {
-                    w.str_joined(&texts, TEXT_JOIN);
+                    w.str_joined(texts(), TEXT_JOIN);
                 }
                 let mut fc = true;
-                for b in blocks {
+                for b in blocks.iter() {
                     if let NBlock::ToolUse { id, name, args } = b {
                         if fc {
                             w.raw(",\"tool_calls\":[");

@@ -14,18 +14,18 @@ use super::{view, Sys};
 
 /// Write the body; returns the number of input items.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let msgs = view(&n.messages, |role, b| match b {
+    let v = view(&n.messages, |role, b| match b {
         NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     });
+    let msgs = v.msgs();
     let mut count = 0usize;
     w.raw("{\"model\":");
     w.str(&opts.model);
     if !sys.is_empty() {
-        let joined: Vec<&str> = sys.iter().map(|s| s.text).collect();
         w.raw(",\"instructions\":");
-        w.str_joined(&joined, TEXT_JOIN);
+        w.str_joined(sys.iter().map(|s| s.text), TEXT_JOIN);
     }
     w.raw(",\"input\":[");
     let mut first = true;
@@ -33,7 +33,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         match role {
             NRole::User => {
                 let mut parts = 0usize;
-                for b in blocks {
+                for b in blocks.iter() {
                     match b {
                         NBlock::ToolResult { id, content, .. } => {
                             w.sep(&mut first);
@@ -53,7 +53,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 w.sep(&mut first);
                 w.raw("{\"type\":\"message\",\"role\":\"user\",\"content\":[");
                 let mut fp = true;
-                for b in blocks {
+                for b in blocks.iter() {
                     match b {
                         NBlock::Text(t) => {
                             w.sep(&mut fp);
@@ -74,21 +74,20 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 count += 1;
             }
             NRole::Assistant => {
-                let texts: Vec<&str> = blocks
-                    .iter()
-                    .filter_map(|b| match b {
+                let texts = || {
+                    blocks.iter().filter_map(|b| match b {
                         NBlock::Text(t) => Some(&**t),
                         _ => None,
                     })
-                    .collect();
-                if !texts.is_empty() {
+                };
+                if texts().next().is_some() {
                     w.sep(&mut first);
                     w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
-                    w.str_joined(&texts, TEXT_JOIN);
+                    w.str_joined(texts(), TEXT_JOIN);
                     w.raw("}");
                     count += 1;
                 }
-                for b in blocks {
+                for b in blocks.iter() {
                     if let NBlock::ToolUse { id, name, args } = b {
                         w.sep(&mut first);
                         w.raw("{\"type\":\"function_call\",\"call_id\":");
