@@ -3,11 +3,13 @@ are respected; a failing summarizer loses nothing and says why."""
 
 from __future__ import annotations
 
+import threading
 import time
 
+import msgspec
 import pytest
 
-from ctxrules.commit import Pipeline
+from ctxrules.commit import Pipeline, derive_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.plugins import registry
 from ctxrules.rules import IdleClearing, ResultCap, Summarize, ToolAging
@@ -84,20 +86,42 @@ class _Empty:
 
 
 class _Slow:
+    """Blocks until released, then returns a text: what a hung model call looks like."""
+
     name = "test-slow"
 
+    def __init__(self):
+        self.release = threading.Event()
+        self.finished = threading.Event()
+        self.got = None
+
     def summarize(self, items, *, budget):
-        time.sleep(1.0)
+        self.got = items
+        self.release.wait(5.0)
+        self.finished.set()
         return "late"
+
+
+class _Long:
+    """Returns a summary longer than anything it folds, and counts its calls."""
+
+    name = "test-long"
+
+    def __init__(self):
+        self.calls = 0
+
+    def summarize(self, items, *, budget):
+        self.calls += 1
+        return "padding " * 20_000
 
 
 @pytest.fixture
 def bad_summarizers():
     reg = registry("summarizers")
-    added = [_Raising(), _Empty(), _Slow()]
+    added = [_Raising(), _Empty(), _Slow(), _Long()]
     for s in added:
         reg.items[s.name] = s
-    yield
+    yield {s.name: s for s in added}
     for s in added:
         reg.items.pop(s.name, None)
 
@@ -115,6 +139,53 @@ def test_summarizer_failure_folds_nothing_and_records_why(bad_summarizers, name,
     c = _run(_busy(), rule)
     assert not [it for it in c.items if it.state in ("summary", "summarized")]
     assert any(says in n and "no folding" in n for n in c.notes)
+
+
+def test_timed_out_summarizer_cannot_change_anything_later(bad_summarizers):
+    slow = bad_summarizers["test-slow"]
+    rule = Summarize(threshold_tokens=3000, summarizer="test-slow", timeout_seconds=0.05)
+    pipeline = Pipeline.of([rule])
+    runs = drive(Script(_busy(12)), pipeline)
+    assert any("timed out" in n for _, gen, _ in runs for n in gen.commit.notes)
+    before = [msgspec.msgpack.encode(gen.commit) for _, gen, _ in runs]
+    slow.release.set()  # the abandoned thread now returns its text
+    assert slow.finished.wait(5.0)
+    assert isinstance(slow.got, tuple)  # it was handed a copy it cannot grow or shrink
+    time.sleep(0.05)
+    assert [msgspec.msgpack.encode(gen.commit) for _, gen, _ in runs] == before
+    assert all("late" not in it.rendered for _, gen, _ in runs for it in gen.commit.items)
+    check_commits(runs, pipeline)
+
+
+def test_a_summary_that_does_not_shrink_is_not_retried_every_commit(bad_summarizers):
+    long = bad_summarizers["test-long"]
+    rule = Summarize(threshold_tokens=3000, summarizer="test-long", keep_tail_turns=1)
+    pipeline = Pipeline.of([rule])
+    runs = drive(Script(_busy(14)), pipeline)
+    check_commits(runs, pipeline)
+    over = [gen.commit for _, gen, _ in runs if gen.commit.total_tokens > 3000]
+    assert len(over) >= 8
+    # Without back-off every commit over the threshold would call the summarizer once.
+    assert 1 <= long.calls < len(over) // 2
+    for c in over:  # nothing folded, and each commit says why
+        assert not any(it.state in ("summary", "summarized") for it in c.items)
+        assert any("not shorter" in n or "not retrying" in n for n in c.notes)
+        assert any("could not reach the threshold" in n for n in c.notes)
+    # Re-running the rules on the last commit (a later `now`, no new node) does not call
+    # the summarizer again either.
+    gen = runs[-1][1]
+    calls = long.calls
+    again = Pipeline.of([rule])
+
+    derive_commit(
+        gen.commit,
+        [],
+        session_id="s",
+        head_node_id=gen.commit.head_node_id,
+        pipeline=again,
+        now=gen.commit.created_at + 60,
+    )
+    assert long.calls == calls
 
 
 def test_unreachable_threshold_is_reported():

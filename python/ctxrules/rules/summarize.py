@@ -12,6 +12,16 @@ The summarizer is a plugin (``summarizer``).  If it raises, times out or returns
 nothing, nothing is folded and the reason is noted on the commit; a fold that cannot
 get under the threshold says so too.  Nothing here ever loses content: folded items
 stay in the commit as ``summarized`` and the DAG keeps every original.
+
+Anti-thrash (SPEC §11, complaint 9): a summary that is not shorter than the run it
+would replace is not retried on every commit.  The failed run is remembered in the
+cursors (``summarize.failed_start`` / ``summarize.failed_end``, item positions) and the
+fold from that start is tried again only once the run has doubled in items; until then
+each commit says so in its notes.
+
+Timeouts: Python cannot stop a thread, so a summarizer that times out keeps running on
+its daemon thread until it returns.  It cannot change anything: it was handed a tuple
+of immutable items, and what it returns goes into a dict no one reads any more.
 """
 
 from __future__ import annotations
@@ -26,6 +36,10 @@ from .base import Rule, RuleContext
 from .tool_aging import is_turn
 
 __all__ = ["Summarize"]
+
+#: Cursors (item positions) of the last run whose summary was not shorter than it.
+_FAILED_START = "summarize.failed_start"
+_FAILED_END = "summarize.failed_end"
 
 
 class Summarize(Rule):
@@ -92,7 +106,24 @@ class Summarize(Rule):
 
     # -- running -------------------------------------------------------------------
 
-    def _summarize(self, ctx: RuleContext, run: list[ContextItem]) -> str | None:
+    @staticmethod
+    def _backing_off(ctx: RuleContext, start: int, end: int) -> bool:
+        """Whether the run ``[start, end)`` is (a slightly grown) one whose summary did not
+        shrink: retried only once it holds twice the items of the failed one."""
+        failed_start = ctx.cursors.get(_FAILED_START)
+        failed_end = ctx.cursors.get(_FAILED_END)
+        if failed_start is None or failed_end is None or start != failed_start:
+            return False
+        if end - start >= 2 * (failed_end - failed_start):
+            return False
+        ctx.note(
+            f"not retrying: the summary of items {failed_start}..{failed_end - 1} did not "
+            f"shrink; the fold is tried again once the run reaches "
+            f"{2 * (failed_end - failed_start)} items (now {end - start})"
+        )
+        return True
+
+    def _summarize(self, ctx: RuleContext, run: tuple[ContextItem, ...]) -> str | None:
         from ..plugins import registry
 
         try:
@@ -170,7 +201,7 @@ class Summarize(Rule):
                 run_tokens += sum(u.tokens for u in unit if u.state != "summarized")
                 real = real or any(u.state != "summary" for u in unit)
                 end = unit_end
-            run = [u for u in items[run_start:end] if u.state != "summarized"]
+            run = tuple(u for u in items[run_start:end] if u.state != "summarized")
             if all(u.state == "summary" for u in run):
                 # Nothing new to fold here (at most the previous summary before a kept
                 # unit): step over the kept unit and try the next run.
@@ -180,6 +211,9 @@ class Summarize(Rule):
                 ctx.cursors["summarize.pos"] = nxt  # everything before is folded or kept
                 p = nxt
                 continue
+            if self._backing_off(ctx, run_start, end):
+                blocked_by = "a fold that did not shrink (backing off)"
+                break
             text = self._summarize(ctx, run)
             if text is None:
                 return
@@ -187,9 +221,15 @@ class Summarize(Rule):
             if summary_tokens >= run_tokens:
                 ctx.note(
                     f"no folding: the summary ({summary_tokens} tokens) is not shorter than the "
-                    f"{len(run)} items it would replace ({run_tokens} tokens)"
+                    f"{len(run)} items it would replace ({run_tokens} tokens); not retried "
+                    f"until the run doubles"
                 )
-                return
+                ctx.cursors[_FAILED_START] = run_start
+                ctx.cursors[_FAILED_END] = end
+                blocked_by = "a summary that did not shrink"
+                break
+            ctx.cursors.pop(_FAILED_START, None)
+            ctx.cursors.pop(_FAILED_END, None)
             sm_pos = ctx.fold(run_start, end, text, reason=f"summarized:{len(run)}_items")
             folded_any = True
             total = ctx.total_tokens()

@@ -25,6 +25,8 @@ class Summarizer(Protocol):
     ``summarize`` gets the items to fold (in order; a previous summary item may be
     first) and a token budget, and returns the summary text.  Raise, or return an
     empty string, to refuse: the summarize rule then folds nothing and notes why.
+    A call that outlives the rule's ``timeout_seconds`` is abandoned, not stopped: it
+    runs on to its end on a daemon thread and its result is discarded.
     """
 
     name: str
