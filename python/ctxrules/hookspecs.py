@@ -37,7 +37,8 @@ def register_tokenizers(register: Register) -> None:
     ``count_batch(texts: list[str]) -> list[int]`` (see
     ``ctxrules.tokenizers.Tokenizer``).  Register ``ctxrules.tokenizers.ModelTokenizer``
     values too, to map ``"provider:model"`` patterns to a tokenizer and a calibration
-    factor.
+    factor.  Mappings from third-party plugins are tried before the built-in ones,
+    whatever the load order, so a plugin can override how a model is counted.
     """
 
 
