@@ -39,7 +39,10 @@ pub fn write(
     let placeholder = NBlock::Text(OPENING_PLACEHOLDER.into());
     let mut tail: Option<NBlock<'_>> = None;
     let mut v = view(&n.messages, |role, b| match b {
-        NBlock::Thinking { signature, .. } => role == NRole::Assistant && !signature.is_empty(),
+        // Another vendor's signature (a Gemini thought signature) means nothing here.
+        NBlock::Thinking {
+            signature, vendor, ..
+        } => role == NRole::Assistant && !signature.is_empty() && vendor.is_empty(),
         NBlock::Redacted(_) => role == NRole::Assistant,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
@@ -200,6 +203,7 @@ fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, opts: &Options<'_>) {
         NBlock::Thinking {
             thinking,
             signature,
+            ..
         } => {
             w.raw("{\"type\":\"thinking\",\"thinking\":");
             w.str(thinking);

@@ -4,9 +4,10 @@
 //! Rules enforced: roles are `user` / `model`, alternating (neighbours merged); system
 //! goes to `systemInstruction`; the first content is the user's; `functionCall` parts are
 //! answered by `functionResponse` parts (same `id` and `name`) opening the next content.
-//! Gemini's thought signatures arrive as signature-only thinking blocks (empty text); the
-//! signature is attached to the part that follows it, as Gemini returned it.  Thinking
-//! with text came from another vendor: its signature means nothing here, so it is dropped.
+//! Gemini's thought signatures arrive as thinking blocks of vendor "gemini" (empty text);
+//! the signature is attached to the part that follows it, as Gemini returned it.  Other
+//! thinking came from another vendor (Anthropic's, with or without text): its signature
+//! means nothing here, so it is dropped.
 //! Tool schemas go in `parametersJsonSchema`, which takes full JSON Schema.
 
 use super::input::Options;
@@ -15,7 +16,7 @@ use super::neutral::{NBlock, NRole, Neutral};
 use super::{view, Sys, OPENING_PLACEHOLDER};
 
 fn is_signature(b: &NBlock<'_>) -> bool {
-    matches!(b, NBlock::Thinking { thinking, signature } if thinking.is_empty() && !signature.is_empty())
+    matches!(b, NBlock::Thinking { signature, vendor, .. } if *vendor == "gemini" && !signature.is_empty())
 }
 
 /// Write the body; returns the number of contents.

@@ -66,6 +66,8 @@ pub struct Block<'a> {
     pub source: Option<ImageSource<'a>>,
     pub thinking: &'a str,
     pub signature: &'a str,
+    /// Who minted `signature` ("" = Anthropic, "gemini" = a thought signature).
+    pub vendor: &'a str,
     pub data: &'a str,
 }
 

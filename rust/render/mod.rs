@@ -185,11 +185,15 @@ fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
         NBlock::Thinking {
             thinking,
             signature,
+            vendor,
         } => {
             w.raw("{\"type\":\"thinking\",\"thinking\":");
             w.str(thinking);
             if !signature.is_empty() {
                 w.field_str("signature", signature);
+            }
+            if !vendor.is_empty() {
+                w.field_str("vendor", vendor);
             }
             w.raw("}");
         }

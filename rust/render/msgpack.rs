@@ -244,6 +244,7 @@ fn block<'a>(r: &mut Reader<'a>) -> R<Block<'a>> {
             b"text" => b.text = r.str()?,
             b"thinking" => b.thinking = r.str()?,
             b"signature" => b.signature = r.str()?,
+            b"vendor" => b.vendor = r.str()?,
             b"data" => b.data = r.str()?,
             b"source" => b.source = Some(image_source(r)?),
             // cache_control, tool ids/inputs, …: not read, on purpose (see input.rs).

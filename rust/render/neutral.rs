@@ -94,6 +94,8 @@ pub enum NBlock<'c> {
     Thinking {
         thinking: &'c str,
         signature: &'c str,
+        /// Who minted the signature: only that vendor is sent it.
+        vendor: &'c str,
     },
     Redacted(&'c str),
     ToolUse {
@@ -269,6 +271,7 @@ impl<'c> Builder<'c> {
                     "thinking" => NBlock::Thinking {
                         thinking: b.thinking,
                         signature: b.signature,
+                        vendor: b.vendor,
                     },
                     "redacted_thinking" => NBlock::Redacted(b.data),
                     _ => continue,

@@ -206,7 +206,7 @@ fn gemini_signature_blocks_ride_on_the_next_part() {
     let c = commit(serde_json::json!([
         {"source_node_id": "u1", "role": "user", "rendered": "go"},
         {"source_node_id": "a1", "role": "assistant", "rendered": "",
-         "blocks": [{"type": "thinking", "thinking": "", "signature": "c2ln"}]},
+         "blocks": [{"type": "thinking", "thinking": "", "signature": "c2ln", "vendor": "gemini"}]},
         {"source_node_id": "t1", "role": "tool", "name": "ls", "caller": "a1",
          "tool_use_id": "c1", "rendered": "r1"},
         {"source_node_id": "a2", "role": "assistant", "rendered": "done",
@@ -222,9 +222,9 @@ fn gemini_signature_blocks_ride_on_the_next_part() {
         g["contents"][3]["parts"],
         serde_json::json!([{"text": "done"}])
     );
-    // Anthropic keeps both thinking blocks with their signatures, in order.
+    // Anthropic drops the Gemini signature and keeps its own thinking.
     let a = body(Wire::Anthropic, &c);
-    assert_eq!(a["messages"][1]["content"][0]["signature"], "c2ln");
+    assert_eq!(a["messages"][1]["content"][0]["type"], "tool_use");
     assert_eq!(a["messages"][3]["content"][0]["thinking"], "anthropic text");
 }
 
