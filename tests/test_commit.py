@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import msgspec
 import pytest
 
 import ctxrules
@@ -12,7 +13,8 @@ from ctxrules import _commit_store, dag
 from ctxrules.commit import Pipeline, diff_commits, load_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.errors import DagError
-from ctxrules.model import TextBlock, ToolUseBlock
+from ctxrules.model import ContextItem, TextBlock, ToolUseBlock
+from ctxrules.rules import Summarize
 from ctxrules.store import open_store
 
 DEFAULT = Pipeline.from_config(PipelineConfig.preset("default"))
@@ -165,6 +167,49 @@ def test_storage_grows_with_changed_items_not_with_length(store):
         sizes.append(_commit_store.stored_bytes(store, c.id))
     # the 150th commit has 50x the items of the 3rd but stores about the same delta
     assert max(sizes[100:]) < 2 * max(sizes[2:10])
+
+
+def test_a_fold_stores_the_absorbed_ids_not_the_absorbed_items(store):
+    s = dag.create_session(store)
+    only_summarize = Pipeline.of([Summarize(threshold_tokens=3000)])
+    prev = None
+    for i in range(12):
+        add_turn(store, s.id, i, tools=2, size=1500)
+        c = ctxrules.ensure_latest_commit(s.id, now=float(i), store=store, config=only_summarize)
+        before = (
+            {it.source_node_id for it in prev.items if it.state == "summarized"} if prev else set()
+        )
+        absorbed = [
+            it for it in c.items if it.state == "summarized" and it.source_node_id not in before
+        ]
+        if absorbed:
+            break
+        prev = c
+    assert absorbed and prev is not None
+    summary = next(
+        it
+        for it in c.items
+        if it.state == "summary" and it.source_node_id == absorbed[0].merged_into
+    )
+    absorbed_bytes = sum(len(it.rendered.encode()) for it in absorbed)
+    # The fold commit appended a turn like its parent did, plus the summary and the fold.
+    fold_cost = (
+        _commit_store.stored_bytes(store, c.id)
+        - len(summary.rendered.encode())
+        - _commit_store.stored_bytes(store, prev.id)
+    )
+    assert absorbed_bytes > 3000
+    assert fold_cost < absorbed_bytes / 4
+    _commit_store._cache.clear()
+    assert load_commit(c.id, store=store) == c
+
+
+def test_deltas_written_before_compact_folds_still_replay():
+    item = ContextItem(source_node_id="n1", role="user", rendered="hi", tokens=1)
+    old = msgspec.msgpack.encode(([0], [(0, item)]))
+    items = []
+    _commit_store.replay(items, old)
+    assert items == [item]
 
 
 def test_changing_a_parameter_changes_rules_version_and_regenerates(store):

@@ -1,8 +1,10 @@
 """Where commits live: store migration 2 (``context_commits``), save and load.
 
 A commit row holds the commit's header and its *delta* against its first parent (the
-positions of inserted items and every new or changed item, msgpack): storage grows
-with the items a commit changes, not with its length.  Rows are insert-only —
+positions of inserted items, every new or changed item, and each fold as the summary
+id plus the positions it absorbed, msgpack — see ``rules.base.Delta``): storage grows
+with the items a commit changes, not with its length, and a fold costs a few bytes per
+absorbed item, not the item again.  Rows are insert-only —
 triggers refuse UPDATE and DELETE, as for history nodes (invariant 2) — and
 content-addressed: saving an id that exists is a no-op, since the same id means the
 same content.  ``commits_head`` makes "the commit for this node" an indexed lookup.
@@ -22,18 +24,44 @@ import msgspec
 
 from .errors import NotFoundError, StoreError
 from .model import Call, ContextCommit, ContextItem
+from .rules.base import Delta, folded_item
 from .store import Store, register_migration
 
 if TYPE_CHECKING:
     from .commit import Generated
 
-__all__ = ["CACHE_SIZE", "calls_since", "latest_for_head", "load", "save", "stored_bytes"]
+__all__ = [
+    "CACHE_SIZE",
+    "calls_since",
+    "latest_for_head",
+    "load",
+    "replay",
+    "save",
+    "stored_bytes",
+]
 
 #: Commits kept in memory per process (they are immutable, so caching is always safe).
 CACHE_SIZE = 8
 _cache: OrderedDict[str, ContextCommit] = OrderedDict()
 _cache_lock = threading.Lock()
-_delta_decoder = msgspec.msgpack.Decoder(tuple[list[int], list[tuple[int, ContextItem]]])
+_delta_decoder = msgspec.msgpack.Decoder(Delta)
+# Rows written before folds were stored compactly: (inserted, changed).
+_old_delta_decoder = msgspec.msgpack.Decoder(tuple[list[int], list[tuple[int, ContextItem]]])
+
+
+def replay(items: list[ContextItem], delta: bytes) -> None:
+    """Turn the parent's item list ``items`` into the child's by applying ``delta``."""
+    try:
+        inserted, changed, folds = _delta_decoder.decode(delta)
+    except msgspec.ValidationError:
+        (inserted, changed), folds = _old_delta_decoder.decode(delta), []
+    for p in inserted:
+        items.insert(p, None)  # type: ignore[arg-type]
+    for p, it in changed:
+        items[p] = it
+    for sm_id, reason, changed_at, positions in folds:
+        for p in positions:
+            items[p] = folded_item(items[p], sm_id, reason, changed_at)
 
 
 class _Meta(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -170,11 +198,7 @@ def load(store: Store, commit_id: str) -> ContextCommit:
             start = i + 1
             break
     for cid, sid, head, rv, created, total, meta_b, delta_b in rows[start:]:
-        inserted, changed = _delta_decoder.decode(delta_b)
-        for p in inserted:
-            items.insert(p, None)  # type: ignore[arg-type]
-        for p, it in changed:
-            items[p] = it
+        replay(items, delta_b)
         if cid == commit_id:
             meta = msgspec.msgpack.decode(meta_b, type=_Meta)
             commit = ContextCommit(

@@ -214,13 +214,13 @@ def derive_commit(
     ctx.rule_name = ""
     if marks:
         cursors.update(marks)
-    inserted, changed = ctx.delta()
+    inserted, changed, folds = ctx.delta()
     summary = parent.summary if parent is not None else ""
     for _, it in changed:
         if it.state == "summary":
             summary = it.rendered
     parent_ids = (parent.id,) if parent is not None else ()
-    delta = _encoder.encode((inserted, changed))
+    delta = _encoder.encode((inserted, changed, folds))
     notes = tuple(ctx.notes)
     total = ctx.total_tokens()
     digest = hashlib.blake2b(digest_size=16)

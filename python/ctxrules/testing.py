@@ -28,11 +28,12 @@ from typing import Any
 
 import msgspec
 
+from ._commit_store import replay
 from .commit import Generated, Pipeline, derive_commit
 from .config import PRESETS, PipelineConfig
 from .errors import CtxrulesError
 from .model import STATE_RANK, Call, ContextCommit, ContextItem, TextBlock, ToolUseBlock
-from .rules.base import Rule, item_text_for_tokens
+from .rules.base import Delta, Rule, item_text_for_tokens
 
 __all__ = [
     "InvariantViolation",
@@ -131,14 +132,10 @@ def check_step(
                 _fail("3", f"item {k[0]} went {before.state} → {after.state}", pipeline, c)
     # Token counts of what this commit touched are exact (unchanged ones were checked
     # when they were made).
-    inserted, changed = _decode_delta(gen.delta)
     # The stored delta must rebuild exactly this commit from its parent: a rule that
     # bypassed ctx.replace / ctx.fold would make the store disagree with the commit.
-    rebuilt: list[Any] = list(parent.items) if parent is not None else []
-    for p in inserted:
-        rebuilt.insert(p, None)
-    for p, it in changed:
-        rebuilt[p] = it
+    rebuilt: list[ContextItem] = list(parent.items) if parent is not None else []
+    replay(rebuilt, gen.delta)
     if tuple(rebuilt) != c.items:
         _fail(
             "2",
@@ -147,6 +144,7 @@ def check_step(
             pipeline,
             c,
         )
+    changed = msgspec.msgpack.decode(gen.delta, type=Delta)[1]
     texts: list[str] = []
     for _, it in changed:
         texts.extend(item_text_for_tokens(it))
@@ -157,14 +155,6 @@ def check_step(
             _fail(
                 "tokens", f"item {it.source_node_id} says {it.tokens} tokens, is {n}", pipeline, c
             )
-    del inserted
-
-
-_delta_type = tuple[list[int], list[tuple[int, ContextItem]]]
-
-
-def _decode_delta(delta: bytes) -> tuple[list[int], list[tuple[int, ContextItem]]]:
-    return msgspec.msgpack.decode(delta, type=_delta_type)
 
 
 def _check_render(commit: ContextCommit, pipeline: Pipeline) -> None:

@@ -23,10 +23,23 @@ import msgspec
 from ..errors import ConfigError, RuleError
 from ..model import STATE_RANK, ContextItem
 
-__all__ = ["NOT_POSITIONS", "Rule", "RuleContext", "item_text_for_tokens"]
+__all__ = ["NOT_POSITIONS", "Delta", "Rule", "RuleContext", "folded_item", "item_text_for_tokens"]
+
+#: A commit's change against its parent, in final positions: inserted positions,
+#: ``(position, item)`` for every new or replaced item, and the folds of parent items
+#: that changed nothing but their state, as ``(summary id, reason, changed_at,
+#: positions)`` — a fold stores the ids it absorbed, not the absorbed items again.
+Delta = tuple[list[int], list[tuple[int, ContextItem]], list[tuple[str, str, float, list[int]]]]
 
 #: Cursor keys (prefixes) that are flags or marks, not item positions: never shifted.
 NOT_POSITIONS = ("attach:", "anchor", "seq:", "variants:")
+
+
+def folded_item(item: ContextItem, sm_id: str, reason: str, now: float) -> ContextItem:
+    """``item`` folded into the summary ``sm_id`` (what ``fold`` makes and a delta replays)."""
+    return msgspec.structs.replace(
+        item, state="summarized", merged_into=sm_id, reason=reason, changed_at=now
+    )
 
 
 def item_text_for_tokens(item: ContextItem) -> list[str]:
@@ -159,6 +172,8 @@ class RuleContext:
         self._pending: set[int] = set()
         self._changed: set[int] = set()
         self._inserted: set[int] = set()
+        self._folded: dict[int, int] = {}  # position of an untouched parent item → fold no.
+        self._folds: list[tuple[str, str]] = []  # (summary id, reason) of each fold
         self._counted_batches = 0
 
     # -- reading -----------------------------------------------------------------
@@ -240,6 +255,8 @@ class RuleContext:
             digest.update(it.source_node_id.encode("utf-8", "surrogatepass") + b"\0")
         digest.update(text.encode("utf-8", "surrogatepass"))
         sm_id = f"sm_{digest.hexdigest()}"
+        fold_no = len(self._folds)
+        self._folds.append((sm_id, reason))
         for offset, it in enumerate(folded):
             if it.state == "summarized":
                 continue
@@ -249,10 +266,13 @@ class RuleContext:
                     where=f"rule {self.rule_name!r} on item {it.source_node_id}",
                 )
             pos = start + offset
-            new = msgspec.structs.replace(
-                it, state="summarized", merged_into=sm_id, reason=reason, changed_at=self.now
-            )
-            self._swap(pos, new, recount=False)
+            new = folded_item(it, sm_id, reason, self.now)
+            if pos in self._changed or pos in self._inserted:
+                self._swap(pos, new, recount=False)
+            else:  # the parent's item: the delta records the fold, not the item
+                self._total -= it.tokens
+                self.items[pos] = new
+                self._folded[pos] = fold_no
         summary = ContextItem(
             source_node_id=sm_id,
             role="assistant",
@@ -279,6 +299,7 @@ class RuleContext:
             self._pending = {p + 1 if p >= pos else p for p in self._pending}
             self._changed = {p + 1 if p >= pos else p for p in self._changed}
             self._inserted = {p + 1 if p >= pos else p for p in self._inserted}
+            self._folded = {p + 1 if p >= pos else p: k for p, k in self._folded.items()}
         self._pending.add(pos)
         self._inserted.add(pos)
         if item.state != "summarized":
@@ -301,13 +322,20 @@ class RuleContext:
         if recount:
             self._pending.add(pos)
 
-    def delta(self) -> tuple[list[int], list[tuple[int, ContextItem]]]:
-        """What this commit changed relative to its parent, in final positions:
-        the positions of inserted items, and (position, item) for every new or
-        replaced item.  Replaying it onto the parent's list rebuilds this one."""
+    def delta(self) -> Delta:
+        """What this commit changed relative to its parent (see ``Delta``); replaying
+        it onto the parent's list rebuilds this one."""
         self.flush()
         touched = sorted(self._changed | self._inserted)
-        return sorted(self._inserted), [(p, self.items[p]) for p in touched]
+        positions: list[list[int]] = [[] for _ in self._folds]
+        for p in sorted(self._folded):
+            positions[self._folded[p]].append(p)
+        folds = [
+            (sm_id, reason, self.now, ps)
+            for (sm_id, reason), ps in zip(self._folds, positions)
+            if ps
+        ]
+        return sorted(self._inserted), [(p, self.items[p]) for p in touched], folds
 
     def flush(self) -> None:
         """Count every pending item in one batch and fix ``tokens`` and the total."""
