@@ -428,9 +428,34 @@ def generate_commit(
 
     ``config`` defaults to ``find_config()``; ``now`` to the current time.
     """
+    return _commit_at(session, head, now, store, config, reuse=False)
+
+
+def _commit_at(
+    session: str | SessionInfo,
+    head: str | None,
+    now: float | None,
+    store: Store | None,
+    config: PipelineConfig | Pipeline | None,
+    *,
+    reuse: bool,
+) -> ContextCommit:
+    """Plan the commit at ``head``; return the stored one if ``reuse`` and it is current,
+    else derive and store a new one."""
     pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
+    sid = _session_id(session)
     with _open(store) as st:
-        plan = _plan(st, _session_id(session), head, pipeline)
+        plan = _plan(st, sid, head, pipeline)
+        parent = plan.parent
+        if (
+            reuse
+            and parent is not None
+            and not plan.calls
+            and parent.head_node_id == plan.head
+            and parent.rules_version == pipeline.version
+            and parent.session_id == sid
+        ):
+            return parent
         return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
 
 
@@ -465,20 +490,7 @@ def ensure_latest_commit(
 ) -> ContextCommit:
     """The commit for ``head`` (default HEAD) under ``config``: the stored one if it is
     current (same head, same calls, same rules, same session), else a new one."""
-    pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
-    sid = _session_id(session)
-    with _open(store) as st:
-        plan = _plan(st, sid, head, pipeline)
-        parent = plan.parent
-        if (
-            parent is not None
-            and not plan.calls
-            and parent.head_node_id == plan.head
-            and parent.rules_version == pipeline.version
-            and parent.session_id == sid
-        ):
-            return parent
-        return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
+    return _commit_at(session, head, now, store, config, reuse=True)
 
 
 # -- diff ------------------------------------------------------------------------------
