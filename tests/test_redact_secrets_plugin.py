@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ctxrules.commit import Pipeline, derive_commit
+from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
-from ctxrules.model import Call, TextBlock, ToolUseBlock
 from ctxrules.plugins import loaded_plugins, registry
-from ctxrules.testing import check_rule
+from ctxrules.testing import check_rule, commit_of, tool_turn
 
 KEY = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nIBAAKC\n-----END RSA PRIVATE KEY-----"
 SECRETS = {
@@ -40,32 +39,8 @@ def test_discovered_through_its_entry_point_not_imported_by_us():
 @pytest.mark.parametrize("kind", list(SECRETS))
 def test_each_kind_is_redacted_in_output_and_arguments(kind):
     secret = SECRETS[kind]
-    calls = [
-        Call(id="u", seq=1, created_at=0.0, role="user", output="go"),
-        Call(
-            id="a",
-            seq=2,
-            created_at=0.0,
-            role="assistant",
-            predecessor="u",
-            output=[TextBlock(text="ok"), ToolUseBlock(id="t", name="Bash", input={})],
-        ),
-        Call(
-            id="t",
-            seq=3,
-            created_at=0.0,
-            role="tool",
-            name="Bash",
-            caller="a",
-            input={"cmd": f"echo {secret}"},
-            output=f"before {secret} after",
-            metadata={"tool_use_id": "t"},
-        ),
-    ]
-    pipeline = Pipeline.of([rule_class()()])
-    commit = derive_commit(
-        None, calls, session_id="s", head_node_id="a", pipeline=pipeline, now=0.0
-    ).commit
+    calls = tool_turn({"input": {"cmd": f"echo {secret}"}, "output": f"before {secret} after"})
+    commit = commit_of([rule_class()()], calls)
     tool = commit.items[-1]
     marker = f"[redacted:{kind}]"
     assert marker in tool.rendered and marker in tool.tool_input
@@ -81,25 +56,8 @@ def test_configured_first_the_aged_stub_carries_no_secret(tmp_path):
         pipeline=("redact_secrets", "tool_aging"),
         rules={"tool_aging": {"tail_turns": 0, "step_turns": 1}},
     )
-    pipeline = Pipeline.from_config(cfg)
     secret = SECRETS["openai_api_key"]
-    calls = [
-        Call(id="u", seq=1, created_at=0.0, role="user", output="go"),
-        Call(id="a", seq=2, created_at=0.0, role="assistant", predecessor="u", output="x"),
-        Call(
-            id="t",
-            seq=3,
-            created_at=0.0,
-            role="tool",
-            name="Bash",
-            caller="a",
-            output=f"{secret}",
-            metadata={"tool_use_id": "t"},
-        ),
-    ]
-    commit = derive_commit(
-        None, calls, session_id="s", head_node_id="a", pipeline=pipeline, now=0.0
-    ).commit
+    commit = commit_of(Pipeline.from_config(cfg), tool_turn({"output": secret}))
     assert commit.items[-1].state == "aged" and secret not in commit.items[-1].rendered
 
 
@@ -112,3 +70,22 @@ def test_unknown_kind_is_a_config_error():
 
 def test_redact_secrets_keeps_the_invariants():
     check_rule(rule_class()(roles=["tool", "user"]), examples=10)
+
+
+def test_the_packages_own_tests_pass_with_only_the_public_kit():
+    # Run as its author would: from the package directory, its own rootdir, so the
+    # kit's fixture can only come from the installed pytest11 entry point.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "plugins" / "ctxrules-redact-secrets"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=package,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "3 passed" in done.stdout

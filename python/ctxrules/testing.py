@@ -12,7 +12,8 @@ tools, huge and failing results, branches, attach pointers, locked and pinned no
 time gaps), derives commits turn by turn through the pipeline and asserts SPEC §3
 invariants 1–8 plus the consistency a renderer relies on (tool pairing, token totals,
 the task anchor).  ``check_commits`` runs the same checks on commits you produced
-yourself, e.g. from a real transcript.  A failure raises ``InvariantViolation`` naming
+yourself, e.g. from a real transcript; ``tool_turn`` + ``commit_of`` build one
+hand-written case in two lines.  A failure raises ``InvariantViolation`` naming
 the invariant, the rule set and the item.
 
 Installed as a pytest plugin (entry point ``pytest11: ctxrules``): the fixture
@@ -22,7 +23,7 @@ Installed as a pytest plugin (entry point ``pytest11: ctxrules``): the fixture
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,9 +42,11 @@ __all__ = [
     "Step",
     "check_commits",
     "check_rule",
+    "commit_of",
     "drive",
     "pipelines_with",
     "scripts",
+    "tool_turn",
 ]
 
 TOOL_NAMES = ("Read", "Bash", "Grep", "Edit", "todo_update", "web_search", "TodoWrite")
@@ -237,6 +240,73 @@ def scripts(max_steps: int = 10) -> Any:
     return st.lists(step, min_size=1, max_size=max_steps).map(Script)
 
 
+def tool_turn(
+    *results: Mapping[str, Any],
+    user: str = "go",
+    assistant: str = "ok",
+    prefix: str = "",
+    predecessor: str | None = None,
+    seq: int = 1,
+    reads: Sequence[str] = (),
+) -> list[Call]:
+    """The nodes of one turn: a user request, an assistant calling one tool per entry
+    of ``results``, and the results, for hand-written cases next to ``check_rule``.
+
+    Each entry has ``output`` and optionally ``name`` (default ``Bash``), ``input`` and
+    ``metadata``.  Ids are ``<prefix>u``, ``<prefix>a`` and ``<prefix>t1``, ``<prefix>t2``…
+    (also the vendor call ids); seqs count up from ``seq``.
+    """
+    u, a = f"{prefix}u", f"{prefix}a"
+    tools = [(f"{prefix}t{k + 1}", r) for k, r in enumerate(results)]
+    uses = [ToolUseBlock(id=tid, name=r.get("name", "Bash"), input={}) for tid, r in tools]
+    calls = [
+        Call(
+            id=u,
+            seq=seq,
+            created_at=0.0,
+            role="user",
+            output=user,
+            predecessor=predecessor,
+            reads=tuple(reads),
+        ),
+        Call(
+            id=a,
+            seq=seq + 1,
+            created_at=0.0,
+            role="assistant",
+            predecessor=u,
+            output=[TextBlock(text=assistant), *uses],
+        ),
+    ]
+    for k, (tid, r) in enumerate(tools):
+        calls.append(
+            Call(
+                id=tid,
+                seq=seq + 2 + k,
+                created_at=0.0,
+                role="tool",
+                name=r.get("name", "Bash"),
+                caller=a,
+                input=r.get("input", {}),
+                output=r["output"],
+                metadata={"tool_use_id": tid, **r.get("metadata", {})},
+            )
+        )
+    return calls
+
+
+def commit_of(
+    rules: Sequence[Rule] | Pipeline, calls: Sequence[Call], *, now: float = 0.0
+) -> ContextCommit:
+    """The first commit of ``calls`` (e.g. from ``tool_turn``) under ``rules``, headed
+    at the last conversation node."""
+    pipeline = rules if isinstance(rules, Pipeline) else Pipeline.of(rules)
+    head = next(c.id for c in reversed(calls) if c.caller is None)
+    return derive_commit(
+        None, calls, session_id="s", head_node_id=head, pipeline=pipeline, now=now
+    ).commit
+
+
 def _filler(size: int, seed: int) -> str:
     base = f"line {seed}: /repo/src/mod{seed % 7}.py ok value={seed * 31 % 997}\n"
     return (base * (size // len(base) + 1))[:size]
@@ -302,27 +372,21 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
                 )
             )
         snapshot = {cid: msgspec.msgpack.encode(c) for cid, c in calls.items()}
-        gen = _derive(
-            parent,
-            new,
-            session_id="s",
-            head_node_id=asst.id,
-            pipeline=pipeline,
-            now=now,
-            load_commit=by_id.get,
+        gen, again = (
+            _derive(
+                parent,
+                new,
+                session_id="s",
+                head_node_id=asst.id,
+                pipeline=pipeline,
+                now=now,
+                load_commit=by_id.get,
+            )
+            for _ in range(2)
         )
         for cid, c in calls.items():  # invariant 1: the pipeline never touches nodes
             if msgspec.msgpack.encode(c) != snapshot[cid]:
                 _fail("1", f"node {cid} changed during generation", pipeline, gen.commit)
-        again = _derive(
-            parent,
-            new,
-            session_id="s",
-            head_node_id=asst.id,
-            pipeline=pipeline,
-            now=now,
-            load_commit=by_id.get,
-        )
         if again.commit.id != gen.commit.id or again.delta != gen.delta:
             _fail(
                 "2",

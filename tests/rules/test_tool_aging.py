@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ctxrules.commit import Pipeline
 from ctxrules.rules import ToolAging
-from ctxrules.testing import Script, Step, check_rule, drive
+from ctxrules.testing import Script, Step, check_rule, commit_of, drive, tool_turn
 
 
 def _last(script: Script, rule: ToolAging):
@@ -82,69 +82,12 @@ def test_tool_aging_keeps_the_invariants():
 
 
 def test_pinned_and_cited_results_stay_full():
-    from ctxrules.commit import derive_commit
-    from ctxrules.model import Call, ToolUseBlock
-
-    calls = [
-        Call(id="u", seq=1, created_at=0.0, role="user", output="go"),
-        Call(
-            id="a",
-            seq=2,
-            created_at=0.0,
-            role="assistant",
-            predecessor="u",
-            output=[
-                ToolUseBlock(id="t1", name="Read"),
-                ToolUseBlock(id="t2", name="Read"),
-                ToolUseBlock(id="t3", name="Read"),
-            ],
-        ),
-        Call(
-            id="t1",
-            seq=3,
-            created_at=0.0,
-            role="tool",
-            name="Read",
-            caller="a",
-            output="pinned result " * 20,
-            metadata={"tool_use_id": "t1", "pinned": True},
-        ),
-        Call(
-            id="t2",
-            seq=4,
-            created_at=0.0,
-            role="tool",
-            name="Read",
-            caller="a",
-            output="cited result " * 20,
-            metadata={"tool_use_id": "t2"},
-        ),
-        Call(
-            id="t3",
-            seq=5,
-            created_at=0.0,
-            role="tool",
-            name="Read",
-            caller="a",
-            output="plain result " * 20,
-            metadata={"tool_use_id": "t3"},
-        ),
-    ]
-    later = [
-        Call(
-            id="u2",
-            seq=6,
-            created_at=0.0,
-            role="user",
-            output="next",
-            predecessor="a",
-            reads=("t2",),
-        ),
-        Call(id="a2", seq=7, created_at=0.0, role="assistant", predecessor="u2", output="ok"),
-    ]
-    pipeline = Pipeline.of([ToolAging(tail_turns=0, step_turns=1)])
-    c = derive_commit(
-        None, calls + later, session_id="s", head_node_id="a2", pipeline=pipeline, now=0.0
-    ).commit
+    first = tool_turn(
+        {"name": "Read", "output": "pinned result " * 20, "metadata": {"pinned": True}},
+        {"name": "Read", "output": "cited result " * 20},
+        {"name": "Read", "output": "plain result " * 20},
+    )
+    later = tool_turn(prefix="n", predecessor="a", seq=6, reads=["t2"])
+    c = commit_of([ToolAging(tail_turns=0, step_turns=1)], first + later)
     states = {it.source_node_id: (it.state, it.is_anchor) for it in c.items if it.role == "tool"}
     assert states == {"t1": ("full", True), "t2": ("full", True), "t3": ("aged", False)}
