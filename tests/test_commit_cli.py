@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -75,32 +76,49 @@ def test_aggressive_preset_ages_and_now_clears(session, capsys):
     assert out["notes"]
 
 
-def test_table_and_diff(session, capsys):
+def _key(item):
+    return item["source_node_id"] + (f"@{item['attached_from']}" if item["attached_from"] else "")
+
+
+def test_table_shows_items_and_tokens_by_state(session, capsys):
     store, sid = session
+    out = run_json(capsys, "commit", sid, "--store", store, "--preset", "aggressive", "--json")
     assert main(["commit", sid, "--store", store, "--preset", "aggressive"]) == 0
     text = capsys.readouterr().out
-    assert "state" in text and "tokens" in text and "full" in text
+    expected: dict[str, list[int]] = {}
+    for it in out["items"]:
+        expected.setdefault(it["state"], [0, 0])
+        expected[it["state"]][0] += 1
+        expected[it["state"]][1] += it["tokens"]
+    assert len(expected) >= 2  # the aggressive preset changed something
+    for state, (n, tokens) in expected.items():
+        assert re.search(rf"│ {state}\s*│\s*{n} │\s*{tokens} │", text), state
+    assert re.search(rf"│ sent\s*│\s*│\s*{out['total_tokens']} │", text)
+
+
+def test_diff_against_an_earlier_head(session, capsys):
+    store, sid = session
     log = run_json(capsys, "log", sid, "--store", store, "--json")
     nodes = log if isinstance(log, list) else log["nodes"]
     first_assistant = next(n["id"] for n in nodes if n["role"] == "assistant")
-    d = run_json(
-        capsys,
-        "commit",
-        sid,
-        "--store",
-        store,
-        "--preset",
-        "aggressive",
-        "--diff",
-        first_assistant,
-        "--json",
-    )
-    assert d["added"] and d["prefix_items"] >= 1
-    assert (
-        main(["commit", sid, "--store", store, "--preset", "aggressive", "--diff", first_assistant])
-        == 0
-    )
-    assert "shared prefix" in capsys.readouterr().out
+    args = ["commit", sid, "--store", store, "--preset", "aggressive"]
+    now = run_json(capsys, *args, "--json")
+    then = run_json(capsys, *args, "--head", first_assistant, "--json")
+    d = run_json(capsys, *args, "--diff", first_assistant, "--json")
+    assert d["a"] == then["id"] and d["b"] == now["id"]
+    old = {_key(it): it["state"] for it in then["items"]}
+    new = {_key(it): it["state"] for it in now["items"]}
+    assert set(d["added"]) == set(new) - set(old) and d["added"]
+    assert set(d["removed"]) == set(old) - set(new)
+    assert {k: (x, y) for k, x, y in d["changed"]} == {
+        k: (old[k], new[k]) for k in old.keys() & new.keys() if old[k] != new[k]
+    }
+    assert 1 <= d["prefix_items"] <= len(then["items"])
+    assert (d["tokens_a"], d["tokens_b"]) == (then["total_tokens"], now["total_tokens"])
+    assert main([*args, "--diff", first_assistant]) == 0
+    text = capsys.readouterr().out
+    assert re.search(rf"│ added\s*│\s*{len(d['added'])} │", text)
+    assert re.search(rf"│ shared prefix\s*│\s*{d['prefix_items']} │", text)
 
 
 def test_config_file_is_used_and_bad_config_is_one_line(session, capsys, tmp_path):
