@@ -51,6 +51,13 @@ impl Json {
         }
     }
 
+    /// A writer over `buf`, emptied, with room for at least `cap` bytes.
+    pub fn reusing(mut buf: Vec<u8>, cap: usize) -> Self {
+        buf.clear();
+        buf.reserve(cap);
+        Json { buf }
+    }
+
     /// Append trusted literal JSON (structure only, never content).
     #[inline]
     pub fn raw(&mut self, s: &str) {
@@ -224,6 +231,21 @@ mod tests {
                 String::from_utf8(w.finish()).unwrap(),
                 serde_json::to_string(s).unwrap()
             );
+        }
+    }
+
+    #[test]
+    fn escapes_long_runs_of_escapes() {
+        // Strings that grow up to 6x, past any reserved slack, and words full of escapes.
+        for unit in ["\u{1}", "\"", "\\", "\n", "a\"", "\u{1f}b\\"] {
+            for reps in [1, 7, 8, 9, 100, 1000] {
+                let s = unit.repeat(reps);
+                let mut w = Json::with_capacity(0);
+                w.raw("x");
+                w.str(&s);
+                let got = String::from_utf8(w.finish()).unwrap();
+                assert_eq!(got, format!("x{}", serde_json::to_string(&s).unwrap()));
+            }
         }
     }
 

@@ -26,7 +26,7 @@ impl<'a> Reader<'a> {
         Err(format!("commit (MessagePack): {what} at byte {}", self.pos))
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, n: usize) -> R<&'a [u8]> {
         match self.buf.get(self.pos..self.pos + n) {
             Some(s) => {
@@ -37,12 +37,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn byte(&mut self) -> R<u8> {
         Ok(self.take(1)?[0])
     }
 
-    #[inline]
+    #[inline(always)]
     fn be(&mut self, n: usize) -> R<u64> {
         Ok(self
             .take(n)?
@@ -50,7 +50,7 @@ impl<'a> Reader<'a> {
             .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
     }
 
-    #[inline]
+    #[inline(always)]
     fn peek(&self) -> R<u8> {
         match self.buf.get(self.pos) {
             Some(&b) => Ok(b),
@@ -58,7 +58,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     /// The length of the map that starts here.
     pub fn map_len(&mut self) -> R<usize> {
         let m = self.byte()?;
@@ -70,7 +70,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     /// The length of the array that starts here.
     pub fn array_len(&mut self) -> R<usize> {
         let m = self.byte()?;
@@ -82,7 +82,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     /// Raw bytes of the string that starts here (keys: compared, never decoded).
     pub fn raw_str(&mut self) -> R<&'a [u8]> {
         let m = self.byte()?;
@@ -96,7 +96,7 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 
-    #[inline]
+    #[inline(always)]
     /// A UTF-8 string, borrowed from the input.
     pub fn str(&mut self) -> R<&'a str> {
         let raw = self.raw_str()?;
@@ -109,7 +109,7 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(raw).or_else(|_| self.err("string is not UTF-8"))
     }
 
-    #[inline]
+    #[inline(always)]
     /// A string or nil.
     pub fn opt_str(&mut self) -> R<Option<&'a str>> {
         if self.peek()? == 0xc0 {
@@ -128,7 +128,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     /// A non-negative integer.
     pub fn uint(&mut self) -> R<u64> {
         let m = self.byte()?;
