@@ -34,6 +34,12 @@ def _ids(commit):
     ]
 
 
+def _result(store, sid, caller, call_id, text):
+    return dag.append(
+        store, sid, "tool", text, name="Bash", caller=caller, metadata={"tool_use_id": call_id}
+    )
+
+
 @settings(max_examples=25, deadline=None, database=None)
 @given(ops=OPS, pick=st.randoms(use_true_random=False), which=st.integers(0, 1))
 def test_commit_items_follow_branch_path(tmp_path_factory, ops, pick, which):
@@ -55,27 +61,11 @@ def test_commit_items_follow_branch_path(tmp_path_factory, ops, pick, which):
                     "assistant",
                     [TextBlock(text=f"a{n}"), ToolUseBlock(id=f"t{n}", name="Bash")],
                 )
-                dag.append(
-                    store,
-                    sid,
-                    "tool",
-                    f"r{n}",
-                    name="Bash",
-                    caller=a.id,
-                    metadata={"tool_use_id": f"t{n}"},
-                )
+                _result(store, sid, a.id, f"t{n}", f"r{n}")
             elif op == "late_tool":
                 head = store.get_node(store.get_session(sid).head)
                 if head.role == "assistant":
-                    dag.append(
-                        store,
-                        sid,
-                        "tool",
-                        f"late{n}",
-                        name="Bash",
-                        caller=head.id,
-                        metadata={"tool_use_id": f"late{n}"},
-                    )
+                    _result(store, sid, head.id, f"late{n}", f"late{n}")
             elif op == "edit":
                 users = [c for c in nodes if c.role == "user" and c.caller is None]
                 dag.edit(store, sid, pick.choice(users).id, output=f"edited{n}")

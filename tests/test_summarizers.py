@@ -11,6 +11,18 @@ from ctxrules.summarizers import ExtractiveSummarizer, get_summarizer
 TASK = "Port the parser in src/parse.py to the new tokenizer API."
 
 
+def tool(sid, caller, name, tool_input, rendered, **kw):
+    return ContextItem(
+        source_node_id=sid,
+        role="tool",
+        name=name,
+        caller=caller,
+        tool_input=tool_input,
+        rendered=rendered,
+        **kw,
+    )
+
+
 def items():
     todos = {
         "todos": [
@@ -22,37 +34,22 @@ def items():
     return [
         ContextItem(source_node_id="u1", role="user", rendered=TASK),
         ContextItem(source_node_id="a1", role="assistant", rendered="I will read the parser."),
-        ContextItem(
-            source_node_id="t1",
-            role="tool",
-            name="Read",
-            caller="a1",
-            tool_input='{"file_path": "src/parse.py"}',
-            rendered="def parse(): ...",
-        ),
+        tool("t1", "a1", "Read", '{"file_path": "src/parse.py"}', "def parse(): ..."),
         ContextItem(
             source_node_id="u2",
             role="user",
             rendered="Looks good. You must not change the public API. Thanks!",
         ),
         ContextItem(source_node_id="a2", role="assistant", rendered="Running the tests."),
-        ContextItem(
-            source_node_id="t2",
-            role="tool",
-            name="Bash",
-            caller="a2",
+        tool(
+            "t2",
+            "a2",
+            "Bash",
+            '{"command": "pytest tests/test_parse.py"}',
+            "FAILED tests/test_parse.py::test_empty - IndexError\n2 failed",
             is_error=True,
-            tool_input='{"command": "pytest tests/test_parse.py"}',
-            rendered="FAILED tests/test_parse.py::test_empty - IndexError\n2 failed",
         ),
-        ContextItem(
-            source_node_id="t3",
-            role="tool",
-            name="TodoWrite",
-            caller="a2",
-            tool_input=json.dumps(todos),
-            rendered="ok",
-        ),
+        tool("t3", "a2", "TodoWrite", json.dumps(todos), "ok"),
     ]
 
 
@@ -88,14 +85,7 @@ def test_a_previous_summary_is_merged_not_lost():
         ContextItem(source_node_id="sm_1", role="assistant", state="summary", rendered=first),
         ContextItem(source_node_id="u3", role="user", rendered="Now also update README.md"),
         ContextItem(source_node_id="a3", role="assistant", rendered="Updating."),
-        ContextItem(
-            source_node_id="t4",
-            role="tool",
-            name="Read",
-            caller="a3",
-            tool_input='{"file_path": "README.md"}',
-            rendered="# Title",
-        ),
+        tool("t4", "a3", "Read", '{"file_path": "README.md"}', "# Title"),
     ]
     text = ExtractiveSummarizer().summarize(later, budget=2000)
     assert TASK in text and "You must not change the public API." in text
