@@ -271,3 +271,22 @@ def test_unknown_head_is_refused(tmp_path):
 
     with pytest.raises(DagError, match="not part of session"):
         situation(store, sid, "n_missing")
+
+
+def test_explain_counts_the_situation_in_the_predicted_hit(cc):
+    store, sid, _ = cc
+    _, frames = _sub_frames(store, sid)
+    _, chain = frames[1]
+    heads = [n for n in chain if n.role == "assistant"][-2:]
+    previous = ensure_latest_commit(sid, heads[0].id, 0, store=store)
+    commit = ensure_latest_commit(sid, heads[1].id, 0, store=store)
+    ex = explain(commit, "anthropic", previous=previous, store=store)
+    t, hit = ex["tokens"], ex["predicted_cache"]
+    assert t["L1_situation"] > 0
+    assert hit["total_tokens"] == t["L0_session"] + t["L1_situation"] + commit.total_tokens
+    # Same frame: L0, L1 and the unchanged item prefix are shared.
+    assert hit["shared_tokens"] > t["L0_session"] + t["L1_situation"]
+    # Against a main-conversation commit the situation moved: only L0 is shared.
+    main_commit = ensure_latest_commit(sid, None, 0, store=store)
+    moved = explain(commit, "anthropic", previous=main_commit, store=store)["predicted_cache"]
+    assert moved["shared_tokens"] == t["L0_session"] and moved["shared_items"] == 0

@@ -339,6 +339,7 @@ def explain(
     from .providers import get_provider
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
+    derived = "situation" not in options and store is not None
     options = _with_situation(commit, store, options)
     rendered = render(commit, prov, model, **options)
     header = header_tokens(
@@ -351,7 +352,14 @@ def explain(
         s = states.setdefault(it.state, {"items": 0, "tokens": 0})
         s["items"] += 1
         s["tokens"] += it.tokens if it.state != "summarized" else 0
-    hit = predicted_cache_hit(previous, commit, header=header)
+    # The situation precedes every message: shared when the previous request was made
+    # in the same frame (then its text is the same), else only L0 is.
+    hit = predicted_cache_hit(previous, commit, header=header + situation)
+    if previous is not None and derived and store is not None:
+        from .situation import commit_situation
+
+        if (commit_situation(store, previous) or None) != options.get("situation"):
+            hit = CacheHit(shared_items=0, shared_tokens=header, total_tokens=hit.total_tokens)
     return {
         "provider": prov.name,
         "model": rendered.model,

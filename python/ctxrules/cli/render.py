@@ -134,6 +134,7 @@ def step_render(state: DemoState) -> None:
     from ..commit import ensure_latest_commit, load_commit
     from ..config import PipelineConfig
     from ..render import header_tokens, predicted_cache_hit, render, session_defaults
+    from ..situation import commit_situation
     from .commit import DEMO_PRESET
 
     # The same configuration as the commit step, so these are the commits it showed.
@@ -154,7 +155,9 @@ def step_render(state: DemoState) -> None:
         while commit.created_at > node.created_at and commit.parent_ids:
             commit = load_commit(commit.parent_ids[0], store=state.store)
         sizes = [render(commit, p, store=state.store, **defaults) for p in PROVIDERS]
-        hit = predicted_cache_hit(previous, commit, header=header)
+        # Every turn of the demo is in the main conversation: one constant situation.
+        l1 = header_tokens("anthropic", system=commit_situation(state.store, commit))
+        hit = predicted_cache_hit(previous, commit, header=header + l1)
         table.add_row(
             str(n),
             *(f"{len(r.body):,}" for r in sizes),
