@@ -69,18 +69,21 @@ pub struct Diff {
     pub prefix_tokens: u64,
 }
 
+/// Each key's first position in `keys`.
+fn first_positions(keys: &[String]) -> HashMap<&str, usize> {
+    let mut index = HashMap::with_capacity(keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        index.entry(k.as_str()).or_insert(i);
+    }
+    index
+}
+
 /// Diff two item lists (`a` → `b`).
 pub fn diff(a: &[Item<'_>], b: &[Item<'_>]) -> Diff {
     let a_keys: Vec<String> = a.iter().map(Item::key).collect();
     let b_keys: Vec<String> = b.iter().map(Item::key).collect();
-    let mut a_index: HashMap<&str, usize> = HashMap::with_capacity(a.len());
-    for (i, k) in a_keys.iter().enumerate() {
-        a_index.entry(k.as_str()).or_insert(i);
-    }
-    let mut b_index: HashMap<&str, usize> = HashMap::with_capacity(b.len());
-    for (i, k) in b_keys.iter().enumerate() {
-        b_index.entry(k.as_str()).or_insert(i);
-    }
+    let a_index = first_positions(&a_keys);
+    let b_index = first_positions(&b_keys);
     let mut out = Diff::default();
     for (j, item) in b.iter().enumerate() {
         match a_index.get(b_keys[j].as_str()) {
@@ -99,9 +102,9 @@ pub fn diff(a: &[Item<'_>], b: &[Item<'_>]) -> Diff {
             }
         }
     }
-    for (i, k) in a_keys.iter().enumerate() {
+    for k in &a_keys {
         if !b_index.contains_key(k.as_str()) {
-            out.removed.push(a_keys[i].clone());
+            out.removed.push(k.clone());
         }
     }
     let mut ra = a.iter().zip(a_keys.iter()).filter(|(it, _)| it.rendered());
@@ -138,9 +141,14 @@ mod tests {
         }
     }
 
+    /// A list of items, each `(id, state, rendered, tokens)`.
+    fn list<'a>(spec: &[(&'a str, &'a str, &'a str, u64)]) -> Vec<Item<'a>> {
+        spec.iter().map(|&(i, s, t, n)| it(i, s, t, n)).collect()
+    }
+
     #[test]
     fn identical_lists_share_everything() {
-        let a = vec![it("u", "full", "hi", 1), it("a", "full", "yo", 2)];
+        let a = list(&[("u", "full", "hi", 1), ("a", "full", "yo", 2)]);
         let d = diff(&a, &a);
         assert!(d.added.is_empty() && d.removed.is_empty() && d.changed.is_empty());
         assert_eq!((d.prefix_items, d.prefix_tokens), (2, 3));
@@ -148,16 +156,16 @@ mod tests {
 
     #[test]
     fn state_change_ends_the_prefix_and_is_reported() {
-        let a = vec![
-            it("u", "full", "hi", 1),
-            it("t", "full", "long", 9),
-            it("x", "full", "z", 1),
-        ];
-        let b = vec![
-            it("u", "full", "hi", 1),
-            it("t", "aged", "stub", 2),
-            it("x", "full", "z", 1),
-        ];
+        let a = list(&[
+            ("u", "full", "hi", 1),
+            ("t", "full", "long", 9),
+            ("x", "full", "z", 1),
+        ]);
+        let b = list(&[
+            ("u", "full", "hi", 1),
+            ("t", "aged", "stub", 2),
+            ("x", "full", "z", 1),
+        ]);
         let d = diff(&a, &b);
         assert_eq!(d.changed, vec![("t".into(), "full".into(), "aged".into())]);
         assert_eq!((d.prefix_items, d.prefix_tokens), (1, 1));
@@ -165,16 +173,16 @@ mod tests {
 
     #[test]
     fn added_removed_rewritten() {
-        let a = vec![
-            it("u", "full", "hi", 1),
-            it("gone", "full", "g", 1),
-            it("r", "full", "x", 1),
-        ];
-        let b = vec![
-            it("u", "full", "hi", 1),
-            it("r", "full", "y", 1),
-            it("new", "full", "n", 1),
-        ];
+        let a = list(&[
+            ("u", "full", "hi", 1),
+            ("gone", "full", "g", 1),
+            ("r", "full", "x", 1),
+        ]);
+        let b = list(&[
+            ("u", "full", "hi", 1),
+            ("r", "full", "y", 1),
+            ("new", "full", "n", 1),
+        ]);
         let d = diff(&a, &b);
         assert_eq!(d.added, vec!["new".to_string()]);
         assert_eq!(d.removed, vec!["gone".to_string()]);
@@ -183,16 +191,16 @@ mod tests {
 
     #[test]
     fn summarized_items_are_not_part_of_the_prefix() {
-        let a = vec![
-            it("u", "full", "hi", 1),
-            it("t", "full", "x", 5),
-            it("v", "full", "y", 1),
-        ];
-        let b = vec![
-            it("u", "full", "hi", 1),
-            it("t", "summarized", "x", 5),
-            it("sm_1", "summary", "s", 1),
-        ];
+        let a = list(&[
+            ("u", "full", "hi", 1),
+            ("t", "full", "x", 5),
+            ("v", "full", "y", 1),
+        ]);
+        let b = list(&[
+            ("u", "full", "hi", 1),
+            ("t", "summarized", "x", 5),
+            ("sm_1", "summary", "s", 1),
+        ]);
         let d = diff(&a, &b);
         assert_eq!(d.prefix_items, 1);
         assert_eq!(d.added, vec!["sm_1".to_string()]);
@@ -203,7 +211,7 @@ mod tests {
     fn attached_items_are_keyed_apart_from_native_ones() {
         let mut x = it("u", "full", "hi", 1);
         x.attached_from = Some("cc_1");
-        let a = vec![it("u", "full", "hi", 1)];
+        let a = list(&[("u", "full", "hi", 1)]);
         let b = vec![it("u", "full", "hi", 1), x];
         let d = diff(&a, &b);
         assert_eq!(d.added, vec!["u@cc_1".to_string()]);
