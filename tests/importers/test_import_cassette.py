@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from ctxrules.importers import import_paths
-from ctxrules.model import ThinkingBlock, ToolUseBlock
+from ctxrules.model import TextBlock, ThinkingBlock, ToolUseBlock
 
 CASSETTES = [
     "vcr-cassettes-yaml/anthropic/test_multiple_parallel_tool_calls.yaml",
@@ -166,3 +166,38 @@ def test_gemini_thought_signatures_sit_before_their_part(corpus, store):
                 signed.append((b.signature, nxt.name))
         got.append(signed)
     assert got == want
+
+
+def test_gemini_thought_parts_are_thinking_not_text(store, tmp_path):
+    from ctxrules.commit import ensure_latest_commit
+    from ctxrules.render import render
+
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "what is 2+2"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "adding small numbers", "thought": True},
+                    {"text": "4", "thoughtSignature": "c2lnLTQ="},
+                ],
+            },
+            {"role": "user", "parts": [{"text": "and 3+3"}]},
+        ]
+    }
+    uri = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+    doc = {"interactions": [{"request": {"uri": uri, "body": json.dumps(body)}, "response": {}}]}
+    path = tmp_path / "thought.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    (res,) = import_paths(store, [str(path)])
+    (model,) = [n for n in store.nodes(res.id) if n.role == "assistant"]
+    assert list(model.output) == [
+        ThinkingBlock(thinking="adding small numbers", vendor="gemini"),
+        ThinkingBlock(thinking="", signature="c2lnLTQ=", vendor="gemini"),
+        TextBlock(text="4"),
+    ]
+    commit = ensure_latest_commit(res.id, store=store, now=0)
+    sent = json.loads(render(commit, "gemini").body)
+    # The thought is not re-sent as text; the signature rides on the part that had it.
+    assert sent["contents"][1]["parts"] == [{"text": "4", "thoughtSignature": "c2lnLTQ="}]
+    assert "adding small numbers" not in json.dumps(render(commit, "anthropic").body.decode())

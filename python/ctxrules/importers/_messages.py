@@ -308,8 +308,9 @@ def gemini_contents(
     requests without ids, the oldest unanswered call of that name).  A model part's
     ``thoughtSignature`` becomes ``ThinkingBlock(thinking="", signature=…,
     vendor="gemini")`` right before that part's block, so it reaches the commit and is
-    sent back on the same part.  Each model node also keeps its raw parts in metadata
-    ``gemini_parts``.
+    sent back on the same part; a ``thought`` part (a thought summary) becomes
+    ``ThinkingBlock(thinking=text, vendor="gemini")``, not text.  Each model node also
+    keeps its raw parts in metadata ``gemini_parts``.
     """
     if not isinstance(contents, list):
         raise fail(
@@ -370,6 +371,9 @@ def gemini_contents(
                         )
                     )
                 )
+            elif part.get("thought") is True and role == "assistant":
+                # A thought summary: the model's reasoning, not text the user saw.
+                blocks.append(ThinkingBlock(thinking=str(part.get("text", "")), vendor="gemini"))
             else:
                 blocks.append(TextBlock(text=str(part.get("text", ""))))
         for j, fr in responses:
