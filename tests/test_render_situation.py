@@ -290,3 +290,36 @@ def test_explain_counts_the_situation_in_the_predicted_hit(cc):
     main_commit = ensure_latest_commit(sid, None, 0, store=store)
     moved = explain(commit, "anthropic", previous=main_commit, store=store)["predicted_cache"]
     assert moved["shared_tokens"] == t["L0_session"] and moved["shared_items"] == 0
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
+        "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+        "reliability_coverage-test-fix.jsonl",
+    ],
+)
+def test_every_node_of_a_frame_gets_the_frame_text(corpus, tmp_path, name):
+    store = open_store(tmp_path / "s")
+    (res,) = import_paths(store, [str(corpus / "claude-code-jsonl" / name)])
+    g = dag.load_graph(store, res.id)
+    sidechain_lines = sum(
+        1
+        for x in (corpus / "claude-code-jsonl" / name).read_text().splitlines()
+        if x.strip() and json.loads(x).get("isSidechain")
+    )
+    subs = 0
+    for n in g.by_id.values():
+        frame_root = n if n.caller is not None else g.chain(n.id)[0]
+        if n.role == "tool":
+            continue  # in its assistant's frame (checked in the nested test)
+        text = situation(g, head=n.id)
+        assert text == situation(g, head=frame_root.id)
+        if frame_root.caller is None:
+            assert text == MAIN_SITUATION
+        else:
+            subs += 1
+            assert text.startswith("Situation: you are a sub-agent")
+    # Sub-agent texts exactly where the file has sidechain lines.
+    assert (subs > 0) == (sidechain_lines > 0)
