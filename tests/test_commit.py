@@ -18,6 +18,7 @@ from ctxrules.rules import Summarize
 from ctxrules.store import open_store
 
 DEFAULT = Pipeline.from_config(PipelineConfig.preset("default"))
+OFF = Pipeline.from_config(PipelineConfig.preset("off"))
 
 
 @pytest.fixture
@@ -111,6 +112,37 @@ def test_a_branch_builds_on_the_fork_point_not_on_the_other_branch(store):
     rows = count_rows(store)
     again = ctxrules.ensure_latest_commit(s.id, now=4.0, store=store, config=DEFAULT)
     assert again.id == left.id and count_rows(store) == rows
+
+
+def test_a_new_commit_counts_only_its_new_items(store, monkeypatch):
+    from ctxrules import commit as commit_mod
+    from ctxrules.tokenizers import get_tokenizer
+
+    # No rules: nothing older changes, so nothing older may be counted again.
+    s = dag.create_session(store)
+    for i in range(20):
+        add_turn(store, s.id, i)
+    ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=OFF)
+    real = get_tokenizer(OFF.encoding)
+    counted: list[str] = []
+
+    class Recording:
+        def count(self, text):
+            counted.append(text)
+            return real.count(text)
+
+        def count_batch(self, texts):
+            counted.extend(texts)
+            return real.count_batch(texts)
+
+    monkeypatch.setattr(commit_mod, "get_tokenizer", lambda name: Recording())
+    add_turn(store, s.id, 20)
+    c = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=OFF)
+    assert len(c.items) == 63
+    # the new turn: request, answer, the result and its arguments; nothing older
+    assert sorted(counted) == sorted(
+        ["request 20", "answer 20", c.items[-1].rendered, '{"p":"f0"}']
+    )
 
 
 def test_saved_commits_cannot_be_rewritten(store):

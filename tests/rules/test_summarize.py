@@ -39,14 +39,20 @@ def test_over_threshold_folds_oldest_items_into_one_summary():
     assert c.summary == summaries[0].rendered
 
 
-def test_task_statement_pinned_and_tail_stay_full():
+def test_task_statement_pinned_cited_and_tail_stay_full():
     steps = _busy()
     steps[3] = Step(user="pinned note", pinned=True, tools=[("Read", 1500, False)])
+    steps[5] = Step(user="step 5", assistant="the cited answer", tools=[("Read", 1500, False)])
+    # cited while still in the tail (an item folded before anyone cites it stays folded)
+    steps[6] = Step(user="as you said in step 5", cite_back=1, tools=[("Read", 1500, False)])
     c = _run(steps, Summarize(threshold_tokens=3000, keep_tail_turns=2))
     first = c.items[0]
     assert first.is_anchor and first.state == "full" and first.rendered == "task step 0"
     pinned = next(it for it in c.items if it.rendered == "pinned note")
     assert pinned.state == "full"
+    cited = next(it for it in c.items if it.rendered == "the cited answer")
+    assert cited.state == "full" and cited.reason.startswith("cited_by:")
+    assert any(it.state == "summarized" for it in c.items)  # folding did happen around them
     assert [it.state for it in c.items[-6:]] == ["full"] * 6  # 2 turns × (user, assistant, tool)
 
 
