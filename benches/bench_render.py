@@ -16,11 +16,20 @@ Compared in the same run, on the same conversation:
   the result — what a LangChain user does to get Chat Completions bytes.
 
 ``make bench`` runs them for real; under ``make test`` each runs once as a check.
+pytest-benchmark runs all rounds of one function before the next, so the figures in
+benches/README.md come from ``python benches/bench_render.py``, which alternates ours
+and the floor round by round and reports CPU and wall time, minimum and median.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +60,12 @@ def _unique(it: ContextItem, k: str) -> ContextItem:
 @pytest.fixture(scope="module")
 def big_commit(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> ContextCommit:
     """A 10,000-item commit of real tau-bench turns (see the module docstring)."""
-    store = open_store(tmp_path_factory.mktemp("bench-render"))
+    return build_big_commit(corpus, tmp_path_factory.mktemp("bench-render"))
+
+
+def build_big_commit(corpus: Path, store_dir: Path) -> ContextCommit:
+    """Import the tau-bench sessions into a store at ``store_dir`` and build the commit."""
+    store = open_store(store_dir)
     results = import_paths(store, [str(corpus / "openai-chat-json/taubench_gpt-4o-airline.json")])
     off = Pipeline.from_config(PipelineConfig.preset("off"))
     # tau-bench reuses its mock call ids across trajectories: suffix each session's
@@ -144,3 +158,74 @@ def test_render_langchain_openai(benchmark, big_commit):
     assert all(same(a, b) for a, b in zip(calls(out), calls(ours)))
     assert [c for _, c in results(out)] == [c for _, c in results(ours)]
     assert all(same(a, b) for (a, _), (b, _) in zip(results(out), results(ours)))
+
+
+def _time(fn: Callable[[], object]) -> tuple[float, float]:
+    """One call's (CPU seconds, wall seconds)."""
+    c0, w0 = time.process_time(), time.perf_counter()
+    fn()
+    return time.process_time() - c0, time.perf_counter() - w0
+
+
+def alternate(commit: ContextCommit, rounds: int) -> list[dict[str, Any]]:
+    """Per provider: ours and the floor (and LangChain for openai-chat), one call each
+    per round, in turn, so load changes hit them alike; CPU and wall samples kept."""
+    rows = []
+    for provider in PROVIDERS:
+        prov = get_provider(provider)
+        built = json.loads(render_request(commit, prov))
+        fns: dict[str, Callable[[], object]] = {
+            "ours": lambda prov=prov: render_request(commit, prov),
+            "floor": lambda built=built: json.dumps(built),
+        }
+        if provider == "openai-chat":
+            try:
+                from langchain_core.messages import convert_to_openai_messages
+            except ImportError:
+                pass
+            else:
+                messages = _langchain_messages(commit)
+                fns["langchain"] = lambda m=messages: json.dumps(convert_to_openai_messages(m))
+        samples: dict[str, list[tuple[float, float]]] = {k: [] for k in fns}
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                samples[name].append(_time(fn))
+        rows.append({"provider": provider, "samples": samples})
+    return rows
+
+
+def _ms(xs: list[float]) -> str:
+    return f"{min(xs) * 1e3:.2f} / {statistics.median(xs) * 1e3:.2f}"
+
+
+def main() -> None:
+    """Print the alternating comparison (ms, min / median) as a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from conftest import CORPUS  # the same corpus path the tests use
+
+    with tempfile.TemporaryDirectory() as tmp:
+        commit = build_big_commit(CORPUS, Path(tmp))
+    rows = alternate(commit, args.rounds)
+    print(f"{len(commit.items)} items, {args.rounds} alternating rounds; ms, min / median")
+    print(
+        "| provider | clock | ours | json.dumps floor | floor ÷ ours (min / median) | LangChain |"
+    )
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        s = row["samples"]
+        for i, clock in enumerate(["CPU", "wall"]):
+            ours = [x[i] for x in s["ours"]]
+            floor = [x[i] for x in s["floor"]]
+            ratio = (
+                f"{min(floor) / min(ours):.2f}× / "
+                f"{statistics.median(floor) / statistics.median(ours):.2f}×"
+            )
+            lc = _ms([x[i] for x in s["langchain"]]) if "langchain" in s else "–"
+            print(f"| {row['provider']} | {clock} | {_ms(ours)} | {_ms(floor)} | {ratio} | {lc} |")
+
+
+if __name__ == "__main__":
+    main()
