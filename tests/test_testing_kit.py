@@ -65,6 +65,46 @@ class WrongTokens(Rule):
             ctx.items[p] = msgspec.structs.replace(it, tokens=it.tokens + 7)
 
 
+class FoldCallOnly(Rule):
+    """Broken: folds an assistant turn but leaves its tool result shown."""
+
+    name = "test-fold-call-only"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p in range(1, len(ctx.items) - 1):
+            it, nxt = ctx.items[p], ctx.items[p + 1]
+            if it.role == "assistant" and it.state == "full" and nxt.caller == it.source_node_id:
+                ctx.fold(p, p + 1, "gone", reason="bad")
+                return
+
+
+class FoldResultOnly(Rule):
+    """Broken: folds a tool result but leaves its call shown (an unanswered tool call)."""
+
+    name = "test-fold-result-only"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p, it in enumerate(ctx.items):
+            if it.role == "tool" and it.state == "full":
+                ctx.fold(p, p + 1, "gone", reason="bad")
+                return
+
+
+class SplitAttach(Rule):
+    """Broken: folds the last item of an attach block only (the summary lands after the
+    block, so the block stays contiguous: only the fold itself is wrong)."""
+
+    name = "test-split-attach"
+
+    def apply(self, ctx: RuleContext) -> None:
+        items = ctx.items
+        for p, it in enumerate(items):
+            last = p + 1 == len(items) or items[p + 1].attached_from != it.attached_from
+            if it.attached_from is not None and last and it.state == "full":
+                ctx.fold(p, p + 1, "half", reason="bad")
+                return
+
+
 def test_a_good_rule_passes_in_a_few_lines():
     check_rule(Shout(), examples=10)
 
@@ -84,6 +124,24 @@ def test_broken_rules_are_caught(rule, invariant):
     steps = [Step(tools=[("Read", 300, False)], locked=(i == 1)) for i in range(6)]
     # the broken rule runs first, so it sees what the parent commit aged and locked
     pipeline = Pipeline.of([rule, ToolAging(tail_turns=1, step_turns=1), IdleClearing()])
+    with pytest.raises(InvariantViolation, match=invariant):
+        check_commits(drive(Script(steps), pipeline), pipeline)
+
+
+@pytest.mark.parametrize(
+    ("rule", "steps", "invariant"),
+    [
+        (FoldCallOnly(), [Step(tools=[("Read", 300, False)])] * 2, "invariant pairing"),
+        (FoldResultOnly(), [Step(tools=[("Read", 300, False)])] * 2, "invariant pairing"),
+        (
+            SplitAttach(),
+            [Step(), Step(), Step(attach_back=1), Step()],
+            "invariant attach",
+        ),
+    ],
+)
+def test_folds_that_break_a_group_are_caught(rule, steps, invariant):
+    pipeline = Pipeline.of([rule])
     with pytest.raises(InvariantViolation, match=invariant):
         check_commits(drive(Script(steps), pipeline), pipeline)
 

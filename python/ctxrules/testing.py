@@ -11,10 +11,10 @@
 tools, huge and failing results, branches, attach pointers, locked and pinned nodes,
 time gaps), derives commits turn by turn through the pipeline and asserts SPEC §3
 invariants 1–8 plus the consistency a renderer relies on (tool pairing, token totals,
-the task anchor).  ``check_commits`` runs the same checks on commits you produced
-yourself, e.g. from a real transcript; ``tool_turn`` + ``commit_of`` build one
-hand-written case in two lines.  A failure raises ``InvariantViolation`` naming
-the invariant, the rule set and the item.
+the task anchor, attach blocks folded whole).  ``check_commits`` runs the same checks
+on commits you produced yourself, e.g. from a real transcript; ``tool_turn`` +
+``commit_of`` build one hand-written case in two lines.  A failure raises
+``InvariantViolation`` naming the invariant, the rule set and the item.
 
 Installed as a pytest plugin (entry point ``pytest11: ctxrules``): the fixture
 ``ctxrules_kit`` is this module.  hypothesis is imported only when a check runs.
@@ -111,12 +111,22 @@ def check_step(
             _fail("6", f"attach of {src} expanded {blocks} times", pipeline, c)
     if total != c.total_tokens:
         _fail("tokens", f"total_tokens {c.total_tokens} != sum of items {total}", pipeline, c)
-    # Pairing: a shown tool result needs its caller shown (or both folded).
+    # Pairing: a tool result and its caller are shown together or folded together (a
+    # shown result without its call is an orphan, a shown call without its result is
+    # unanswered: both are refused by providers).
+    folded_in_block: dict[str, set[bool]] = {}
     for it in c.items:
-        if it.role == "tool" and it.caller and it.state != "summarized":
-            caller = present.get(it.caller) if it.attached_from is None else None
-            if caller is not None and caller.state == "summarized":
-                _fail("pairing", f"tool {it.source_node_id} shown, caller folded", pipeline, c)
+        folded = it.state == "summarized"
+        if it.attached_from is not None:
+            folded_in_block.setdefault(it.attached_from, set()).add(folded)
+        elif it.role == "tool" and it.caller:
+            caller = present.get(it.caller)
+            if caller is not None and (caller.state == "summarized") != folded:
+                what = "caller folded" if not folded else "caller shown"
+                _fail("pairing", f"tool {it.source_node_id} {it.state}, {what}", pipeline, c)
+    for src, states in folded_in_block.items():  # an attach block folds whole or not at all
+        if len(states) > 1:
+            _fail("attach", f"the attach block of {src} was split by folding", pipeline, c)
     if parent is not None:
         old = {_key(it): it for it in parent.items}
         new = {_key(it): it for it in c.items}

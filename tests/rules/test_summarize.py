@@ -59,6 +59,7 @@ def test_task_statement_pinned_cited_and_tail_stay_full():
 def test_assistant_turn_and_its_tools_fold_together():
     c = _run(_busy(), Summarize(threshold_tokens=3000, keep_tail_turns=1))
     by_id = {it.source_node_id: it for it in c.items}
+    assert any(it.role == "tool" and it.state == "summarized" for it in c.items)
     for it in c.items:
         if it.role == "tool":
             assert (it.state == "summarized") == (by_id[it.caller].state == "summarized")
@@ -68,6 +69,7 @@ def test_attach_block_is_never_split():
     steps = [*_busy(4), Step(attach_back=3, tools=[("Read", 1500, False)]), *_busy(8)]
     c = _run(steps, Summarize(threshold_tokens=3000, keep_tail_turns=1, target_ratio=0.9))
     block = [it.state for it in c.items if it.attached_from]
+    assert any(it.state == "summarized" and not it.attached_from for it in c.items)
     assert block and (set(block) == {"summarized"} or "summarized" not in block)
 
 
