@@ -24,7 +24,8 @@ import tracemalloc
 import pytest
 
 from ctxrules import _commit_store, dag
-from ctxrules.commit import Pipeline, _marks, derive_commit, ensure_latest_commit
+from ctxrules._commit_plan import graph_marks
+from ctxrules.commit import Pipeline, derive_commit, ensure_latest_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.model import Call, TextBlock, ToolUseBlock
 from ctxrules.store import open_store
@@ -88,7 +89,7 @@ def _session(tmp_path_factory, n_calls: int):
         head_node_id=prev,
         pipeline=PIPELINE,
         now=float(n_calls),
-        marks=_marks(store.get_session(info.id)),
+        marks=graph_marks(store.get_session(info.id)),
     )
     _commit_store.save(store, gen)
     return store, info.id, gen.commit

@@ -9,7 +9,7 @@ attach pointer is a node with ``metadata["attach"] = {"session", "head", "commit
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -26,7 +26,7 @@ from .model import (
     content_text,
 )
 
-__all__ = ["attach_items", "attach_ref", "item_for_call"]
+__all__ = ["attach_items", "attach_ref", "find_native", "item_for_call"]
 
 ATTACH_KEY = "attach"
 
@@ -194,3 +194,12 @@ def attach_items(
         )
     )
     return out
+
+
+def find_native(items: Sequence[ContextItem], node_id: str) -> int:
+    """Position of the last item showing node ``node_id`` natively (not inside an attach
+    block), or -1."""
+    for p in range(len(items) - 1, -1, -1):
+        if items[p].source_node_id == node_id and items[p].attached_from is None:
+            return p
+    return -1

@@ -1,8 +1,8 @@
 """ContextCommits: the immutable snapshot of the model input at a head (SPEC §3).
 
 ``ensure_latest_commit(session, head)`` finds the nearest commit on the head's ancestor
-chain (an indexed lookup per node walked back, so the cost is the number of nodes since
-that commit, not the history length).  If it is for this head it is returned;
+chain (``_commit_plan``: an indexed lookup per node walked back, so the cost is the
+number of nodes since that commit, not the history length).  If it is for this head it is returned;
 otherwise ``generate_commit`` derives a new one from it.
 
 ``derive_commit`` is the pure heart: parent commit + new nodes + rules + ``now`` →
@@ -22,7 +22,6 @@ import contextlib
 import hashlib
 import threading
 import time
-import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,9 +30,11 @@ from typing import NamedTuple
 import msgspec
 
 from . import _commit_store as cstore
-from ._commit_items import attach_items, attach_ref, item_for_call
+from ._commit_items import attach_items, attach_ref, find_native, item_for_call
+from ._commit_plan import Plan
+from ._commit_plan import plan as plan_commit
 from .config import PipelineConfig, find_config
-from .errors import DagError, RuleError
+from .errors import RuleError
 from .model import Call, ContextCommit, ContextItem
 from .rules.base import Rule, RuleContext
 from .store import SessionInfo, Store
@@ -106,18 +107,11 @@ class Generated(NamedTuple):
 _encoder = msgspec.msgpack.Encoder(order="sorted")
 
 
-def _find_back(items: Sequence[ContextItem], node_id: str) -> int:
-    for p in range(len(items) - 1, -1, -1):
-        if items[p].source_node_id == node_id and items[p].attached_from is None:
-            return p
-    return -1
-
-
 def _place(items: Sequence[ContextItem], call: Call) -> int:
     """Where a new node's item goes: the end, or a tool right after its caller's calls."""
     if call.caller is None:
         return len(items)
-    p = _find_back(items, call.caller)
+    p = find_native(items, call.caller)
     if p < 0:
         return len(items)  # caller absent: a "missing pairing" item, rendered as user text
     p += 1
@@ -186,7 +180,7 @@ def derive_commit(
             pos += 1
     for call in calls:  # a node that declares it read another makes that one "cited"
         for read in call.reads:
-            p = _find_back(items, read)
+            p = find_native(items, read)
             if (
                 p >= 0
                 and not items[p].locked
@@ -312,109 +306,6 @@ def load_commit(commit_id: str, *, store: Store | None = None) -> ContextCommit:
         return cstore.load(st, commit_id)
 
 
-class _Plan(NamedTuple):
-    parent: ContextCommit | None
-    calls: list[Call]
-    head: str
-    session_id: str
-    marks: dict[str, int]
-
-
-def _marks(info: SessionInfo) -> dict[str, int]:
-    """The state of the session graph a commit is made from: its highest own ``seq`` and
-    a hash of which variant of each retried call is shown."""
-    from .dag import SELECTED_KEY
-
-    selected = info.metadata.get(SELECTED_KEY) or {}
-    digest = zlib.crc32(msgspec.json.encode(selected, order="sorted"))
-    return {f"seq:{info.id}": info.base_seq + info.calls, f"variants:{info.id}": digest}
-
-
-def _stale(
-    store: Store, info: SessionInfo, parent: ContextCommit, new: set[str], marks: dict[str, int]
-) -> bool:
-    """Whether the graph changed under ``parent`` away from its head: a call added later
-    to a node ``parent`` already shows (a retried tool call of an older turn), or another
-    variant selected.  HEAD does not move for either, so the walk back cannot see them."""
-    sid = info.id
-    old_variants = parent.cursors.get(f"variants:{sid}")
-    if old_variants is not None and old_variants != marks[f"variants:{sid}"]:
-        return True
-    since = parent.cursors.get(f"seq:{sid}", info.base_seq)
-    if since >= marks[f"seq:{sid}"]:
-        return False
-    roles: dict[str, str] | None = None
-    for call in cstore.calls_since(store, sid, since):
-        if call.caller is None or call.caller in new:
-            continue
-        if roles is None:  # rare: only when a late call exists
-            roles = {it.source_node_id: it.role for it in parent.items if it.attached_from is None}
-        # Calls of a tool node (a sub-agent's nodes) are not on the branch the model sees.
-        if roles.get(call.caller, "tool") != "tool":
-            return True
-    return False
-
-
-def _plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) -> _Plan:
-    """Find the nearest ancestor commit of ``head`` and the branch nodes added since."""
-    from .dag import Graph, branch_path
-
-    info = store.get_session(session_id)
-    head = head if head is not None else info.head
-    if head is None:
-        raise DagError(
-            f"session {session_id!r} has no nodes, so there is nothing to commit",
-            hint="append or import something first",
-        )
-    if not store.is_visible(session_id, head):
-        raise DagError(
-            f"node {head!r} is not part of session {session_id!r}",
-            hint="`ctxrules log SESSION` lists its nodes",
-        )
-    node = store.get_node(head)
-    while node.caller is not None:  # a call is shown through the conversation node above it
-        node = store.get_node(node.caller)
-    head = node.id
-    walk: list[Call] = []
-    by_caller: dict[str, list[Call]] = {}
-    parent: ContextCommit | None = None
-    base: Call | None = None
-    while True:
-        found = cstore.latest_for_head(store, node.id, pipeline.version, session_id)
-        by_caller[node.id] = store.children(node.id, session_id=session_id, edge="caller")
-        if found is not None:
-            candidate = cstore.load(store, found)
-            graph = Graph(info, {}, {}, by_caller)
-            shown = {c.id for c in graph.shown_calls(node.id)}
-            p = _find_back(candidate.items, node.id)
-            existing = set()
-            q = p + 1
-            while 0 < q < len(candidate.items) and candidate.items[q].caller == node.id:
-                existing.add(candidate.items[q].source_node_id)
-                q += 1
-            if existing <= shown:  # only calls were added since: build on it
-                parent, base = candidate, node
-                break
-        walk.append(node)
-        if node.predecessor is None:
-            break
-        node = store.get_node(node.predecessor)
-    graph = Graph(info, {n.id: n for n in walk}, {}, by_caller)
-    calls: list[Call] = []
-    if base is not None and parent is not None:
-        start = max(0, _find_back(parent.items, base.id))
-        have = {it.source_node_id for it in parent.items[start:]}
-        calls.extend(c for c in graph.shown_calls(base.id) if c.id not in have)
-    if walk:
-        calls.extend(branch_path(graph, head=head))
-    marks = _marks(info)
-    new = {n.id for n in walk} | ({base.id} if base is not None else set())
-    if parent is not None and _stale(store, info, parent, new, marks):
-        # Correct before fast: rebuild from the whole branch (the one traversal).
-        return _Plan(None, branch_path(store, session_id, head), head, session_id, marks)
-    return _Plan(parent, calls, head, session_id, marks)
-
-
 def generate_commit(
     session: str | SessionInfo,
     head: str | None = None,
@@ -445,21 +336,21 @@ def _commit_at(
     pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
     sid = _session_id(session)
     with _open(store) as st:
-        plan = _plan(st, sid, head, pipeline)
-        parent = plan.parent
+        planned = plan_commit(st, sid, head, pipeline)
+        parent = planned.parent
         if (
             reuse
             and parent is not None
-            and not plan.calls
-            and parent.head_node_id == plan.head
+            and not planned.calls
+            and parent.head_node_id == planned.head
             and parent.rules_version == pipeline.version
             and parent.session_id == sid
         ):
             return parent
-        return _derive_and_save(st, plan, pipeline, time.time() if now is None else now)
+        return _derive_and_save(st, planned, pipeline, time.time() if now is None else now)
 
 
-def _derive_and_save(st: Store, plan: _Plan, pipeline: Pipeline, now: float) -> ContextCommit:
+def _derive_and_save(st: Store, plan: Plan, pipeline: Pipeline, now: float) -> ContextCommit:
     def load_attached(cid: str) -> ContextCommit | None:
         try:
             return cstore.load(st, cid)

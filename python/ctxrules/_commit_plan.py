@@ -1,0 +1,133 @@
+"""Planning a commit from the store: the nearest ancestor commit of a head and the
+branch nodes added since (private to ``ctxrules.commit``).
+
+The walk goes back from the head one node at a time and asks the index
+``commits_head`` for a commit at each node, so its cost is the number of nodes since
+that commit, not the history length.  A commit is only built on when the graph did not
+change under it away from its head (a late call of an older turn, another variant
+selected); otherwise the plan is the whole branch.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import TYPE_CHECKING, NamedTuple
+
+import msgspec
+
+from . import _commit_store as cstore
+from ._commit_items import find_native
+from .errors import DagError
+from .model import Call, ContextCommit
+from .store import SessionInfo, Store
+
+if TYPE_CHECKING:
+    from .commit import Pipeline
+
+__all__ = ["Plan", "graph_marks", "plan"]
+
+
+class Plan(NamedTuple):
+    """What to derive: the parent (or None: from scratch), the calls to add, the head,
+    the session and its graph marks."""
+
+    parent: ContextCommit | None
+    calls: list[Call]
+    head: str
+    session_id: str
+    marks: dict[str, int]
+
+
+def graph_marks(info: SessionInfo) -> dict[str, int]:
+    """The state of the session graph a commit is made from: its highest own ``seq`` and
+    a hash of which variant of each retried call is shown."""
+    from .dag import SELECTED_KEY
+
+    selected = info.metadata.get(SELECTED_KEY) or {}
+    digest = zlib.crc32(msgspec.json.encode(selected, order="sorted"))
+    return {f"seq:{info.id}": info.base_seq + info.calls, f"variants:{info.id}": digest}
+
+
+def _stale(
+    store: Store, info: SessionInfo, parent: ContextCommit, new: set[str], marks: dict[str, int]
+) -> bool:
+    """Whether the graph changed under ``parent`` away from its head: a call added later
+    to a node ``parent`` already shows (a retried tool call of an older turn), or another
+    variant selected.  HEAD does not move for either, so the walk back cannot see them."""
+    sid = info.id
+    old_variants = parent.cursors.get(f"variants:{sid}")
+    if old_variants is not None and old_variants != marks[f"variants:{sid}"]:
+        return True
+    since = parent.cursors.get(f"seq:{sid}", info.base_seq)
+    if since >= marks[f"seq:{sid}"]:
+        return False
+    roles: dict[str, str] | None = None
+    for call in cstore.calls_since(store, sid, since):
+        if call.caller is None or call.caller in new:
+            continue
+        if roles is None:  # rare: only when a late call exists
+            roles = {it.source_node_id: it.role for it in parent.items if it.attached_from is None}
+        # Calls of a tool node (a sub-agent's nodes) are not on the branch the model sees.
+        if roles.get(call.caller, "tool") != "tool":
+            return True
+    return False
+
+
+def plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) -> Plan:
+    """Find the nearest ancestor commit of ``head`` and the branch nodes added since."""
+    from .dag import Graph, branch_path
+
+    info = store.get_session(session_id)
+    head = head if head is not None else info.head
+    if head is None:
+        raise DagError(
+            f"session {session_id!r} has no nodes, so there is nothing to commit",
+            hint="append or import something first",
+        )
+    if not store.is_visible(session_id, head):
+        raise DagError(
+            f"node {head!r} is not part of session {session_id!r}",
+            hint="`ctxrules log SESSION` lists its nodes",
+        )
+    node = store.get_node(head)
+    while node.caller is not None:  # a call is shown through the conversation node above it
+        node = store.get_node(node.caller)
+    head = node.id
+    walk: list[Call] = []
+    by_caller: dict[str, list[Call]] = {}
+    parent: ContextCommit | None = None
+    base: Call | None = None
+    while True:
+        found = cstore.latest_for_head(store, node.id, pipeline.version, session_id)
+        by_caller[node.id] = store.children(node.id, session_id=session_id, edge="caller")
+        if found is not None:
+            candidate = cstore.load(store, found)
+            graph = Graph(info, {}, {}, by_caller)
+            shown = {c.id for c in graph.shown_calls(node.id)}
+            p = find_native(candidate.items, node.id)
+            existing = set()
+            q = p + 1
+            while 0 < q < len(candidate.items) and candidate.items[q].caller == node.id:
+                existing.add(candidate.items[q].source_node_id)
+                q += 1
+            if existing <= shown:  # only calls were added since: build on it
+                parent, base = candidate, node
+                break
+        walk.append(node)
+        if node.predecessor is None:
+            break
+        node = store.get_node(node.predecessor)
+    graph = Graph(info, {n.id: n for n in walk}, {}, by_caller)
+    calls: list[Call] = []
+    if base is not None and parent is not None:
+        start = max(0, find_native(parent.items, base.id))
+        have = {it.source_node_id for it in parent.items[start:]}
+        calls.extend(c for c in graph.shown_calls(base.id) if c.id not in have)
+    if walk:
+        calls.extend(branch_path(graph, head=head))
+    marks = graph_marks(info)
+    new = {n.id for n in walk} | ({base.id} if base is not None else set())
+    if parent is not None and _stale(store, info, parent, new, marks):
+        # Correct before fast: rebuild from the whole branch (the one traversal).
+        return Plan(None, branch_path(store, session_id, head), head, session_id, marks)
+    return Plan(parent, calls, head, session_id, marks)
