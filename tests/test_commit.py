@@ -188,6 +188,16 @@ def test_loading_replays_deltas_to_the_same_commit(store):
     _commit_store._cache.clear()
     for c in (made[-1], made[4]):
         assert load_commit(c.id, store=store) == c
+    # the running summary is stored in the delta that wrote it, not again in every row
+    again = ctxrules.generate_commit(s.id, now=1e9, store=store, config=aggressive)
+    assert again.parent_ids == (made[-1].id,) and again.summary == made[-1].summary != ""
+    with store.transaction() as conn:
+        meta, delta = conn.execute(
+            "SELECT meta, delta FROM commits WHERE id = ?", (again.id,)
+        ).fetchone()
+    assert again.summary.encode() not in bytes(meta) + bytes(delta)
+    _commit_store._cache.clear()
+    assert load_commit(again.id, store=store) == again
 
 
 def test_storage_grows_with_changed_items_not_with_length(store):

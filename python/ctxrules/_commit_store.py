@@ -49,22 +49,30 @@ _delta_decoder = msgspec.msgpack.Decoder(Delta)
 _old_delta_decoder = msgspec.msgpack.Decoder(tuple[list[int], list[tuple[int, ContextItem]]])
 
 
-def replay(items: list[ContextItem], delta: bytes) -> None:
-    """Turn the parent's item list ``items`` into the child's by applying ``delta``."""
+def replay(items: list[ContextItem], delta: bytes) -> str | None:
+    """Turn the parent's item list ``items`` into the child's by applying ``delta``;
+    returns the text of the summary item the delta wrote, if any (the commit's new
+    running summary)."""
     try:
         inserted, changed, folds = _delta_decoder.decode(delta)
     except msgspec.ValidationError:
         (inserted, changed), folds = _old_delta_decoder.decode(delta), []
     for p in inserted:
         items.insert(p, None)  # type: ignore[arg-type]
+    summary = None
     for p, it in changed:
         items[p] = it
+        if it.state == "summary":
+            summary = it.rendered
     for sm_id, reason, changed_at, positions in folds:
         for p in positions:
             items[p] = folded_item(items[p], sm_id, reason, changed_at)
+    return summary
 
 
 class _Meta(msgspec.Struct, frozen=True, omit_defaults=True):
+    # The running summary is not stored here (it would repeat in every row): it is the
+    # text of the last ``summary`` item a delta wrote.  Rows written before keep it.
     summary: str = ""
     notes: tuple[str, ...] = ()
     cursors: dict[str, int] = {}
@@ -125,9 +133,7 @@ def _query(store: Store, sql: str, args: tuple[Any, ...]) -> list[Any]:
 def save(store: Store, gen: Generated) -> None:
     """Store a derived commit (no-op if its id is stored already)."""
     c = gen.commit
-    meta = msgspec.msgpack.encode(
-        _Meta(summary=c.summary, notes=c.notes, cursors=c.cursors, parent_ids=c.parent_ids)
-    )
+    meta = msgspec.msgpack.encode(_Meta(notes=c.notes, cursors=c.cursors, parent_ids=c.parent_ids))
     with store.transaction() as conn:
         conn.execute(
             "INSERT OR IGNORE INTO commits (id, session_id, parent_id, head_node_id, "
@@ -192,13 +198,17 @@ def load(store: Store, commit_id: str) -> ContextCommit:
     with _cache_lock:
         cached = {r[0]: _cache[r[0]] for r in rows if r[0] in _cache}
     start = 0
+    summary = ""
     for i in range(len(rows) - 1, -1, -1):  # resume from the newest cached ancestor
         if rows[i][0] in cached:
             items = list(cached[rows[i][0]].items)
+            summary = cached[rows[i][0]].summary
             start = i + 1
             break
     for cid, sid, head, rv, created, total, meta_b, delta_b in rows[start:]:
-        replay(items, delta_b)
+        written = replay(items, delta_b)
+        if written is not None:
+            summary = written
         if cid == commit_id:
             meta = msgspec.msgpack.decode(meta_b, type=_Meta)
             commit = ContextCommit(
@@ -210,7 +220,7 @@ def load(store: Store, commit_id: str) -> ContextCommit:
                 rules_version=rv,
                 total_tokens=total,
                 items=tuple(items),
-                summary=meta.summary,
+                summary=meta.summary or summary,
                 notes=meta.notes,
                 cursors=meta.cursors,
             )
