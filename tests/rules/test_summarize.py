@@ -102,9 +102,11 @@ class _Slow:
         self.release = threading.Event()
         self.finished = threading.Event()
         self.got = None
+        self.calls = 0
 
     def summarize(self, items, *, budget):
         self.got = items
+        self.calls += 1
         self.release.wait(5.0)
         self.finished.set()
         return "late"
@@ -144,9 +146,15 @@ def bad_summarizers():
 )
 def test_summarizer_failure_folds_nothing_and_records_why(bad_summarizers, name, says):
     rule = Summarize(threshold_tokens=3000, summarizer=name, timeout_seconds=0.2)
-    c = _run(_busy(), rule)
-    assert not [it for it in c.items if it.state in ("summary", "summarized")]
-    assert any(says in n and "no folding" in n for n in c.notes)
+    pipeline = Pipeline.of([rule])
+    runs = drive(Script(_busy()), pipeline)
+    check_commits(runs, pipeline)
+    commits = [gen.commit for _, gen, _ in runs]
+    assert not [it for c in commits for it in c.items if it.state in ("summary", "summarized")]
+    over = [c for c in commits if c.total_tokens > 3000]
+    assert over and any(says in n and "no folding" in n for n in over[0].notes)
+    for c in over:  # each commit over the threshold says why it did not fold
+        assert any("no folding" in n or "not retrying" in n for n in c.notes)
 
 
 def test_timed_out_summarizer_cannot_change_anything_later(bad_summarizers):
@@ -155,6 +163,11 @@ def test_timed_out_summarizer_cannot_change_anything_later(bad_summarizers):
     pipeline = Pipeline.of([rule])
     runs = drive(Script(_busy(12)), pipeline)
     assert any("timed out" in n for _, gen, _ in runs for n in gen.commit.notes)
+    # a hung summarizer is not waited for on every commit over the threshold (each
+    # commit is derived twice by drive, so without back-off calls == 2 × over)
+    over = [gen.commit for _, gen, _ in runs if gen.commit.total_tokens > 3000]
+    assert len(over) >= 6 and slow.calls < len(over)
+    assert any("not retrying" in n for c in over for n in c.notes)
     before = [msgspec.msgpack.encode(gen.commit) for _, gen, _ in runs]
     slow.release.set()  # the abandoned thread now returns its text
     assert slow.finished.wait(5.0)

@@ -14,10 +14,10 @@ get under the threshold says so too.  Nothing here ever loses content: folded it
 stay in the commit as ``summarized`` and the DAG keeps every original.
 
 Anti-thrash (SPEC §11, complaint 9): a summary that is not shorter than the run it
-would replace is not retried on every commit.  The failed run is remembered in the
-cursors (``summarize.failed_start`` / ``summarize.failed_end``, item positions) and the
-fold from that start is tried again only once the run has doubled in items; until then
-each commit says so in its notes.
+would replace, or a summarizer that timed out, is not retried on every commit.  The
+failed run is remembered in the cursors (``summarize.failed_start`` /
+``summarize.failed_end``, item positions) and the fold from that start is tried again
+only once the run has doubled in items; until then each commit says so in its notes.
 
 Timeouts: Python cannot stop a thread, so a summarizer that times out keeps running on
 its daemon thread until it returns.  It cannot change anything: it was handed a tuple
@@ -109,7 +109,7 @@ class Summarize(Rule):
     @staticmethod
     def _backing_off(ctx: RuleContext, start: int, end: int) -> bool:
         """Whether the run ``[start, end)`` is (a slightly grown) one whose summary did not
-        shrink: retried only once it holds twice the items of the failed one."""
+        shrink or timed out: retried only once it holds twice the items of the failed one."""
         failed_start = ctx.cursors.get(_FAILED_START)
         failed_end = ctx.cursors.get(_FAILED_END)
         if failed_start is None or failed_end is None or start != failed_start:
@@ -117,20 +117,21 @@ class Summarize(Rule):
         if end - start >= 2 * (failed_end - failed_start):
             return False
         ctx.note(
-            f"not retrying: the summary of items {failed_start}..{failed_end - 1} did not "
-            f"shrink; the fold is tried again once the run reaches "
+            f"not retrying: folding items {failed_start}..{failed_end - 1} failed (the summary "
+            f"did not shrink or the summarizer timed out); tried again once the run reaches "
             f"{2 * (failed_end - failed_start)} items (now {end - start})"
         )
         return True
 
-    def _summarize(self, ctx: RuleContext, run: tuple[ContextItem, ...]) -> str | None:
+    def _summarize(self, ctx: RuleContext, run: tuple[ContextItem, ...]) -> tuple[str | None, bool]:
+        """The summary text of ``run`` (None on failure, noted) and whether it timed out."""
         from ..plugins import registry
 
         try:
             summarizer = registry("summarizers").get(self.summarizer)
         except CtxrulesError as exc:
             ctx.note(f"no folding: {exc}")
-            return None
+            return None, False
         outcome: dict[str, Any] = {}
 
         def call() -> None:
@@ -148,9 +149,10 @@ class Summarize(Rule):
             if worker.is_alive():
                 ctx.note(
                     f"no folding: summarizer {self.summarizer!r} timed out after "
-                    f"{self.timeout_seconds:g}s; all content kept"
+                    f"{self.timeout_seconds:g}s; all content kept; not retried until the run "
+                    f"doubles"
                 )
-                return None
+                return None, True
         else:
             call()
         if "error" in outcome:
@@ -159,14 +161,14 @@ class Summarize(Rule):
                 f"no folding: summarizer {self.summarizer!r} failed: "
                 f"{type(err).__name__}: {err}; all content kept"
             )
-            return None
+            return None, False
         text = outcome.get("text")
         if not isinstance(text, str) or not text.strip():
             ctx.note(
                 f"no folding: summarizer {self.summarizer!r} returned nothing; all content kept"
             )
-            return None
-        return text
+            return None, False
+        return text, False
 
     def apply(self, ctx: RuleContext) -> None:
         total = ctx.total_tokens()
@@ -214,7 +216,10 @@ class Summarize(Rule):
             if self._backing_off(ctx, run_start, end):
                 blocked_by = "a fold that did not shrink (backing off)"
                 break
-            text = self._summarize(ctx, run)
+            text, timed_out = self._summarize(ctx, run)
+            if timed_out:  # a hung model would stall every commit: back off like a no-shrink
+                ctx.cursors[_FAILED_START] = run_start
+                ctx.cursors[_FAILED_END] = end
             if text is None:
                 return
             summary_tokens = ctx.count(text)
