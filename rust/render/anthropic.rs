@@ -38,7 +38,7 @@ pub fn write(
     // Declared before `msgs`, which may borrow them.
     let placeholder = NBlock::Text(OPENING_PLACEHOLDER.into());
     let mut tail: Option<NBlock<'_>> = None;
-    let mut v = view(&n.messages, |role, b| match b {
+    let mut v = view(n, |role, b| match b {
         // Another vendor's signature (a Gemini thought signature) means nothing here.
         NBlock::Thinking {
             signature, vendor, ..

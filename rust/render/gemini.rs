@@ -21,7 +21,7 @@ fn is_signature(b: &NBlock<'_>) -> bool {
 
 /// Write the body; returns the number of contents.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let v = view(&n.messages, |role, b| match b {
+    let v = view(n, |role, b| match b {
         NBlock::Thinking { .. } => role == NRole::Assistant && is_signature(b),
         NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,

@@ -18,7 +18,7 @@ pub mod openai_responses;
 
 use input::Options;
 use json::Json;
-use neutral::{NBlock, NMsg, NRole, Neutral};
+use neutral::{NBlock, NRole, Neutral};
 
 /// Text of the user message put first when a conversation would open with the
 /// assistant (Anthropic and Gemini refuse that; the text says why it is there).
@@ -105,16 +105,12 @@ impl<'m, 'c> View<'m, 'c> {
 }
 
 /// Build a provider's view (see `View`); `keep` says which blocks it can send.
-pub fn view<'m, 'c>(
-    msgs: &'m [NMsg<'c>],
-    keep: impl Fn(NRole, &NBlock<'c>) -> bool,
-) -> View<'m, 'c> {
-    let mut blocks: Vec<&'m NBlock<'c>> =
-        Vec::with_capacity(msgs.iter().map(|m| m.blocks.len()).sum());
-    let mut spans: Vec<(NRole, usize, usize)> = Vec::with_capacity(msgs.len());
-    for m in msgs {
+pub fn view<'m, 'c>(n: &'m Neutral<'c>, keep: impl Fn(NRole, &NBlock<'c>) -> bool) -> View<'m, 'c> {
+    let mut blocks: Vec<&'m NBlock<'c>> = Vec::with_capacity(n.blocks.len());
+    let mut spans: Vec<(NRole, usize, usize)> = Vec::with_capacity(n.messages.len());
+    for m in &n.messages {
         let start = blocks.len();
-        blocks.extend(m.blocks.iter().filter(|b| keep(m.role, b)));
+        blocks.extend(n.blocks_of(m).iter().filter(|b| keep(m.role, b)));
         let end = blocks.len();
         if end == start {
             continue;
@@ -151,7 +147,7 @@ pub fn render_context(commit_bytes: &[u8], options_bytes: &[u8]) -> Result<Vec<u
             NRole::Assistant => "{\"role\":\"assistant\",\"content\":[",
         });
         let mut fb = true;
-        for b in &m.blocks {
+        for b in n.blocks_of(m) {
             w.sep(&mut fb);
             neutral_block(&mut w, b);
         }
@@ -272,10 +268,7 @@ pub fn render_request_in(
     if n.messages.is_empty() {
         // Nothing to say yet (e.g. a system-only session): every vendor needs a first
         // user turn, so the placeholder is it.
-        n.messages.push(NMsg {
-            role: NRole::User,
-            blocks: vec![NBlock::Text(OPENING_PLACEHOLDER.into())],
-        });
+        n.push_message(NRole::User, NBlock::Text(OPENING_PLACEHOLDER.into()));
     }
     let sys = system_blocks(&opts, &n);
     let mut w = Json::reusing(buf, commit_bytes.len() + 1024);

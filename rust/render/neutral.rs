@@ -128,11 +128,12 @@ impl NBlock<'_> {
     }
 }
 
-/// A neutral message.
-#[derive(Debug)]
-pub struct NMsg<'c> {
+/// A neutral message: its role and its blocks, `Neutral::blocks[start..end]`.
+#[derive(Debug, Clone, Copy)]
+pub struct NMsg {
     pub role: NRole,
-    pub blocks: Vec<NBlock<'c>>,
+    pub start: usize,
+    pub end: usize,
 }
 
 /// The neutral rendering of one commit.
@@ -141,11 +142,32 @@ pub struct Neutral<'c> {
     /// Texts of system items with their layer: 0 (session constant) for those before
     /// the first message, 1 (situation) for those that arrive later.
     pub system: Vec<(&'c str, u8)>,
-    pub messages: Vec<NMsg<'c>>,
+    /// The blocks of all messages, in order, in one vector (one allocation, not one per
+    /// message); `messages` cuts it into messages.
+    pub blocks: Vec<NBlock<'c>>,
+    pub messages: Vec<NMsg>,
     /// Tool items shown as user text because their pairing information was missing.
     pub degraded: usize,
     /// Token sums by category, from the items' counts.
     pub tokens: Tokens,
+}
+
+impl<'c> Neutral<'c> {
+    /// The blocks of message `m`.
+    pub fn blocks_of(&self, m: &NMsg) -> &[NBlock<'c>] {
+        &self.blocks[m.start..m.end]
+    }
+
+    /// Append a message of one block.
+    pub fn push_message(&mut self, role: NRole, block: NBlock<'c>) {
+        let start = self.blocks.len();
+        self.blocks.push(block);
+        self.messages.push(NMsg {
+            role,
+            start,
+            end: start + 1,
+        });
+    }
 }
 
 /// Token sums of the rendered items, by category.
@@ -210,21 +232,24 @@ struct Builder<'c> {
 impl<'c> Builder<'c> {
     fn push(&mut self, role: NRole, block: NBlock<'c>) {
         match self.out.messages.last_mut() {
-            Some(m) if m.role == role => m.blocks.push(block),
-            _ => self.out.messages.push(NMsg {
-                role,
-                blocks: vec![block],
-            }),
+            // The last message's blocks are the tail of `blocks`.
+            Some(m) if m.role == role => {
+                self.out.blocks.push(block);
+                m.end += 1;
+            }
+            _ => self.out.push_message(role, block),
         }
     }
 
     /// Close the open tool group: its results open the next user message.
     fn flush(&mut self) {
         if !self.pending.is_empty() {
-            let results = std::mem::take(&mut self.pending);
+            let start = self.out.blocks.len();
+            self.out.blocks.append(&mut self.pending);
             self.out.messages.push(NMsg {
                 role: NRole::User,
-                blocks: results,
+                start,
+                end: self.out.blocks.len(),
             });
         }
         self.open_assistants.clear();

@@ -15,7 +15,7 @@ pub const TEXT_JOIN: &str = "\n\n";
 
 /// Write the body; returns the number of messages.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let v = view(&n.messages, |role, b| match b {
+    let v = view(n, |role, b| match b {
         NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,

@@ -14,7 +14,7 @@ use super::{view, Sys};
 
 /// Write the body; returns the number of input items.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let v = view(&n.messages, |role, b| match b {
+    let v = view(n, |role, b| match b {
         NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
