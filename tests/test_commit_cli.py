@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctxrules.cli import main
+from ctxrules.config import PRESETS
 
 FILE = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 
@@ -57,23 +58,23 @@ def test_json_has_items_totals_and_every_field(session, capsys, corpus):
     assert items[0]["is_anchor"] and items[0]["role"] == "user"
 
 
-def test_aggressive_preset_ages_and_now_clears(session, capsys):
+def test_aggressive_preset_ages_and_a_later_now_clears(session, capsys):
     store, sid = session
-    out = run_json(
-        capsys,
-        "commit",
-        sid,
-        "--store",
-        store,
-        "--preset",
-        "aggressive",
-        "--now",
-        "4102444800",
-        "--json",
-    )
-    states = {it["state"] for it in out["items"]}
-    assert "aged" in states or "cleared" in states or "summarized" in states
-    assert out["notes"]
+    idle = PRESETS["aggressive"]["rules"]["idle_clearing"]["idle_minutes"]
+    args = ["commit", sid, "--store", store, "--preset", "aggressive", "--json"]
+    t0 = 4102444800
+    first = run_json(capsys, *args, "--now", str(t0))
+    aged = {it["source_node_id"] for it in first["items"] if it["state"] == "aged"}
+    assert aged and any(n.startswith("tool_aging: ") for n in first["notes"])
+    # a minute short of idle_minutes nothing is cleared; a minute past it every aged result is
+    assert run_json(capsys, *args, "--now", str(t0 + (idle - 1) * 60))["items"] == first["items"]
+    later = run_json(capsys, *args, "--now", str(t0 + (idle + 1) * 60))
+    cleared = {it["source_node_id"] for it in later["items"] if it["state"] == "cleared"}
+    assert cleared == aged
+    reasons = {it["reason"] for it in later["items"] if it["state"] == "cleared"}
+    assert reasons == {f"idle_{idle}min"}
+    assert any(n.startswith("idle_clearing: ") for n in later["notes"])
+    assert later["parent_ids"] and later["total_tokens"] < first["total_tokens"]
 
 
 def _key(item):

@@ -1,10 +1,12 @@
 """``ctxrules commit SESSION``: the ContextCommit at a head, its items, totals and notes.
 
-``--json`` prints the commit with every item (state, tokens, reason, locked,
-merged_into, attached_from, is_anchor) and totals per state; without it, a table of
-items by state with token counts, the notes (what each rule did or could not do, e.g. a
-failed summarizer) and the last items.  ``--diff OTHER`` compares another commit (a
-commit id, a node id whose commit is used, or ``parent``) with this one.
+``--now EPOCH`` runs the rules again at that time (idle clearing is measured
+against it) and saves the resulting commit.  ``--json`` prints the commit with every
+item (state, tokens, reason, locked, merged_into, attached_from, is_anchor) and totals
+per state; without it, a table of items by state with token counts, the notes (what
+each rule did or could not do, e.g. a failed summarizer) and the last items.
+``--diff OTHER`` compares another commit (a commit id, a node id whose commit is used,
+or ``parent``) with this one.
 
 ``step_commits`` is the demo's step: the bundled session through the pipeline turn by
 turn.
@@ -24,6 +26,7 @@ from ..commit import (
     derive_commit,
     diff_commits,
     ensure_latest_commit,
+    generate_commit,
     load_commit,
 )
 from ..config import PipelineConfig, find_config, load_config
@@ -54,7 +57,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("commit", help="show the context commit at a head")
     p.add_argument("session")
     p.add_argument("--head", metavar="NODE", help="node id (default: the session's HEAD)")
-    p.add_argument("--now", metavar="EPOCH", type=float, help="time for idle clearing")
+    p.add_argument(
+        "--now",
+        metavar="EPOCH",
+        type=float,
+        help="run the rules again at this time (idle clearing), saving a new commit",
+    )
     p.add_argument("--config", metavar="FILE", help="ctxrules.toml or pyproject.toml")
     p.add_argument("--preset", metavar="NAME", help="a shipped configuration instead of a file")
     p.add_argument("--diff", metavar="OTHER", help="commit id, node id or 'parent' to diff with")
@@ -185,7 +193,10 @@ def run(args: argparse.Namespace) -> int:
     config = _config(args)
     store = open_store_from(args)
     try:
-        commit = ensure_latest_commit(args.session, args.head, args.now, store=store, config=config)
+        # Without --now the current commit is shown; with it the rules run at that time
+        # (else a stored commit for the head would hide what idle clearing does then).
+        make = ensure_latest_commit if args.now is None else generate_commit
+        commit = make(args.session, args.head, args.now, store=store, config=config)
         if args.diff:
             d = diff_commits(_other(args, store, commit, config), commit)
             if args.json:
