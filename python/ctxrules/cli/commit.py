@@ -143,7 +143,9 @@ def _print_diff(console: Console, d: CommitDiff) -> None:
 
 def print_commit(console: Console, commit: ContextCommit, *, last: int = 30) -> None:
     """The readable view: totals by state, notes, the last ``last`` items."""
-    by_state = Table(title=f"commit {commit.id} at {commit.head_node_id}")
+    # The ids are wider than the totals table: a heading line, not a wrapped title.
+    console.print(f"commit {commit.id} at {commit.head_node_id}", highlight=False)
+    by_state = Table()
     by_state.add_column("state")
     by_state.add_column("items", justify="right")
     by_state.add_column("tokens", justify="right")
