@@ -164,10 +164,7 @@ pub fn write(
             w.str(&t.name);
             w.field_str("description", &t.description);
             w.raw(",\"input_schema\":");
-            match t.input_schema {
-                Some(s) => w.raw(s.get()),
-                None => w.raw("{\"type\":\"object\",\"properties\":{}}"),
-            }
+            w.raw(t.schema_or_empty());
             if tool_bp && i == last {
                 cache_control(w, opts);
                 breakpoints.push(format!("tools[{i}] (end of L0)"));

@@ -116,6 +116,17 @@ pub struct Tool<'a> {
     pub input_schema: Option<&'a RawValue>,
 }
 
+impl Tool<'_> {
+    /// The schema as raw JSON; a tool declared without one takes no arguments, which
+    /// every vendor that requires a schema spells as an empty object schema.
+    pub fn schema_or_empty(&self) -> &str {
+        match self.input_schema {
+            Some(s) => s.get(),
+            None => "{\"type\":\"object\",\"properties\":{}}",
+        }
+    }
+}
+
 /// Everything besides the commit that shapes a request body.
 #[derive(Deserialize, Debug, Default)]
 pub struct Options<'a> {

@@ -13,13 +13,49 @@ use super::{view, Sys};
 /// Join text parts the way every text-only wire field here does.
 pub const TEXT_JOIN: &str = "\n\n";
 
-/// Write the body; returns the number of messages.
-pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let v = view(n, |role, b| match b {
+/// What both OpenAI APIs can send back: no reasoning (neither takes it without the
+/// vendor's own ids), images only from the user.
+pub fn keep(role: NRole, b: &NBlock<'_>) -> bool {
+    match b {
         NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
-    });
+    }
+}
+
+/// The text blocks of a message, in order.
+pub fn texts<'b>(blocks: &'b [&NBlock<'_>]) -> impl Iterator<Item = &'b str> + Clone {
+    blocks.iter().filter_map(|b| match b {
+        NBlock::Text(t) => Some(&**t),
+        _ => None,
+    })
+}
+
+/// Write `,"tools":[…]` (nothing without tools): each tool `open` + name, its description
+/// if any, `parameters`, then `close`, which ends the tool object.
+pub fn tools(w: &mut Json, opts: &Options<'_>, open: &str, close: &str) {
+    if opts.tools.is_empty() {
+        return;
+    }
+    w.raw(",\"tools\":[");
+    let mut first = true;
+    for t in &opts.tools {
+        w.sep(&mut first);
+        w.raw(open);
+        w.str(&t.name);
+        if !t.description.is_empty() {
+            w.field_str("description", &t.description);
+        }
+        w.raw(",\"parameters\":");
+        w.raw(t.schema_or_empty());
+        w.raw(close);
+    }
+    w.raw("]");
+}
+
+/// Write the body; returns the number of messages.
+pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
+    let v = view(n, keep);
     let msgs = v.msgs();
     let mut count = 0usize;
     w.raw("{\"model\":");
@@ -86,18 +122,13 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 count += 1;
             }
             NRole::Assistant => {
-                let texts = || {
-                    blocks.iter().filter_map(|b| match b {
-                        NBlock::Text(t) => Some(&**t),
-                        _ => None,
-                    })
-                };
                 w.sep(&mut first);
                 w.raw("{\"role\":\"assistant\",\"content\":");
-                if texts().next().is_none() {
+                let text = texts(blocks);
+                if text.clone().next().is_none() {
                     w.raw("null");
                 } else {
-                    w.str_joined(texts(), TEXT_JOIN);
+                    w.str_joined(text, TEXT_JOIN);
                 }
                 let mut fc = true;
                 for b in blocks.iter() {
@@ -124,25 +155,12 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         }
     }
     w.raw("]");
-    if !opts.tools.is_empty() {
-        w.raw(",\"tools\":[");
-        let mut first = true;
-        for t in &opts.tools {
-            w.sep(&mut first);
-            w.raw("{\"type\":\"function\",\"function\":{\"name\":");
-            w.str(&t.name);
-            if !t.description.is_empty() {
-                w.field_str("description", &t.description);
-            }
-            w.raw(",\"parameters\":");
-            match t.input_schema {
-                Some(s) => w.raw(s.get()),
-                None => w.raw("{\"type\":\"object\",\"properties\":{}}"),
-            }
-            w.raw("}}");
-        }
-        w.raw("]");
-    }
+    tools(
+        w,
+        opts,
+        "{\"type\":\"function\",\"function\":{\"name\":",
+        "}}",
+    );
     if let Some(max) = opts.max_tokens {
         w.raw(",\"max_completion_tokens\":");
         w.uint(max);

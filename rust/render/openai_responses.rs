@@ -9,16 +9,12 @@
 use super::input::Options;
 use super::json::Json;
 use super::neutral::{NBlock, NRole, Neutral};
-use super::openai_chat::TEXT_JOIN;
+use super::openai_chat::{keep, texts, tools, TEXT_JOIN};
 use super::{view, Sys};
 
 /// Write the body; returns the number of input items.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let v = view(n, |role, b| match b {
-        NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
-        NBlock::Image(_) => role == NRole::User,
-        _ => true,
-    });
+    let v = view(n, keep);
     let msgs = v.msgs();
     let mut count = 0usize;
     w.raw("{\"model\":");
@@ -74,16 +70,11 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 count += 1;
             }
             NRole::Assistant => {
-                let texts = || {
-                    blocks.iter().filter_map(|b| match b {
-                        NBlock::Text(t) => Some(&**t),
-                        _ => None,
-                    })
-                };
-                if texts().next().is_some() {
+                let text = texts(blocks);
+                if text.clone().next().is_some() {
                     w.sep(&mut first);
                     w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
-                    w.str_joined(texts(), TEXT_JOIN);
+                    w.str_joined(text, TEXT_JOIN);
                     w.raw("}");
                     count += 1;
                 }
@@ -102,27 +93,14 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         }
     }
     w.raw("]");
-    if !opts.tools.is_empty() {
-        w.raw(",\"tools\":[");
-        let mut first = true;
-        for t in &opts.tools {
-            w.sep(&mut first);
-            w.raw("{\"type\":\"function\",\"name\":");
-            w.str(&t.name);
-            if !t.description.is_empty() {
-                w.field_str("description", &t.description);
-            }
-            w.raw(",\"parameters\":");
-            match t.input_schema {
-                Some(s) => w.raw(s.get()),
-                None => w.raw("{\"type\":\"object\",\"properties\":{}}"),
-            }
-            // Responses makes function tools strict unless told otherwise, and strict
-            // mode refuses ordinary JSON schemas (optional fields, open objects).
-            w.raw(",\"strict\":false}");
-        }
-        w.raw("]");
-    }
+    // Responses makes function tools strict unless told otherwise, and strict mode
+    // refuses ordinary JSON schemas (optional fields, open objects).
+    tools(
+        w,
+        opts,
+        "{\"type\":\"function\",\"name\":",
+        ",\"strict\":false}",
+    );
     if let Some(max) = opts.max_tokens {
         w.raw(",\"max_output_tokens\":");
         w.uint(max);
