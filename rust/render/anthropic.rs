@@ -10,8 +10,8 @@
 
 use super::input::Options;
 use super::json::Json;
-use super::neutral::{images, NBlock, NRole, Neutral};
-use super::{view, Sys, OPENING_PLACEHOLDER};
+use super::neutral::{NBlock, NRole, Neutral};
+use super::{open_block, view, ImageFields, Sys, OPENING_PLACEHOLDER};
 
 /// Most breakpoints a request may carry.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -181,72 +181,7 @@ pub fn write(
 }
 
 fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, opts: &Options<'_>) {
-    match b {
-        NBlock::Text(t) => {
-            w.raw("{\"type\":\"text\",\"text\":");
-            w.str(t);
-        }
-        NBlock::Image(src) => {
-            if src.is_url() {
-                w.raw("{\"type\":\"image\",\"source\":{\"type\":\"url\",\"url\":");
-                w.str(src.url);
-            } else {
-                w.raw("{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":");
-                w.str(src.media_type);
-                w.field_str("data", src.data);
-            }
-            w.raw("}");
-        }
-        NBlock::Thinking {
-            thinking,
-            signature,
-            ..
-        } => {
-            w.raw("{\"type\":\"thinking\",\"thinking\":");
-            w.str(thinking);
-            w.field_str("signature", signature);
-        }
-        NBlock::Redacted(data) => {
-            w.raw("{\"type\":\"redacted_thinking\",\"data\":");
-            w.str(data);
-        }
-        NBlock::ToolUse { id, name, args } => {
-            w.raw("{\"type\":\"tool_use\",\"id\":");
-            w.str(id);
-            w.field_str("name", name);
-            w.raw(",\"input\":");
-            w.raw(&args.object_json());
-        }
-        NBlock::ToolResult {
-            id,
-            content,
-            is_error,
-            extra,
-            ..
-        } => {
-            w.raw("{\"type\":\"tool_result\",\"tool_use_id\":");
-            w.str(id);
-            if images(extra).next().is_none() {
-                w.field_str("content", content);
-            } else {
-                // A tool that returned images: text and images as content blocks.
-                w.raw(",\"content\":[");
-                let mut first = true;
-                if !content.is_empty() {
-                    w.sep(&mut first);
-                    block(w, &NBlock::Text((*content).into()), false, opts);
-                }
-                for src in images(extra) {
-                    w.sep(&mut first);
-                    block(w, &NBlock::Image(src), false, opts);
-                }
-                w.raw("]");
-            }
-            if *is_error {
-                w.raw(",\"is_error\":true");
-            }
-        }
-    }
+    open_block(w, b, ImageFields::Wire);
     if bp {
         cache_control(w, opts);
     }

@@ -158,25 +158,52 @@ pub fn render_context(commit_bytes: &[u8], options_bytes: &[u8]) -> Result<Vec<u
 }
 
 fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
+    open_block(w, b, ImageFields::All);
+    w.raw("}");
+}
+
+/// Which fields of an image source `open_block` writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum ImageFields {
+    /// Every non-empty field the item carries (`render_context` round-trips them).
+    All,
+    /// Only those Anthropic's API takes for the source's type.
+    Wire,
+}
+
+/// Write `b` as an Anthropic-shaped content block (the shape `ctxrules.model` also uses)
+/// without its closing `}`, so a caller may add fields such as `cache_control`.  Thinking
+/// carries its signature and vendor when set: Anthropic's view keeps only signed thinking
+/// without a vendor, so its wire form is the same.
+pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
     match b {
         NBlock::Text(t) => {
             w.raw("{\"type\":\"text\",\"text\":");
             w.str(t);
-            w.raw("}");
         }
         NBlock::Image(src) => {
             w.raw("{\"type\":\"image\",\"source\":{\"type\":");
-            w.str(if src.is_url() { "url" } else { "base64" });
-            for (k, v) in [
-                ("media_type", &src.media_type),
-                ("data", &src.data),
-                ("url", &src.url),
-            ] {
-                if !v.is_empty() {
-                    w.field_str(k, v);
+            let url = src.is_url();
+            w.str(if url { "url" } else { "base64" });
+            if image == ImageFields::Wire {
+                if url {
+                    w.field_str("url", src.url);
+                } else {
+                    w.field_str("media_type", src.media_type);
+                    w.field_str("data", src.data);
+                }
+            } else {
+                for (k, v) in [
+                    ("media_type", &src.media_type),
+                    ("data", &src.data),
+                    ("url", &src.url),
+                ] {
+                    if !v.is_empty() {
+                        w.field_str(k, v);
+                    }
                 }
             }
-            w.raw("}}");
+            w.raw("}");
         }
         NBlock::Thinking {
             thinking,
@@ -191,12 +218,10 @@ fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
             if !vendor.is_empty() {
                 w.field_str("vendor", vendor);
             }
-            w.raw("}");
         }
         NBlock::Redacted(data) => {
             w.raw("{\"type\":\"redacted_thinking\",\"data\":");
             w.str(data);
-            w.raw("}");
         }
         NBlock::ToolUse { id, name, args } => {
             w.raw("{\"type\":\"tool_use\",\"id\":");
@@ -204,7 +229,6 @@ fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
             w.field_str("name", name);
             w.raw(",\"input\":");
             w.raw(&args.object_json());
-            w.raw("}");
         }
         NBlock::ToolResult {
             id,
@@ -218,22 +242,24 @@ fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
             if neutral::images(extra).next().is_none() {
                 w.field_str("content", content);
             } else {
+                // A tool that returned images: text and images as content blocks.
                 w.raw(",\"content\":[");
                 let mut first = true;
                 if !content.is_empty() {
                     w.sep(&mut first);
-                    neutral_block(w, &NBlock::Text((*content).into()));
+                    open_block(w, &NBlock::Text((*content).into()), image);
+                    w.raw("}");
                 }
                 for src in neutral::images(extra) {
                     w.sep(&mut first);
-                    neutral_block(w, &NBlock::Image(src));
+                    open_block(w, &NBlock::Image(src), image);
+                    w.raw("}");
                 }
                 w.raw("]");
             }
             if *is_error {
                 w.raw(",\"is_error\":true");
             }
-            w.raw("}");
         }
     }
 }
