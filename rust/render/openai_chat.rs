@@ -53,6 +53,43 @@ pub fn tools(w: &mut Json, opts: &Options<'_>, open: &str, close: &str) {
     w.raw("]");
 }
 
+/// How one API spells user content parts: the opening of a text part (the text
+/// follows), and the opening and closing around an image's URL.
+pub struct PartShapes {
+    pub text: &'static str,
+    pub image: &'static str,
+    pub image_end: &'static str,
+}
+
+const CHAT_PARTS: PartShapes = PartShapes {
+    text: "{\"type\":\"text\",\"text\":",
+    image: "{\"type\":\"image_url\",\"image_url\":{\"url\":",
+    image_end: "}}",
+};
+
+/// Write the text and image blocks of a user message as content parts, comma-separated
+/// (the brackets are the caller's); other blocks are skipped.  Images go as URLs.
+pub fn content_parts(w: &mut Json, blocks: &[&NBlock<'_>], shape: PartShapes) {
+    let mut first = true;
+    for b in blocks {
+        match b {
+            NBlock::Text(t) => {
+                w.sep(&mut first);
+                w.raw(shape.text);
+                w.str(t);
+                w.raw("}");
+            }
+            NBlock::Image(src) => {
+                w.sep(&mut first);
+                w.raw(shape.image);
+                w.str(&src.as_url());
+                w.raw(shape.image_end);
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Write the body; returns the number of messages.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
     let v = view(n, keep);
@@ -95,27 +132,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     w.str(t);
                 } else {
                     w.raw("[");
-                    let mut fp = true;
-                    let rest = blocks
-                        .iter()
-                        .filter(|b| !matches!(b, NBlock::ToolResult { .. }));
-                    for b in rest {
-                        match b {
-                            NBlock::Text(t) => {
-                                w.sep(&mut fp);
-                                w.raw("{\"type\":\"text\",\"text\":");
-                                w.str(t);
-                                w.raw("}");
-                            }
-                            NBlock::Image(src) => {
-                                w.sep(&mut fp);
-                                w.raw("{\"type\":\"image_url\",\"image_url\":{\"url\":");
-                                w.str(&src.as_url());
-                                w.raw("}}");
-                            }
-                            _ => {}
-                        }
-                    }
+                    content_parts(w, blocks, CHAT_PARTS);
                     w.raw("]");
                 }
                 w.raw("}");

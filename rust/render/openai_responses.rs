@@ -9,8 +9,14 @@
 use super::input::Options;
 use super::json::Json;
 use super::neutral::{NBlock, NRole, Neutral};
-use super::openai_chat::{keep, texts, tools, TEXT_JOIN};
+use super::openai_chat::{content_parts, keep, texts, tools, PartShapes, TEXT_JOIN};
 use super::{view, Sys};
+
+const RESPONSES_PARTS: PartShapes = PartShapes {
+    text: "{\"type\":\"input_text\",\"text\":",
+    image: "{\"type\":\"input_image\",\"detail\":\"auto\",\"image_url\":",
+    image_end: "}",
+};
 
 /// Write the body; returns the number of input items.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
@@ -48,24 +54,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 }
                 w.sep(&mut first);
                 w.raw("{\"type\":\"message\",\"role\":\"user\",\"content\":[");
-                let mut fp = true;
-                for b in blocks.iter() {
-                    match b {
-                        NBlock::Text(t) => {
-                            w.sep(&mut fp);
-                            w.raw("{\"type\":\"input_text\",\"text\":");
-                            w.str(t);
-                            w.raw("}");
-                        }
-                        NBlock::Image(src) => {
-                            w.sep(&mut fp);
-                            w.raw("{\"type\":\"input_image\",\"detail\":\"auto\",\"image_url\":");
-                            w.str(&src.as_url());
-                            w.raw("}");
-                        }
-                        _ => {}
-                    }
-                }
+                content_parts(w, blocks, RESPONSES_PARTS);
                 w.raw("]}");
                 count += 1;
             }
