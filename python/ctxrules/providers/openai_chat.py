@@ -12,7 +12,7 @@ from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
 
-__all__ = ["OpenAIChatProvider", "openai_prompt_too_long", "validate_openai_chat"]
+__all__ = ["OpenAIChatProvider", "openai_prompt_too_long", "openai_usage", "validate_openai_chat"]
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 
@@ -75,6 +75,21 @@ def validate_openai_chat(body: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def openai_usage(response: Mapping[str, Any], prompt: str, output: str) -> Usage | None:
+    """OpenAI's usage (both APIs, which name the counts ``prompt`` and ``output``): the
+    prompt count includes the cached tokens, reported in ``{prompt}_details``."""
+    u = response.get("usage")
+    if not isinstance(u, Mapping):
+        return None
+    details = u.get(f"{prompt}_details") or {}
+    cached = Provider._int(details.get("cached_tokens"))
+    return Usage(
+        input_tokens=Provider._int(u.get(prompt)) - cached,
+        cache_read_tokens=cached,
+        output_tokens=Provider._int(u.get(output)),
+    )
+
+
 def openai_prompt_too_long(status: int, body: Any) -> PromptTooLong | None:
     """OpenAI's refusal (both APIs): code ``context_length_exceeded`` or its message."""
     err = body.get("error") if isinstance(body, Mapping) else None
@@ -107,16 +122,7 @@ class OpenAIChatProvider(Provider):
         return "/v1/chat/completions"
 
     def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
-        u = response.get("usage")
-        if not isinstance(u, Mapping):
-            return None
-        details = u.get("prompt_tokens_details") or {}
-        cached = self._int(details.get("cached_tokens"))
-        return Usage(
-            input_tokens=self._int(u.get("prompt_tokens")) - cached,
-            cache_read_tokens=cached,
-            output_tokens=self._int(u.get("completion_tokens")),
-        )
+        return openai_usage(response, "prompt_tokens", "completion_tokens")
 
     def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
         return openai_prompt_too_long(status, body)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
-from .openai_chat import openai_prompt_too_long
+from .openai_chat import openai_prompt_too_long, openai_usage
 
 __all__ = ["OpenAIResponsesProvider", "validate_openai_responses"]
 
@@ -88,16 +88,7 @@ class OpenAIResponsesProvider(Provider):
         return "/v1/responses"
 
     def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
-        u = response.get("usage")
-        if not isinstance(u, Mapping):
-            return None
-        details = u.get("input_tokens_details") or {}
-        cached = self._int(details.get("cached_tokens"))
-        return Usage(
-            input_tokens=self._int(u.get("input_tokens")) - cached,
-            cache_read_tokens=cached,
-            output_tokens=self._int(u.get("output_tokens")),
-        )
+        return openai_usage(response, "input_tokens", "output_tokens")
 
     def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
         return openai_prompt_too_long(status, body)
