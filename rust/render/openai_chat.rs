@@ -31,26 +31,36 @@ pub fn texts<'b>(blocks: &'b [&NBlock<'_>]) -> impl Iterator<Item = &'b str> + C
     })
 }
 
-/// Write `,"tools":[…]` (nothing without tools): each tool `open` + name, its description
-/// if any, `parameters`, then `close`, which ends the tool object.
-pub fn tools(w: &mut Json, opts: &Options<'_>, open: &str, close: &str) {
-    if opts.tools.is_empty() {
-        return;
-    }
-    w.raw(",\"tools\":[");
-    let mut first = true;
-    for t in &opts.tools {
-        w.sep(&mut first);
-        w.raw(open);
-        w.str(&t.name);
-        if !t.description.is_empty() {
-            w.field_str("description", &t.description);
+/// Finish the body after the conversation: `,"tools":[…]` (nothing without tools), each
+/// tool `tool_open` + name, its description if any, `parameters`, then `tool_close`,
+/// which ends the tool object; `max_tokens` under the API's name `max_key`; the caller's
+/// extra fields; the closing brace.
+pub fn finish(w: &mut Json, opts: &Options<'_>, tool_open: &str, tool_close: &str, max_key: &str) {
+    if !opts.tools.is_empty() {
+        w.raw(",\"tools\":[");
+        let mut first = true;
+        for t in &opts.tools {
+            w.sep(&mut first);
+            w.raw(tool_open);
+            w.str(&t.name);
+            if !t.description.is_empty() {
+                w.field_str("description", &t.description);
+            }
+            w.raw(",\"parameters\":");
+            w.raw(t.schema_or_empty());
+            w.raw(tool_close);
         }
-        w.raw(",\"parameters\":");
-        w.raw(t.schema_or_empty());
-        w.raw(close);
+        w.raw("]");
     }
-    w.raw("]");
+    if let Some(max) = opts.max_tokens {
+        w.raw(",");
+        w.key(max_key);
+        w.uint(max);
+    }
+    if let Some(extra) = opts.extra {
+        w.splice_object(extra);
+    }
+    w.raw("}");
 }
 
 /// How one API spells user content parts: the opening of a text part (the text
@@ -172,19 +182,12 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         }
     }
     w.raw("]");
-    tools(
+    finish(
         w,
         opts,
         "{\"type\":\"function\",\"function\":{\"name\":",
         "}}",
+        "max_completion_tokens",
     );
-    if let Some(max) = opts.max_tokens {
-        w.raw(",\"max_completion_tokens\":");
-        w.uint(max);
-    }
-    if let Some(extra) = opts.extra {
-        w.splice_object(extra);
-    }
-    w.raw("}");
     count
 }

@@ -9,7 +9,7 @@
 use super::input::Options;
 use super::json::Json;
 use super::neutral::{NBlock, NRole, Neutral};
-use super::openai_chat::{content_parts, keep, texts, tools, PartShapes, TEXT_JOIN};
+use super::openai_chat::{content_parts, finish, keep, texts, PartShapes, TEXT_JOIN};
 use super::{view, Sys};
 
 const RESPONSES_PARTS: PartShapes = PartShapes {
@@ -84,19 +84,12 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
     w.raw("]");
     // Responses makes function tools strict unless told otherwise, and strict mode
     // refuses ordinary JSON schemas (optional fields, open objects).
-    tools(
+    finish(
         w,
         opts,
         "{\"type\":\"function\",\"name\":",
         ",\"strict\":false}",
+        "max_output_tokens",
     );
-    if let Some(max) = opts.max_tokens {
-        w.raw(",\"max_output_tokens\":");
-        w.uint(max);
-    }
-    if let Some(extra) = opts.extra {
-        w.splice_object(extra);
-    }
-    w.raw("}");
     count
 }
