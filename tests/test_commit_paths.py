@@ -93,3 +93,31 @@ def test_commit_items_follow_branch_path(tmp_path_factory, ops, pick, which):
             assert again.id == c.id
     finally:
         store.close()
+
+
+def test_a_forks_first_commit_shows_a_tool_retried_before_the_fork(tmp_path):
+    """The base's commit predates the retry; the fork's commit must not reuse its stale
+    variant (found by the property test above: retry_tool, then fork)."""
+    store = open_store(tmp_path)
+    try:
+        sid = dag.create_session(store).id
+        tools = []
+        for n in range(3):
+            dag.append(store, sid, "user", f"u{n}")
+            a = dag.append(
+                store,
+                sid,
+                "assistant",
+                [TextBlock(text=f"a{n}"), ToolUseBlock(id=f"t{n}", name="Bash")],
+            )
+            tools.append(_result(store, sid, a.id, f"t{n}", f"r{n}"))
+            if n == 1:  # a commit after the turn whose tool is retried later
+                ctxrules.ensure_latest_commit(sid, now=0.0, store=store, config=PIPELINES[0])
+        retried = dag.retry(store, sid, tools[0].id)
+        fork = dag.fork(store, sid).id
+        for pipeline in PIPELINES:
+            c = ctxrules.ensure_latest_commit(fork, now=1.0, store=store, config=pipeline)
+            assert retried.id in _ids(c) and tools[0].id not in _ids(c)
+            assert _ids(c) == [x.id for x in dag.branch_path(store, fork)]
+    finally:
+        store.close()

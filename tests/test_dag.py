@@ -134,6 +134,20 @@ def test_fork_shares_history_without_copying_and_diverges(store):
         dag.checkout(store, f.id, theirs.id)
 
 
+def test_fork_shows_the_tool_call_variants_its_base_showed(store):
+    s, (_u1, _a1, t1, _t2, _u2, _a2) = conversation(store)
+    r = dag.retry(store, s.id, t1.id)
+    dag.checkout(store, s.id, t1.id)  # the base shows the original result again
+    f = dag.fork(store, s.id)
+    assert [n.id for n in dag.branch_path(store, f.id)] == [
+        n.id for n in dag.branch_path(store, s.id)
+    ]
+    assert t1.id in [n.id for n in dag.branch_path(store, f.id)]
+    dag.checkout(store, f.id, r.id)  # choosing in the fork leaves the base alone
+    assert r.id in [n.id for n in dag.branch_path(store, f.id)]
+    assert t1.id in [n.id for n in dag.branch_path(store, s.id)]
+
+
 def test_nested_branch_path_includes_sub_conversations(store):
     s = dag.create_session(store)
     dag.append(store, s.id, "user", "go")

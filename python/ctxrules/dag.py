@@ -237,16 +237,24 @@ def fork(
     """A new session whose HEAD is ``node_id`` (default: the HEAD) of ``session_id``.
 
     The fork shares the old session's nodes (as they are now) without copying them;
-    whatever either session appends later is invisible to the other.
+    whatever either session appends later is invisible to the other.  It starts by
+    showing the tool-call variants the old session shows (a fork of what you see).
     """
     base = store.get_session(session_id)
     node = node_id or base.head
     if node is not None:
         _visible(store, session_id, node)
+    inherited: dict[str, Any] = {}
+    if base.metadata.get(SELECTED_KEY):
+        inherited[SELECTED_KEY] = dict(base.metadata[SELECTED_KEY])
     return store.create_session(
         session_id=new_id("s"),
         source=base.source,
-        metadata={**(metadata or {}), "forked_from": {"session": session_id, "node": node}},
+        metadata={
+            **inherited,
+            **(metadata or {}),
+            "forked_from": {"session": session_id, "node": node},
+        },
         base_session=session_id,
         base_node=node,
         head=node,
