@@ -55,12 +55,6 @@ def _stale(
     to a node ``parent`` already shows (a retried tool call of an older turn), or another
     variant selected.  HEAD does not move for either, so the walk back cannot see them."""
     sid = info.id
-    if parent.session_id != sid:
-        # An ancestor commit of another session (the base of a fork): its marks describe
-        # that session's graph, not this one's, so nothing proves it still fits.
-        # Correct before fast: the fork's first commit is built from its whole branch;
-        # later ones build on the fork's own commits.
-        return True
     old_variants = parent.cursors.get(f"variants:{sid}")
     if old_variants is not None and old_variants != marks[f"variants:{sid}"]:
         return True

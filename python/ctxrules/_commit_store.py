@@ -156,13 +156,17 @@ def save(store: Store, gen: Generated) -> None:
 
 
 def latest_for_head(store: Store, node_id: str, rules_version: str, session_id: str) -> str | None:
-    """The id of the newest commit at ``node_id`` made by this rule set (this session's
-    preferred).  Another rule set's commits never serve as ancestors: their items carry
-    that rule set's compression, and states only tighten along a chain."""
+    """The id of this session's newest commit at ``node_id`` made by this rule set.
+
+    Only the session's own commits serve as ancestors: a commit records the graph marks
+    (seq watermark, shown tool-call variants) of the session it was made in, so a fork
+    cannot prove its base's commit still fits its own graph (a fork's first commit is
+    built from its whole branch).  Another rule set's commits never serve either: their
+    items carry that rule set's compression, and states only tighten along a chain."""
     rows = _query(
         store,
         "SELECT id FROM commits WHERE head_node_id = ? AND rules_version = ? "
-        "ORDER BY session_id = ? DESC, rowid DESC LIMIT 1",
+        "AND session_id = ? ORDER BY rowid DESC LIMIT 1",
         (node_id, rules_version, session_id),
     )
     return str(rows[0][0]) if rows else None

@@ -343,9 +343,7 @@ def _commit_at(
             and parent is not None
             and not planned.calls
             and parent.head_node_id == planned.head
-            and parent.rules_version == pipeline.version
-            and parent.session_id == sid
-        ):
+        ):  # the plan only builds on this session's commits of this rule set
             return parent
         return _derive_and_save(st, planned, pipeline, time.time() if now is None else now)
 
