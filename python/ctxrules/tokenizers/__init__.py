@@ -132,24 +132,29 @@ class TiktokenTokenizer:
     """
 
     def __init__(self, encoding: str):
-        from ._tiktoken import build_encoding
-
+        if encoding not in ENCODINGS:
+            raise TokenizerError(
+                f"unknown encoding {encoding!r}", hint=f"known: {', '.join(ENCODINGS)}"
+            )
         self.encoding = encoding
         self.name = f"tiktoken:{encoding}"
-        self._enc = build_encoding(encoding)
 
     @property
     def tiktoken_encoding(self):  # type: ignore[no-untyped-def]
-        """The underlying ``tiktoken.Encoding``."""
-        return self._enc
+        """The underlying ``tiktoken.Encoding``, built on first use (~0.5 s) and then
+        shared by the process (``build_encoding`` is cached), so registering the oracle
+        costs nothing until it counts."""
+        from ._tiktoken import build_encoding
+
+        return build_encoding(self.encoding)
 
     def count(self, text: str) -> int:
         """Number of tokens of ``text`` by tiktoken's ``encode_ordinary``."""
-        return len(self._enc.encode_ordinary(text))
+        return len(self.tiktoken_encoding.encode_ordinary(text))
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         """Counts by tiktoken's ``encode_ordinary_batch``."""
-        return [len(t) for t in self._enc.encode_ordinary_batch(list(texts))]
+        return [len(t) for t in self.tiktoken_encoding.encode_ordinary_batch(list(texts))]
 
 
 class CacheStats(NamedTuple):

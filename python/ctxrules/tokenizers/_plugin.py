@@ -7,8 +7,6 @@ plugin's mappings are tried before these (see ``ctxrules.tokenizers.model_mappin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from ..hookspecs import Register, hookimpl
 from . import ENCODINGS, ModelTokenizer, RustTokenizer, TiktokenTokenizer
 
@@ -18,39 +16,12 @@ from . import ENCODINGS, ModelTokenizer, RustTokenizer, TiktokenTokenizer
 ANTHROPIC_CALIBRATION = 1.15
 
 
-class _LazyTiktoken:
-    """Defers building tiktoken's rank table (~0.5 s) until the oracle is first used."""
-
-    def __init__(self, encoding: str):
-        self.name = f"tiktoken:{encoding}"
-        self._encoding = encoding
-        self._tok: TiktokenTokenizer | None = None
-
-    def _get(self) -> TiktokenTokenizer:
-        if self._tok is None:
-            self._tok = TiktokenTokenizer(self._encoding)
-        return self._tok
-
-    @property
-    def tiktoken_encoding(self):  # type: ignore[no-untyped-def]
-        """The underlying ``tiktoken.Encoding`` (built on first access)."""
-        return self._get().tiktoken_encoding
-
-    def count(self, text: str) -> int:
-        """Number of tokens by tiktoken's ``encode_ordinary``."""
-        return self._get().count(text)
-
-    def count_batch(self, texts: Sequence[str]) -> list[int]:
-        """Counts by tiktoken's ``encode_ordinary_batch``."""
-        return self._get().count_batch(texts)
-
-
 @hookimpl
 def register_tokenizers(register: Register) -> None:
     """Register the built-in counters and model mappings (first match wins)."""
     for enc in ENCODINGS:
         register(RustTokenizer(enc))
-        register(_LazyTiktoken(enc))
+        register(TiktokenTokenizer(enc))
     register(ModelTokenizer("openai-4o", "openai*:gpt-4o*", "o200k_base"))
     register(ModelTokenizer("openai-o", "openai*:o[0-9]*", "o200k_base"))
     register(ModelTokenizer("openai-gpt5", "openai*:gpt-5*", "o200k_base"))
