@@ -6,20 +6,18 @@ is in addopts) and for real under ``make bench``.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent
-CORPUS = Path(os.environ.get("CTXRULES_CORPUS", REPO.parent / "shared" / "corpus")).resolve()
+#: Copies of the recorded sessions the tests and benchmarks read (sources: its SOURCES.md).
+CORPUS = REPO / "tests" / "data" / "corpus"
 
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    """The real recorded sessions of ../shared/corpus (never edited)."""
-    if not CORPUS.is_dir():
-        pytest.fail(f"corpus not found at {CORPUS}; set CTXRULES_CORPUS")
+    """The real recorded sessions in tests/data/corpus (never edited)."""
     return CORPUS
 
 

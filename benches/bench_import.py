@@ -1,7 +1,7 @@
 """History graph throughput: corpus import, and one durable append against JSONL.
 
 Groups, each compared inside the group by pytest-benchmark's table:
-- ``import``: every file of ../shared/corpus (12 files, ~4.6 MB, 5,500+ calls) into a
+- ``import``: every file of tests/data/corpus (12 files, ~4.6 MB, 5,500+ calls) into a
   fresh store, parse + one transaction per file;  ``extra_info`` has bytes and calls,
   so MB/s = bytes / mean and calls/s = calls / mean;
 - ``append``: one acknowledged append, ours (SQLite WAL, ``synchronous=FULL``: the append

@@ -1,4 +1,4 @@
-"""Invariants 1-8 over every session imported from ../shared/corpus, turn by turn, for the
+"""Invariants 1-8 over every session imported from tests/data/corpus, turn by turn, for the
 built-in rules in every shipped configuration."""
 
 from __future__ import annotations

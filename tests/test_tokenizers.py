@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,9 +30,7 @@ from ctxrules.tokenizers import (
 )
 
 # The same location as the ``corpus`` fixture; needed at collection time to parametrize.
-CORPUS = Path(
-    os.environ.get("CTXRULES_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus")
-)
+CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 
 
 def corpus_files(root: Path) -> list[Path]:

@@ -9,7 +9,6 @@ and answers with a canned response.
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -26,12 +25,7 @@ from ctxrules.model import ContextCommit
 from ctxrules.store import open_store
 
 #: Where the cassettes are (the same corpus the ``corpus`` fixture points at).
-CORPUS_CASSETTES = (
-    Path(
-        os.environ.get("CTXRULES_CORPUS", Path(__file__).resolve().parents[3] / "shared" / "corpus")
-    )
-    / "vcr-cassettes-yaml"
-)
+CORPUS_CASSETTES = Path(__file__).resolve().parents[1] / "data" / "corpus" / "vcr-cassettes-yaml"
 
 CASSETTES = {
     "anthropic": [
