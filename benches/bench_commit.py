@@ -23,9 +23,10 @@ import tracemalloc
 
 import pytest
 
-from ctxrules import _commit_store, dag
-from ctxrules._commit_plan import graph_marks
+from ctxrules import dag
 from ctxrules.commit import Pipeline, derive_commit, ensure_latest_commit
+from ctxrules.commit import stored as _commit_store
+from ctxrules.commit.plan import graph_marks
 from ctxrules.config import PipelineConfig
 from ctxrules.model import Call, TextBlock, ToolUseBlock
 from ctxrules.store import open_store

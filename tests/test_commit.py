@@ -9,8 +9,10 @@ import msgspec
 import pytest
 
 import ctxrules
-from ctxrules import _commit_store, dag
+from ctxrules import dag
 from ctxrules.commit import Pipeline, diff_commits, load_commit
+from ctxrules.commit import delta as _delta
+from ctxrules.commit import stored as _commit_store
 from ctxrules.config import PipelineConfig
 from ctxrules.errors import DagError
 from ctxrules.model import ContextItem, TextBlock, ToolUseBlock
@@ -115,7 +117,7 @@ def test_a_branch_builds_on_the_fork_point_not_on_the_other_branch(store):
 
 
 def test_a_new_commit_counts_only_its_new_items(store, monkeypatch):
-    from ctxrules import commit as commit_mod
+    from ctxrules.commit import derive as commit_mod
     from ctxrules.tokenizers import get_tokenizer
 
     # No rules: nothing older changes, so nothing older may be counted again.
@@ -250,7 +252,7 @@ def test_deltas_written_before_compact_folds_still_replay():
     item = ContextItem(source_node_id="n1", role="user", rendered="hi", tokens=1)
     old = msgspec.msgpack.encode(([0], [(0, item)]))
     items = []
-    _commit_store.replay(items, old)
+    _delta.replay(items, old)
     assert items == [item]
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from ctxrules.commit import Pipeline
-from ctxrules.rules import Rule, RuleContext
+from ctxrules.commit import Pipeline, RuleContext
+from ctxrules.rules import Rule
 from ctxrules.testing import InvariantViolation, Script, Step, check_commits, check_rule, drive
 
 

@@ -170,7 +170,7 @@ def render_context(
 
 
 def render_commit(commit: ContextCommit | bytes) -> list[Message]:
-    """Provider-neutral messages of a commit (see /work/notes/ITEMS.md for the item rules).
+    """Provider-neutral messages of a commit (the item rules: docs/items.md).
 
     ``summarized`` items are skipped, ``summary`` items become assistant text prefixed
     ``[Summary]``, tool items become a tool_use on their assistant turn and a tool_result

@@ -29,12 +29,13 @@ from typing import Any
 
 import msgspec
 
-from ._commit_store import replay
 from .commit import Generated, Pipeline, derive_commit
+from .commit.context import item_text_for_tokens
+from .commit.delta import Delta, replay
 from .config import PRESETS, PipelineConfig
 from .errors import CtxrulesError
 from .model import STATE_RANK, Call, ContextCommit, ContextItem, TextBlock, ToolUseBlock
-from .rules.base import Delta, Rule, item_text_for_tokens
+from .rules.base import Rule
 
 __all__ = [
     "InvariantViolation",

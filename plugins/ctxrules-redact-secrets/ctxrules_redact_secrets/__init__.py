@@ -12,8 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ctxrules.commit import RuleContext
 from ctxrules.hookspecs import Register, hookimpl
-from ctxrules.rules import Rule, RuleContext
+from ctxrules.rules import Rule
 
 __all__ = ["PATTERNS", "RedactSecrets", "redact"]
 

@@ -8,7 +8,7 @@ package would.  Which rules run, in which order and with which parameters comes 
 
 from __future__ import annotations
 
-from .base import Rule, RuleContext, item_text_for_tokens
+from .base import Rule
 from .idle_clearing import CLEARED_PLACEHOLDER, IdleClearing
 from .result_cap import ResultCap
 from .summarize import Summarize
@@ -21,10 +21,8 @@ __all__ = [
     "IdleClearing",
     "ResultCap",
     "Rule",
-    "RuleContext",
     "Summarize",
     "ToolAging",
-    "item_text_for_tokens",
 ]
 
 BUILTIN_RULES: tuple[type[Rule], ...] = (ResultCap, ToolAging, IdleClearing, Summarize)

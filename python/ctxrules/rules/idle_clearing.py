@@ -12,9 +12,12 @@ first aged item that is still too recent: each commit reads only what it clears.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from .base import Rule, RuleContext
+from .base import Rule
+
+if TYPE_CHECKING:
+    from ..commit.context import RuleContext
 
 __all__ = ["CLEARED_PLACEHOLDER", "IdleClearing"]
 

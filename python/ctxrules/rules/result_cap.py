@@ -5,10 +5,13 @@ result cannot blow a single turn (seed §五)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._text import cut_middle
-from .base import Rule, RuleContext
+from .base import Rule
+
+if TYPE_CHECKING:
+    from ..commit.context import RuleContext
 
 __all__ = ["ResultCap"]
 

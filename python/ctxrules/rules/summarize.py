@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import CtxrulesError
 from ..model import ContextItem
-from .base import Rule, RuleContext
+from .base import Rule
+
+if TYPE_CHECKING:
+    from ..commit.context import RuleContext
 from .tool_aging import is_turn
 
 __all__ = ["Summarize"]

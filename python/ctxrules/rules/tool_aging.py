@@ -18,11 +18,14 @@ publishes ``aged_until`` (no item before it will newly be aged) for idle clearin
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..model import ContextItem
 from ._text import cut_end, cut_middle, one_line
-from .base import Rule, RuleContext
+from .base import Rule
+
+if TYPE_CHECKING:
+    from ..commit.context import RuleContext
 
 __all__ = ["DEFAULT_PROTECTED_TOOLS", "ToolAging", "is_turn"]
 

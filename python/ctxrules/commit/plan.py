@@ -1,5 +1,5 @@
 """Planning a commit from the store: the nearest ancestor commit of a head and the
-branch nodes added since (private to ``ctxrules.commit``).
+branch nodes added since .
 
 The walk goes back from the head one node at a time and asks the index
 ``commits_head`` for a commit at each node, so its cost is the number of nodes since
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import msgspec
 
-from . import _commit_store as cstore
-from ._commit_items import find_native
-from .errors import DagError
-from .model import Call, ContextCommit
-from .store import SessionInfo, Store
+from ..errors import DagError
+from ..model import Call, ContextCommit
+from ..store import SessionInfo, Store
+from . import stored as cstore
+from .items import find_native
 
 if TYPE_CHECKING:
-    from .commit import Pipeline
+    from .pipeline import Pipeline
 
 __all__ = ["Plan", "graph_marks", "plan"]
 
@@ -41,7 +41,7 @@ class Plan(NamedTuple):
 def graph_marks(info: SessionInfo) -> dict[str, int]:
     """The state of the session graph a commit is made from: its highest own ``seq`` and
     a hash of which variant of each retried call is shown."""
-    from .dag import SELECTED_KEY
+    from ..dag import SELECTED_KEY
 
     selected = info.metadata.get(SELECTED_KEY) or {}
     digest = zlib.crc32(msgspec.json.encode(selected, order="sorted"))
@@ -75,7 +75,7 @@ def _stale(
 
 def plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) -> Plan:
     """Find the nearest ancestor commit of ``head`` and the branch nodes added since."""
-    from .dag import Graph, branch_path
+    from ..dag import Graph, branch_path
 
     info = store.get_session(session_id)
     head = head if head is not None else info.head

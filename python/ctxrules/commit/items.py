@@ -1,10 +1,10 @@
-"""How a history node becomes a commit item (the contract in notes/ITEMS.md).
+"""How a history node becomes a commit item (the contract in docs/items.md).
 
-Private to the commit layer: ``generate_commit`` calls ``items_for_call`` for every new
-node of the branch.  Conventions read from nodes (set by the importers and the DAG):
-tool nodes carry ``metadata["tool_use_id"]`` / ``["is_error"]``; ``metadata["pinned"]``
-makes an item an anchor (kept full by summarize); ``metadata["locked"]`` locks it; an
-attach pointer is a node with ``metadata["attach"] = {"session", "head", "commit"}``.
+``derive_commit`` calls ``item_for_call`` for every new node of the branch.
+Conventions read from nodes (set by the importers and the DAG): tool nodes carry
+``metadata["tool_use_id"]`` / ``["is_error"]``; ``metadata["pinned"]`` makes an item an
+anchor (kept full by summarize); ``metadata["locked"]`` locks it; an attach pointer is
+a node with ``metadata["attach"] = {"session", "head", "commit"}``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from .model import (
+from ..model import (
     Call,
     ContentBlock,
     ContextCommit,

@@ -2,7 +2,7 @@
 
 A commit row holds the commit's header and its *delta* against its first parent (the
 positions of inserted items, every new or changed item, and each fold as the summary
-id plus the positions it absorbed, msgpack — see ``rules.base.Delta``): storage grows
+id plus the positions it absorbed, msgpack — see ``ctxrules.commit.delta``): storage grows
 with the items a commit changes, not with its length, and a fold costs a few bytes per
 absorbed item, not the item again.  Rows are insert-only —
 triggers refuse UPDATE and DELETE, as for history nodes (invariant 2) — and
@@ -22,20 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .errors import NotFoundError, StoreError
-from .model import Call, ContextCommit, ContextItem
-from .rules.base import Delta, folded_item
-from .store import Store, register_migration
+from ..errors import NotFoundError, StoreError
+from ..model import Call, ContextCommit, ContextItem
+from ..store import Store, register_migration
+from .delta import replay
 
 if TYPE_CHECKING:
-    from .commit import Generated
+    from .derive import Generated
 
 __all__ = [
     "CACHE_SIZE",
     "calls_since",
     "latest_for_head",
     "load",
-    "replay",
     "save",
     "stored_bytes",
 ]
@@ -44,30 +43,6 @@ __all__ = [
 CACHE_SIZE = 8
 _cache: OrderedDict[str, ContextCommit] = OrderedDict()
 _cache_lock = threading.Lock()
-_delta_decoder = msgspec.msgpack.Decoder(Delta)
-# Rows written before folds were stored compactly: (inserted, changed).
-_old_delta_decoder = msgspec.msgpack.Decoder(tuple[list[int], list[tuple[int, ContextItem]]])
-
-
-def replay(items: list[ContextItem], delta: bytes) -> str | None:
-    """Turn the parent's item list ``items`` into the child's by applying ``delta``;
-    returns the text of the summary item the delta wrote, if any (the commit's new
-    running summary)."""
-    try:
-        inserted, changed, folds = _delta_decoder.decode(delta)
-    except msgspec.ValidationError:
-        (inserted, changed), folds = _old_delta_decoder.decode(delta), []
-    for p in inserted:
-        items.insert(p, None)  # type: ignore[arg-type]
-    summary = None
-    for p, it in changed:
-        items[p] = it
-        if it.state == "summary":
-            summary = it.rendered
-    for sm_id, reason, changed_at, positions in folds:
-        for p in positions:
-            items[p] = folded_item(items[p], sm_id, reason, changed_at)
-    return summary
 
 
 class _Meta(msgspec.Struct, frozen=True, omit_defaults=True):

@@ -1,0 +1,41 @@
+"""ContextCommits: the immutable snapshot of the model input at a head (SPEC §3).
+
+``ensure_latest_commit(session, head)`` finds the nearest commit on the head's ancestor
+chain (``plan``: an indexed lookup per node walked back, so the cost is the number of
+nodes since that commit, not the history length).  If it is for this head it is
+returned; otherwise ``generate_commit`` derives a new one from it (``derive``) and
+stores it.
+
+The package's modules: ``pipeline`` (the built rules and their version), ``context``
+(the ``RuleContext`` rules work through), ``items`` (a node → its item), ``derive``
+(the pure derivation), ``delta`` (the stored format of a commit against its parent),
+``plan`` (what to derive, from the store), ``generate`` (plan, derive, save) and
+``diff`` (two commits compared, in Rust).
+"""
+
+from __future__ import annotations
+
+from .context import NOT_POSITIONS, RuleContext, item_text_for_tokens
+from .delta import Delta, folded_item, replay
+from .derive import Generated, derive_commit
+from .diff import CommitDiff, diff_commits
+from .generate import ensure_latest_commit, generate_commit, load_commit
+from .pipeline import Pipeline, rules_version
+
+__all__ = [
+    "NOT_POSITIONS",
+    "CommitDiff",
+    "Delta",
+    "Generated",
+    "Pipeline",
+    "RuleContext",
+    "derive_commit",
+    "diff_commits",
+    "ensure_latest_commit",
+    "folded_item",
+    "generate_commit",
+    "item_text_for_tokens",
+    "load_commit",
+    "replay",
+    "rules_version",
+]

@@ -1,0 +1,261 @@
+"""The ``RuleContext`` a rule works through: the working item list of one commit being
+derived.
+
+A rule never touches a commit directly.  It receives a ``RuleContext`` and changes
+items only through ``ctx.replace`` / ``ctx.fold``.  Those two calls enforce the
+invariants (locked items are refused, states only tighten, summary items only come
+from folding), record each change for the commit delta, and mark the item for the one
+token-count batch.
+
+Rules are incremental: ``ctx.new_positions()`` lists the items added by this commit,
+and ``ctx.cursors`` is a small dict carried from commit to commit, so a rule can
+resume where it stopped instead of re-reading the whole history.  Cursor values are
+item positions; ``ctx.insert`` shifts them, so they stay valid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from ..errors import RuleError
+from ..model import STATE_RANK, ContextItem
+from .delta import Delta, folded_item
+
+__all__ = ["NOT_POSITIONS", "RuleContext", "item_text_for_tokens"]
+
+#: Cursor keys (prefixes) that are flags or marks, not item positions: never shifted.
+NOT_POSITIONS = ("attach:", "anchor", "seq:", "variants:")
+
+
+def item_text_for_tokens(item: ContextItem) -> list[str]:
+    """The texts whose token counts make ``item.tokens``: rendered text, then tool input."""
+    return [item.rendered, item.tool_input] if item.tool_input else [item.rendered]
+
+
+class RuleContext:
+    """The working item list of one commit being generated.
+
+    Read ``items`` (a list in conversation order: do not mutate it directly),
+    ``now``, ``cursors``; change items with ``replace`` / ``fold``; report with
+    ``note``.  ``tokens()`` / ``total_tokens()`` give exact counts, counting every
+    pending changed item in one batch first.
+    """
+
+    def __init__(
+        self,
+        items: list[ContextItem],
+        *,
+        now: float,
+        cursors: dict[str, int],
+        new_ids: set[str],
+        first_new: int,
+        counter: Any,
+        total_tokens: int,
+        full_pass: bool,
+    ):
+        self.items = items
+        self.now = now
+        self.cursors = cursors
+        self.full_pass = full_pass
+        self.notes: list[str] = []
+        self.rule_name = ""
+        self._new_ids = new_ids
+        self._first_new = first_new
+        self._counter = counter
+        self._total = total_tokens
+        self._pending: set[int] = set()
+        self._changed: set[int] = set()
+        self._inserted: set[int] = set()
+        self._folded: dict[int, int] = {}  # position of an untouched parent item → fold no.
+        self._folds: list[tuple[str, str]] = []  # (summary id, reason) of each fold
+        self._counted_batches = 0
+
+    # -- reading -----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def new_positions(self) -> list[int]:
+        """Positions of the items this commit added (ascending)."""
+        items, new = self.items, self._new_ids
+        return [i for i in range(self._first_new, len(items)) if items[i].source_node_id in new]
+
+    def scan_positions(self) -> Sequence[int]:
+        """What a rule that looks at each item once should scan: new items, or all of
+        them when the rule set changed since the parent commit (``full_pass``)."""
+        return range(len(self.items)) if self.full_pass else self.new_positions()
+
+    def inserted_count(self) -> int:
+        """How many items this commit inserted so far (new nodes and summaries)."""
+        return len(self._inserted)
+
+    def is_new(self, pos: int) -> bool:
+        """Whether the item at ``pos`` was added by this commit."""
+        return self.items[pos].source_node_id in self._new_ids
+
+    def tokens(self, pos: int) -> int:
+        """Exact token count of the item at ``pos`` as it is now."""
+        if pos in self._pending:
+            self.flush()
+        return self.items[pos].tokens
+
+    def count(self, text: str) -> int:
+        """Tokens of a text with the commit's tokenizer (cached by content)."""
+        return int(self._counter.count(text))
+
+    def total_tokens(self) -> int:
+        """Tokens of everything the model would see now (summarized items excluded)."""
+        if self._pending:
+            self.flush()
+        return self._total
+
+    # -- changing ----------------------------------------------------------------
+
+    def replace(self, pos: int, *, reason: str, **changes: Any) -> ContextItem:
+        """Replace the item at ``pos`` by a copy with ``changes``; returns the new item.
+
+        Refused (``RuleError``) for locked items, for a state that would loosen, for
+        making a ``summary`` or ``summarized`` item (use ``fold``), and for changing
+        the identity fields (``source_node_id``, ``role``, ``caller``, ``tool_use_id``).
+        """
+        old = self.items[pos]
+        where = f"rule {self.rule_name!r} on item {old.source_node_id}"
+        if old.locked:
+            raise RuleError("locked items may not be changed by rules", where=where)
+        for key in ("source_node_id", "role", "caller", "tool_use_id", "attached_from"):
+            if key in changes and changes[key] != getattr(old, key):
+                raise RuleError(f"rules may not change {key!r}", where=where)
+        state = changes.get("state", old.state)
+        if state in ("summary", "summarized") and state != old.state:
+            raise RuleError(f"state {state!r} is only reached through fold()", where=where)
+        if old.state in ("summarized",):
+            raise RuleError("summarized items are final", where=where)
+        if STATE_RANK[state] < STATE_RANK[old.state]:
+            raise RuleError(f"state may only tighten, not {old.state} → {state}", where=where)
+        new = msgspec.structs.replace(old, reason=reason, changed_at=self.now, **changes)
+        self._swap(pos, new)
+        return new
+
+    def fold(self, start: int, end: int, text: str, *, reason: str) -> int:
+        """Fold items ``[start, end)`` into one new ``summary`` item inserted at ``end``.
+
+        Folded items become ``summarized`` with ``merged_into`` set to the summary's
+        ``sm_<hex>`` id; items already ``summarized`` in the range stay as they are.
+        Returns the summary item's position.
+        """
+        folded = self.items[start:end]
+        digest = hashlib.blake2b(digest_size=8)
+        for it in folded:
+            digest.update(it.source_node_id.encode("utf-8", "surrogatepass") + b"\0")
+        digest.update(text.encode("utf-8", "surrogatepass"))
+        sm_id = f"sm_{digest.hexdigest()}"
+        fold_no = len(self._folds)
+        self._folds.append((sm_id, reason))
+        for offset, it in enumerate(folded):
+            if it.state == "summarized":
+                continue
+            if it.locked:
+                raise RuleError(
+                    "locked items may not be folded",
+                    where=f"rule {self.rule_name!r} on item {it.source_node_id}",
+                )
+            pos = start + offset
+            new = folded_item(it, sm_id, reason, self.now)
+            if pos in self._changed or pos in self._inserted:
+                self._swap(pos, new, recount=False)
+            else:  # the parent's item: the delta records the fold, not the item
+                self._total -= it.tokens
+                self.items[pos] = new
+                self._folded[pos] = fold_no
+        summary = ContextItem(
+            source_node_id=sm_id,
+            role="assistant",
+            state="summary",
+            rendered=text,
+            reason=reason,
+            changed_at=self.now,
+        )
+        self.insert(end, summary)
+        return end
+
+    def insert(self, pos: int, item: ContextItem) -> None:
+        """Insert a new item at ``pos`` (the generator's new items and fold's summary);
+        cursors at or after ``pos`` shift by one so they keep naming the same item."""
+        if pos >= len(self.items):
+            self.items.append(item)  # the common case: nothing after it to shift
+        else:
+            self.items.insert(pos, item)
+            for key, value in self.cursors.items():
+                if value >= pos and not key.startswith(NOT_POSITIONS):
+                    self.cursors[key] = value + 1
+            if pos < self._first_new:
+                self._first_new += 1
+            self._pending = {p + 1 if p >= pos else p for p in self._pending}
+            self._changed = {p + 1 if p >= pos else p for p in self._changed}
+            self._inserted = {p + 1 if p >= pos else p for p in self._inserted}
+            self._folded = {p + 1 if p >= pos else p: k for p, k in self._folded.items()}
+        self._pending.add(pos)
+        self._inserted.add(pos)
+        if item.state != "summarized":
+            self._total += item.tokens  # corrected by flush() with the real count
+
+    def note(self, text: str) -> None:
+        """Record what the current rule did or could not do (kept on the commit)."""
+        self.notes.append(f"{self.rule_name}: {text}" if self.rule_name else text)
+
+    # -- token accounting ----------------------------------------------------------
+
+    def _swap(self, pos: int, new: ContextItem, *, recount: bool = True) -> None:
+        old = self.items[pos]
+        if old.state != "summarized":
+            self._total -= old.tokens
+        if new.state != "summarized":
+            self._total += new.tokens  # corrected by flush() with the real count
+        self.items[pos] = new
+        self._changed.add(pos)
+        if recount:
+            self._pending.add(pos)
+
+    def delta(self) -> Delta:
+        """What this commit changed relative to its parent (see ``Delta``); replaying
+        it onto the parent's list rebuilds this one."""
+        self.flush()
+        touched = sorted(self._changed | self._inserted)
+        positions: list[list[int]] = [[] for _ in self._folds]
+        for p in sorted(self._folded):
+            positions[self._folded[p]].append(p)
+        folds = [
+            (sm_id, reason, self.now, ps)
+            for (sm_id, reason), ps in zip(self._folds, positions)
+            if ps
+        ]
+        return sorted(self._inserted), [(p, self.items[p]) for p in touched], folds
+
+    def flush(self) -> None:
+        """Count every pending item in one batch and fix ``tokens`` and the total."""
+        if not self._pending:
+            return
+        positions = sorted(self._pending)
+        self._pending.clear()
+        texts: list[str] = []
+        spans: list[int] = []
+        for p in positions:
+            parts = item_text_for_tokens(self.items[p])
+            texts.extend(parts)
+            spans.append(len(parts))
+        counts = self._counter.count_batch(texts)
+        self._counted_batches += 1
+        k = 0
+        for p, n in zip(positions, spans):
+            tokens = sum(counts[k : k + n])
+            k += n
+            it = self.items[p]
+            if it.state != "summarized":
+                self._total += tokens - it.tokens
+            if tokens != it.tokens:
+                # Token counts are bookkeeping, not a change of content: no new op.
+                self.items[p] = msgspec.structs.replace(it, tokens=tokens)

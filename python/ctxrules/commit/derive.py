@@ -1,0 +1,217 @@
+"""``derive_commit``: the pure heart of commit generation.
+
+Parent commit + new nodes + rules + ``now`` → new commit.  It copies the parent's item
+list (a pointer copy: unchanged items are the same objects, never re-rendered and never
+recounted), turns the new nodes into ``full`` items, runs the pipeline through a
+``RuleContext`` and counts the tokens of every new or changed item in one batch with the
+Rust counter's content cache.
+
+A commit's id is a hash of its parent id, its head, its rules and the *delta* it makes
+against its parent (Merkle style), so identical inputs give the identical id and the id
+never needs the whole item list re-hashed.  The store keeps that delta, not the list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from ..errors import RuleError
+from ..model import Call, ContextCommit, ContextItem
+from ..tokenizers import get_tokenizer
+from . import delta as cdelta
+from .context import RuleContext
+from .items import attach_items, attach_ref, find_native, item_for_call
+from .pipeline import Pipeline
+
+__all__ = ["Generated", "derive_commit"]
+
+_STICKY = ("anchor", "attach:")
+#: Cursor keys describing the graph a commit was made from; each commit sets its own.
+_MARKS = ("seq:", "variants:")
+
+
+class Generated(NamedTuple):
+    """A derived commit and its delta against the parent (what the store keeps)."""
+
+    commit: ContextCommit
+    delta: bytes
+
+
+_encoder = msgspec.msgpack.Encoder(order="sorted")
+
+
+def _place(items: Sequence[ContextItem], call: Call) -> int:
+    """Where a new node's item goes: the end, or a tool right after its caller's calls."""
+    if call.caller is None:
+        return len(items)
+    p = find_native(items, call.caller)
+    if p < 0:
+        return len(items)  # caller absent: a "missing pairing" item, rendered as user text
+    p += 1
+    while p < len(items) and items[p].role == "tool" and items[p].caller == call.caller:
+        p += 1
+    return p
+
+
+def derive_commit(
+    parent: ContextCommit | None,
+    calls: Sequence[Call],
+    *,
+    session_id: str,
+    head_node_id: str,
+    pipeline: Pipeline,
+    now: float,
+    load_commit: Callable[[str], ContextCommit | None] | None = None,
+    marks: Mapping[str, int] | None = None,
+) -> Generated:
+    """Derive the commit at ``head_node_id``: ``parent`` plus ``calls`` through the pipeline.
+
+    Pure: the same arguments give the same commit, id included.  ``calls`` are the new
+    branch nodes in branch order (``dag.branch_path`` order).  ``load_commit`` resolves
+    attach pointers.  ``marks`` (e.g. the session's seq watermark) are recorded in the
+    cursors so a later generation can tell whether the graph changed under this commit.
+    A rule that breaks its contract raises ``RuleError`` naming it.
+    """
+    items = _working_list(parent)
+    cursors = (
+        {k: v for k, v in parent.cursors.items() if not k.startswith(_MARKS)}
+        if parent is not None
+        else {}
+    )
+    full_pass = parent is not None and parent.rules_version != pipeline.version
+    if full_pass:
+        cursors = {k: v for k, v in cursors.items() if k.startswith(_STICKY)}
+    counter = get_tokenizer(pipeline.encoding)
+    new_ids: set[str] = set()
+    ctx = RuleContext(
+        items,
+        now=now,
+        cursors=cursors,
+        new_ids=new_ids,
+        first_new=len(items),
+        counter=counter,
+        total_tokens=parent.total_tokens if parent is not None else 0,
+        full_pass=full_pass,
+    )
+    for call in calls:
+        ref = attach_ref(call)
+        if ref is not None:
+            key = f"attach:{ref['commit']}"
+            if key in cursors:
+                continue  # expanded once, however many pointers name it (invariant 6)
+            cursors[key] = 1
+            new_items = attach_items(call, ref, load_commit, now=now)
+        else:
+            anchor = pipeline.anchor_task and call.role == "user" and "anchor" not in cursors
+            if anchor:
+                cursors["anchor"] = 1
+            new_items = [item_for_call(call, anchor=anchor, now=now)]
+        pos = _place(items, call)
+        for it in new_items:
+            new_ids.add(it.source_node_id)
+            ctx.insert(pos, it)
+            pos += 1
+    for call in calls:  # a node that declares it read another makes that one "cited"
+        for read in call.reads:
+            p = find_native(items, read)
+            if (
+                p >= 0
+                and not items[p].locked
+                and not items[p].is_anchor
+                and (items[p].state != "summarized")
+            ):
+                ctx.replace(p, is_anchor=True, reason=f"cited_by:{call.id}")
+    for rule in pipeline.rules:
+        ctx.rule_name = rule.name
+        before = len(items) - ctx.inserted_count()
+        try:
+            rule.apply(ctx)
+        except RuleError:
+            raise
+        except Exception as exc:
+            raise RuleError(
+                f"rule failed: {type(exc).__name__}: {exc}", where=f"rule {rule.name!r}"
+            ) from exc
+        if len(items) - ctx.inserted_count() != before:
+            raise RuleError(
+                "changed the number of items without ctx.insert / ctx.fold "
+                "(items are never removed from a commit)",
+                where=f"rule {rule.name!r}",
+            )
+    ctx.rule_name = ""
+    if marks:
+        cursors.update(marks)
+    inserted, changed, folds = ctx.delta()
+    summary = parent.summary if parent is not None else ""
+    for _, it in changed:
+        if it.state == "summary":
+            summary = it.rendered
+    parent_ids = (parent.id,) if parent is not None else ()
+    delta = cdelta.encode((inserted, changed, folds))
+    notes = tuple(ctx.notes)
+    total = ctx.total_tokens()
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(
+        _encoder.encode(
+            (
+                session_id,
+                parent_ids,
+                head_node_id,
+                pipeline.version,
+                now,
+                total,
+                notes,
+                summary,
+                cursors,
+            )
+        )
+    )
+    digest.update(delta)
+    commit = ContextCommit(
+        id=f"cc_{digest.hexdigest()}",
+        session_id=session_id,
+        parent_ids=parent_ids,
+        created_at=now,
+        head_node_id=head_node_id,
+        rules_version=pipeline.version,
+        total_tokens=total,
+        items=tuple(items),
+        summary=summary,
+        notes=notes,
+        cursors=cursors,
+    )
+    _keep_working_list(commit, items)
+    return Generated(commit, delta)
+
+
+# The list a derive worked on holds exactly the new commit's items.  Handing it to the
+# commit's first child saves one of the two O(n) pointer copies a derive makes (the
+# other is building the commit's tuple).  It is popped when used, so no two derives
+# ever share a list; a second child (a branch) copies the tuple as usual.
+_SPARE_LISTS = 4
+_spare: OrderedDict[str, list[ContextItem]] = OrderedDict()
+_spare_lock = threading.Lock()
+
+
+def _working_list(parent: ContextCommit | None) -> list[ContextItem]:
+    if parent is None:
+        return []
+    with _spare_lock:
+        spare = _spare.pop(parent.id, None)
+    n = len(parent.items)
+    if spare is not None and len(spare) == n and (n == 0 or spare[-1] is parent.items[-1]):
+        return spare
+    return list(parent.items)
+
+
+def _keep_working_list(commit: ContextCommit, items: list[ContextItem]) -> None:
+    with _spare_lock:
+        _spare[commit.id] = items
+        while len(_spare) > _SPARE_LISTS:
+            _spare.popitem(last=False)
