@@ -1,18 +1,22 @@
-"""The plugin system: entry-point discovery, the allow-list, lazy single loading,
+"""The plugin system: entry-point discovery (installed distributions only), built-ins
+identified by their module, the allow-list and its warning, lazy single loading,
 misspelt hooks, duplicate names, and the meta-test that every hook is documented."""
 
 from __future__ import annotations
 
 import inspect
+import json
+import os
 import subprocess
 import sys
-import textwrap
+import typing
 from pathlib import Path
 
 import pytest
 
+import ctxrules
 from ctxrules import hookspecs, plugins
-from ctxrules.errors import PluginError
+from ctxrules.errors import PluginError, PluginWarning
 
 REPO = Path(__file__).resolve().parent.parent
 HOOKS = sorted(
@@ -20,28 +24,18 @@ HOOKS = sorted(
     for name, fn in vars(hookspecs).items()
     if callable(fn) and getattr(fn, "ctxrules_spec", None) is not None
 )
-
-
-def make_dist(root: Path, dist: str, module: str, body: str, ep_name: str | None = None) -> None:
-    """Write an installed-looking distribution (dist-info + module) under ``root``."""
-    info = root / f"{dist.replace('-', '_')}-0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[ctxrules]\n{ep_name or dist} = {module}\n")
-    (root / f"{module}.py").write_text(textwrap.dedent(body))
-
-
-@pytest.fixture
-def site(tmp_path, fresh_plugins):
-    """A temporary site directory on sys.path; distributions written there are discovered."""
-    fresh_plugins.syspath_prepend(str(tmp_path))
-    yield tmp_path
-    for mod in [m for m in sys.modules if m.startswith("fake_")]:
-        del sys.modules[mod]
+BUILTINS = {
+    "builtin_importers",
+    "builtin_providers",
+    "builtin_rules",
+    "builtin_summarizers",
+    "builtin_tokenizers",
+}
 
 
 def test_hooks_exist_for_every_plugin_kind():
     assert sorted(plugins.KINDS.values()) == HOOKS
+    assert "register_models" in HOOKS
 
 
 @pytest.mark.parametrize("hook", HOOKS)
@@ -53,10 +47,43 @@ def test_every_hook_is_documented_with_its_exact_signature(hook):
     assert fn.__doc__ and "Called once" in fn.__doc__
 
 
+REGISTER_TYPES = {
+    h: inspect.signature(getattr(hookspecs, h)).parameters["register"].annotation for h in HOOKS
+}
+
+
+@pytest.mark.parametrize("hook", HOOKS)
+def test_every_register_callback_has_its_own_type(hook):
+    """Each hook's ``register`` is typed for its kind, not ``Callable[[Any], None]``."""
+    (arg,), result = typing.get_args(getattr(hookspecs, REGISTER_TYPES[hook]))
+    assert result is None and "Any" not in repr(arg)
+    assert list(REGISTER_TYPES.values()).count(REGISTER_TYPES[hook]) == 1
+
+
+def test_mypy_refuses_an_object_of_the_wrong_kind(tmp_path):
+    """The types are real: registering a provider through the rules hook fails mypy."""
+    mypy = pytest.importorskip("mypy.api")
+    src = tmp_path / "wrong_kind.py"
+    src.write_text(
+        "from ctxrules.hookspecs import RegisterRules, hookimpl\n"
+        "from ctxrules.providers.anthropic import AnthropicProvider\n"
+        "from ctxrules.rules import ToolAging\n\n"
+        "@hookimpl\n"
+        "def register_rules(register: RegisterRules) -> None:\n"
+        "    register(ToolAging)\n"
+        "    register(AnthropicProvider())\n"
+    )
+    out, _, status = mypy.run(
+        [str(src), "--cache-dir", str(tmp_path / "cache"), "--no-error-summary"]
+    )
+    assert status == 1
+    (error,) = out.splitlines()
+    assert ":8: error: Argument 1 has incompatible type" in error and "Rule" in error
+
+
 @pytest.mark.parametrize("kind,hook", sorted(plugins.KINDS.items()))
-def test_every_hook_is_called_and_its_registrations_land(site, kind, hook):
-    make_dist(
-        site,
+def test_every_hook_is_called_and_its_registrations_land(plugin_site, kind, hook):
+    plugin_site.install(
         "fake-every",
         "fake_every",
         f"""
@@ -73,6 +100,7 @@ def test_every_hook_is_called_and_its_registrations_land(site, kind, hook):
     reg = plugins.registry(kind)
     assert f"fake-{kind}" in reg
     assert reg.origin[f"fake-{kind}"] == "fake-every"
+    assert not reg.is_builtin(f"fake-{kind}")
 
 
 def test_example_plugin_package_is_discovered_through_its_entry_point(fresh_plugins):
@@ -81,37 +109,138 @@ def test_example_plugin_package_is_discovered_through_its_entry_point(fresh_plug
     assert "example" in loaded, "plugins/ctxrules-example must be installed (make setup)"
     assert loaded["example"].distribution == "ctxrules-example"
     assert not loaded["example"].builtin
-    assert loaded["example"].hooks == ["register_tokenizers"]
+    assert loaded["example"].hooks == ["register_models", "register_tokenizers"]
     tok = plugins.registry("tokenizers").get("chars4")
     assert tok.count("abcdefghi") == 3
-    from ctxrules.tokenizers import resolve_model
-
-    assert resolve_model("example:any")[0] is tok
+    profile = ctxrules.resolve_model("example:any")
+    assert (profile.tokenizer, profile.context_window) == ("chars4", 32_000)
+    assert profile.estimate_tokens(["abcdefghi", "abcd"]) == 3 + 1
 
 
 def test_empty_allow_list_loads_no_third_party_plugin_but_all_builtins(fresh_plugins):
     fresh_plugins.setenv(plugins.ENV_ALLOW_LIST, "")
     loaded = plugins.loaded_plugins()
     assert all(p.builtin for p in loaded)
-    assert "builtin_tokenizers" in {p.name for p in loaded}
+    assert {p.name for p in loaded} == BUILTINS
     assert "chars4" not in plugins.registry("tokenizers")
 
 
-def test_allow_list_by_distribution_or_entry_point_name(site):
-    make_dist(site, "fake-a", "fake_a", "X = 1\n")
-    make_dist(site, "fake-b", "fake_b", "X = 2\n")
-    site_env = pytest.MonkeyPatch()
-    try:
-        site_env.setenv(plugins.ENV_ALLOW_LIST, " fake-a , ctxrules-example")
+def test_allow_list_by_distribution_or_entry_point_name(plugin_site, monkeypatch):
+    plugin_site.install("fake-a", "fake_a", "X = 1\n")
+    plugin_site.install("fake-b", "fake_b", "X = 2\n", ep_name="bee")
+    # An entry-point name, and a distribution name spelt with an underscore.
+    monkeypatch.setenv(plugins.ENV_ALLOW_LIST, " fake-a , ctxrules_example")
+    names = {p.name for p in plugins.loaded_plugins()}
+    assert {"fake-a", "example"} <= names and "bee" not in names
+
+
+def test_an_allow_list_entry_matching_nothing_warns_with_the_installed_names(
+    plugin_site, monkeypatch
+):
+    plugin_site.install("fake-b", "fake_b", "X = 2\n", ep_name="bee")
+    monkeypatch.setenv(plugins.ENV_ALLOW_LIST, "bee,redact-secret")  # misspelt dist name
+    with pytest.warns(PluginWarning, match="'redact-secret'") as record:
         names = {p.name for p in plugins.loaded_plugins()}
-        assert {"fake-a", "example"} <= names and "fake-b" not in names
-    finally:
-        site_env.undo()
+    assert "bee" in names and "redact_secrets" not in names
+    (warning,) = record
+    text = str(warning.message)
+    assert "'bee'" not in text  # only the entry that matched nothing is named
+    assert "redact_secrets (ctxrules-redact-secrets)" in text and "bee (fake-b)" in text
 
 
-def test_misspelt_hook_is_refused_at_load(site):
-    make_dist(
-        site,
+def test_the_cli_prints_that_warning_on_one_line():
+    env = {**os.environ, plugins.ENV_ALLOW_LIST: "no-such-plugin"}
+    out = subprocess.run(
+        [sys.executable, "-m", "ctxrules", "plugins", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith("ctxrules plugins: warning: CTXRULES_LOAD_PLUGINS names")
+    assert "'no-such-plugin'" in line and "example (ctxrules-example)" in line
+    assert {r["name"] for r in json.loads(out.stdout)} == BUILTINS
+
+
+# ``python -c`` puts "" (the working directory) first on sys.path, ``-m`` its full path.
+_PRINT_PLUGINS = "from ctxrules.cli import main; raise SystemExit(main(['plugins', '--json']))"
+
+
+def test_a_fake_ctxrules_dist_info_in_the_working_directory_runs_nothing(tmp_path):
+    """A directory holding ``ctxrules-9.9.dist-info`` whose entry points name a module in
+    that directory: run from there, its code does not run and the real built-ins load."""
+    info = tmp_path / "ctxrules-9.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxrules\nVersion: 9.9\n")
+    (info / "entry_points.txt").write_text(
+        "[ctxrules]\nbuiltin_rules = fake_builtin\nbuiltin_tokenizers = fake_builtin\n"
+    )
+    (tmp_path / "fake_builtin.py").write_text(
+        "import pathlib\npathlib.Path('FAKE_CODE_RAN').write_text('yes')\n"
+    )
+    env = {**os.environ, plugins.ENV_ALLOW_LIST: ""}
+    for argv in (["-m", "ctxrules", "plugins", "--json"], ["-c", _PRINT_PLUGINS]):
+        out = subprocess.run(
+            [sys.executable, *argv],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        assert not (tmp_path / "FAKE_CODE_RAN").exists()
+        rows = {r["name"]: r for r in json.loads(out.stdout)}
+        assert set(rows) == BUILTINS
+        assert {r["distribution"] for r in rows.values()} == {"ctxrules"}
+        assert "result_cap" in rows["builtin_rules"]["provides"]["rules"]
+        assert "o200k_base" in rows["builtin_tokenizers"]["provides"]["tokenizers"]
+
+
+def test_dist_infos_on_sys_path_outside_site_packages_are_not_read(tmp_path, fresh_plugins):
+    info = tmp_path / "fake_onpath-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-onpath\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ctxrules]\nonpath = fake_onpath\n")
+    (tmp_path / "fake_onpath.py").write_text("X = 1\n")
+    fresh_plugins.syspath_prepend(str(tmp_path))
+    fresh_plugins.delenv(plugins.ENV_ALLOW_LIST, raising=False)
+    assert "onpath" not in {p.name for p in plugins.loaded_plugins()}
+    assert "fake_onpath" not in sys.modules
+    assert str(tmp_path) not in plugins.installed_paths()
+
+
+def test_builtins_are_known_by_their_module_not_their_distribution(plugin_site, monkeypatch):
+    """An installed distribution that calls itself ``ctxrules`` but names a module of its
+    own is third-party: the allow-list applies to it and it is not marked built-in."""
+    plugin_site.install("ctxrules", "fake_impostor", "X = 1\n", ep_name="builtin_extra")
+    monkeypatch.setenv(plugins.ENV_ALLOW_LIST, "")
+    assert {p.name for p in plugins.loaded_plugins()} == BUILTINS
+    assert "fake_impostor" not in sys.modules
+    plugins.reset()
+    monkeypatch.delenv(plugins.ENV_ALLOW_LIST)
+    loaded = {p.name: p for p in plugins.loaded_plugins()}
+    assert loaded["builtin_extra"].builtin is False
+    assert {n for n, p in loaded.items() if p.builtin} == BUILTINS
+
+
+def test_without_the_builtins_installed_loading_says_so(tmp_path, fresh_plugins):
+    fresh_plugins.setattr(plugins, "installed_paths", lambda: [str(tmp_path)])
+    with pytest.raises(PluginError, match="built-in plugins are not installed"):
+        plugins.get_plugin_manager()
+
+
+def test_two_different_plugins_of_one_name_are_an_error(plugin_site):
+    plugin_site.install("fake-one", "fake_one", "X = 1\n", ep_name="twin")
+    plugin_site.install("fake-two", "fake_two", "X = 2\n", ep_name="twin")
+    with pytest.raises(PluginError, match=r"two plugins are named 'twin'"):
+        plugins.get_plugin_manager()
+
+
+def test_misspelt_hook_is_refused_at_load(plugin_site):
+    plugin_site.install(
         "fake-typo",
         "fake_typo",
         """
@@ -126,13 +255,13 @@ def test_misspelt_hook_is_refused_at_load(site):
         plugins.get_plugin_manager()
 
 
-def test_broken_plugin_names_itself(site):
-    make_dist(site, "fake-broken", "fake_broken", "raise RuntimeError('boom')\n")
+def test_broken_plugin_names_itself(plugin_site):
+    plugin_site.install("fake-broken", "fake_broken", "raise RuntimeError('boom')\n")
     with pytest.raises(PluginError, match=r"fake-broken.*boom"):
         plugins.get_plugin_manager()
 
 
-def test_duplicate_names_are_an_error_naming_both_plugins(site):
+def test_duplicate_names_are_an_error_naming_both_plugins(plugin_site):
     body = """
         from ctxrules.hookspecs import hookimpl
 
@@ -145,14 +274,13 @@ def test_duplicate_names_are_an_error_naming_both_plugins(site):
         def register_tokenizers(register):
             register(T())
         """
-    make_dist(site, "fake-dup", "fake_dup", body)
+    plugin_site.install("fake-dup", "fake_dup", body)
     with pytest.raises(PluginError, match=r"registered twice.*builtin_tokenizers.*fake-dup"):
         plugins.registry("tokenizers")
 
 
-def test_nameless_registration_is_refused(site):
-    make_dist(
-        site,
+def test_nameless_registration_is_refused(plugin_site):
+    plugin_site.install(
         "fake-nameless",
         "fake_nameless",
         """
@@ -167,9 +295,8 @@ def test_nameless_registration_is_refused(site):
         plugins.registry("providers")
 
 
-def test_register_hook_runs_once_per_process(site):
-    make_dist(
-        site,
+def test_register_hook_runs_once_per_process(plugin_site):
+    plugin_site.install(
         "fake-once",
         "fake_once",
         """

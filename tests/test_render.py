@@ -273,6 +273,28 @@ def test_render_is_byte_identical_across_processes():
         assert out.stdout.decode().split() == here
 
 
+def test_render_reads_no_clock(monkeypatch):
+    """Render is a function of its inputs: with every clock made to fail, the same bytes."""
+    import datetime
+    import time
+
+    c = commit(item("u1", "user", "hi"), item("a1", "assistant", "ok"))
+    before = {p: render_request(c, p, system="S", situation="L1") for p in PROVIDERS}
+
+    def no_clock(*_a, **_k):
+        raise AssertionError("render read the clock")
+
+    class NoClock(datetime.datetime):
+        now = utcnow = today = classmethod(no_clock)  # type: ignore[assignment]
+
+    for name in ("time", "time_ns", "monotonic", "perf_counter", "localtime", "gmtime"):
+        monkeypatch.setattr(time, name, no_clock)
+    monkeypatch.setattr(datetime, "datetime", NoClock)
+    for p in PROVIDERS:
+        assert render_request(c, p, system="S", situation="L1") == before[p]
+        assert render(c, p, system="S", situation="L1").body == before[p]
+
+
 def test_predicted_cache_hit_counts_the_unchanged_prefix():
     from ctxrules.render import predicted_cache_hit
 

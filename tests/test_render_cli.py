@@ -12,7 +12,7 @@ from ctxrules.commit import ensure_latest_commit
 from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider
 from ctxrules.render import render, session_defaults
-from ctxrules.situation import MAIN_SITUATION
+from ctxrules.situation import MAIN_SITUATION, commit_situation
 from ctxrules.store import open_store
 
 SESSION = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -33,7 +33,8 @@ def test_prints_the_body_exactly(imported, provider, capsysbinary):
     store = open_store(store_dir)
     commit = ensure_latest_commit(sid, store=store, now=0)
     defaults = session_defaults(store.get_session(sid).metadata)
-    expected = render(commit, provider, store=store, **defaults)
+    situation = commit_situation(store, commit)
+    expected = render(commit, provider, situation=situation, **defaults)
     assert out == expected.body + b"\n"
     # The situation layer (L1) came from the call tree: a main-conversation head.
     assert MAIN_SITUATION.encode() in out

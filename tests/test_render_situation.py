@@ -7,6 +7,7 @@ turn of the main conversation it was made.
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 
@@ -84,7 +85,8 @@ def test_sidechain_heads_name_their_task_call(cc, corpus):
         for head in heads:
             commit = ensure_latest_commit(sid, head.id, 0, store=store)
             assert commit.head_node_id == head.id  # the sub-agent's own frame is committed
-            body = json.loads(render(commit, "anthropic", store=store).body)
+            l1 = commit_situation(store, commit)
+            body = json.loads(render(commit, "anthropic", situation=l1).body)
             texts.append(body["system"][-1]["text"])
             # The situation is the L1 block and carries its breakpoint.
             assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
@@ -109,7 +111,8 @@ def test_main_heads_get_the_main_text_on_every_provider(cc):
         commit = ensure_latest_commit(sid, head.id, 0, store=store)
         assert commit_situation(store, commit) == MAIN_SITUATION
         for p in PROVIDERS:
-            body = render_request(commit, p, store=store, **_defaults(store, sid))
+            l1 = commit_situation(store, commit)
+            body = render_request(commit, p, situation=l1, **_defaults(store, sid))
             assert MAIN_SITUATION in body.decode()
             assert get_provider(p).validate(json.loads(body)) == []
 
@@ -120,17 +123,25 @@ def _defaults(store, sid):
     return d
 
 
-def test_explicit_situation_overrides_and_none_disables(cc):
+def test_render_takes_the_finished_layers_and_reads_no_store(cc):
     store, sid, _ = cc
     commit = ensure_latest_commit(sid, None, 0, store=store)
-    given = json.loads(render(commit, "anthropic", store=store, situation="CUSTOM L1").body)
+    given = json.loads(render(commit, "anthropic", situation="CUSTOM L1").body)
     assert _system_texts(given)[-1] == "CUSTOM L1"
     assert MAIN_SITUATION not in json.dumps(given)
-    none = json.loads(render(commit, "anthropic", store=store, situation=None).body)
-    assert MAIN_SITUATION not in json.dumps(none)
-    # Without a store a commit has no call tree: no situation (as before this layer).
+    # No situation given: no L1 text, whatever the store holds.
+    assert MAIN_SITUATION not in render_request(commit, "anthropic").decode()
     assert render(commit, "anthropic").body == render(commit, "anthropic", situation=None).body
-    ex = explain(commit, "anthropic", store=store)
+    derived = json.loads(
+        render(commit, "anthropic", situation=commit_situation(store, commit)).body
+    )
+    assert _system_texts(derived)[-1] == MAIN_SITUATION
+    # Render has no way to reach a store: building L1 is the caller's step.
+    for fn in (render, render_request, explain):
+        assert "store" not in inspect.signature(fn).parameters
+    with pytest.raises(TypeError, match="store"):
+        render(commit, "anthropic", store=store)
+    ex = explain(commit, "anthropic", situation=MAIN_SITUATION)
     assert ex["tokens"]["L1_situation"] > 0
     assert explain(commit, "anthropic")["tokens"]["L1_situation"] == 0
 
@@ -156,7 +167,9 @@ def test_a_commit_outside_the_store_has_no_situation(cc):
         items=(ContextItem(source_node_id="u", role="user", rendered="hi"),),
     )
     assert commit_situation(store, c) == ""
-    assert render_request(c, "anthropic", store=store) == render_request(c, "anthropic")
+    assert render_request(c, "anthropic", situation=commit_situation(store, c)) == (
+        render_request(c, "anthropic")
+    )
 
 
 def _built(tmp_path: Path, args: dict, *, nested: bool = False):
@@ -216,7 +229,7 @@ def test_untrusted_tool_args_stay_plain_cut_text(tmp_path):
     assert "\n" not in shown and "\x00" not in shown and "\u2028" not in shown
     for p in PROVIDERS:
         commit = ensure_latest_commit(sid, heads[1], 0, store=store)
-        raw = render(commit, p, store=store)
+        raw = render(commit, p, situation=commit_situation(store, commit))
         body = json.loads(raw.body)
         assert get_provider(p).validate(body) == []
         plain = json.loads(render(commit, p, situation=None).body)
@@ -280,7 +293,9 @@ def test_explain_counts_the_situation_in_the_predicted_hit(cc):
     heads = [n for n in chain if n.role == "assistant"][-2:]
     previous = ensure_latest_commit(sid, heads[0].id, 0, store=store)
     commit = ensure_latest_commit(sid, heads[1].id, 0, store=store)
-    ex = explain(commit, "anthropic", previous=previous, store=store)
+    l1 = commit_situation(store, commit)
+    assert commit_situation(store, previous) == l1  # one frame, one text
+    ex = explain(commit, "anthropic", previous=previous, previous_situation=l1, situation=l1)
     t, hit = ex["tokens"], ex["predicted_cache"]
     assert t["L1_situation"] > 0
     assert hit["total_tokens"] == t["L0_session"] + t["L1_situation"] + commit.total_tokens
@@ -288,7 +303,13 @@ def test_explain_counts_the_situation_in_the_predicted_hit(cc):
     assert hit["shared_tokens"] > t["L0_session"] + t["L1_situation"]
     # Against a main-conversation commit the situation moved: only L0 is shared.
     main_commit = ensure_latest_commit(sid, None, 0, store=store)
-    moved = explain(commit, "anthropic", previous=main_commit, store=store)["predicted_cache"]
+    moved = explain(
+        commit,
+        "anthropic",
+        previous=main_commit,
+        previous_situation=commit_situation(store, main_commit),
+        situation=l1,
+    )["predicted_cache"]
     assert moved["shared_tokens"] == t["L0_session"] and moved["shared_items"] == 0
 
 

@@ -25,8 +25,9 @@ from .model import (
     ToolSpec,
     ToolUseBlock,
 )
+from .providers import resolve_model
 from .render import render_commit, render_context, render_request
-from .tokenizers import count, count_batch, get_tokenizer, resolve_model
+from .tokenizers import count, count_batch, get_tokenizer
 
 try:
     __version__ = version("ctxrules")

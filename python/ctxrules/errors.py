@@ -15,6 +15,7 @@ __all__ = [
     "ImportFormatError",
     "NotFoundError",
     "PluginError",
+    "PluginWarning",
     "PromptTooLongError",
     "ProviderError",
     "RenderError",
@@ -99,3 +100,8 @@ class ProviderError(CtxrulesError):
 
 class PromptTooLongError(ProviderError):
     """The provider refused a request because the prompt exceeds the model's window."""
+
+
+class PluginWarning(UserWarning):
+    """Something about the installed plugins deserves attention but does not stop loading
+    (e.g. an allow-list entry that matches no installed plugin)."""

@@ -7,6 +7,10 @@ can ship many rules, providers, … .  Behaviour lives on the registered objects
 base classes named below), not in more hooks, and no hook is ever called per item or
 per token.
 
+Each hook's callback has its own type (``RegisterRules`` takes a ``Rule`` subclass,
+``RegisterProviders`` a ``Provider``, …), so a type checker catches a plugin that hands
+one kind's object to another kind's hook.
+
 Results combine by registration: every plugin's hook runs (none is ``firstresult``),
 each registered object is keyed by its ``name``, and a name registered twice is an
 error naming both plugins.  Hooks are called with keyword arguments only.
@@ -15,35 +19,73 @@ error naming both plugins.  Hooks are called with keyword arguments only.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pluggy
 
-__all__ = ["PROJECT", "hookimpl", "hookspec"]
+if TYPE_CHECKING:  # the registered types live above this module; only types are needed
+    from .context_sources import ContextSource
+    from .importers import Importer
+    from .providers import ModelInfo, Provider
+    from .rules import Rule
+    from .summarizers import Summarizer
+    from .tokenizers import Tokenizer
+
+__all__ = [
+    "PROJECT",
+    "RegisterContextSources",
+    "RegisterImporters",
+    "RegisterModels",
+    "RegisterProviders",
+    "RegisterRules",
+    "RegisterSummarizers",
+    "RegisterTokenizers",
+    "hookimpl",
+    "hookspec",
+]
 
 PROJECT = "ctxrules"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-Register = Callable[[Any], None]
+# The callback each hook receives.  Forward references (strings) keep this module free
+# of run-time imports of the kinds it describes: the plugin loader imports it first.
+RegisterTokenizers = Callable[["Tokenizer"], None]
+RegisterModels = Callable[["ModelInfo"], None]
+RegisterRules = Callable[[type["Rule"]], None]
+RegisterProviders = Callable[["Provider"], None]
+RegisterSummarizers = Callable[["Summarizer"], None]
+RegisterContextSources = Callable[["ContextSource"], None]
+RegisterImporters = Callable[["Importer"], None]
 
 
 @hookspec
-def register_tokenizers(register: Register) -> None:
+def register_tokenizers(register: RegisterTokenizers) -> None:
     """Register token counters.
 
     Called once, the first time a tokenizer is looked up.  ``register(tokenizer)``
     takes an object with ``name: str``, ``count(text: str) -> int`` and
     ``count_batch(texts: list[str]) -> list[int]`` (see
-    ``ctxrules.tokenizers.Tokenizer``).  Register ``ctxrules.tokenizers.ModelTokenizer``
-    values too, to map ``"provider:model"`` patterns to a tokenizer and a calibration
-    factor.  Mappings from third-party plugins are tried before the built-in ones,
-    whatever the load order, so a plugin can override how a model is counted.
+    ``ctxrules.tokenizers.Tokenizer``).  Which tokenizer counts a model is model data:
+    see ``register_models``.
     """
 
 
 @hookspec
-def register_rules(register: Register) -> None:
+def register_models(register: RegisterModels) -> None:
+    """Register facts about models: limits, tokenizer, cache minimum, prices.
+
+    Called once, the first time a model is resolved (``ctxrules.resolve_model``).
+    ``register(info)`` takes a ``ctxrules.providers.ModelInfo``: an ``fnmatch`` pattern
+    over ``"provider:model"`` and the fields it states (``None`` leaves a field to less
+    specific entries).  For each field the most specific matching pattern that states
+    it wins; on equal specificity a plugin's entry beats a built-in one, whatever the
+    load order, and between plugins the first registered wins.
+    """
+
+
+@hookspec
+def register_rules(register: RegisterRules) -> None:
     """Register context rules.
 
     Called once, the first time the rule registry is needed (building a pipeline).
@@ -54,20 +96,20 @@ def register_rules(register: Register) -> None:
 
 
 @hookspec
-def register_providers(register: Register) -> None:
+def register_providers(register: RegisterProviders) -> None:
     """Register providers (wire formats).
 
     Called once, the first time a provider is looked up.  ``register(provider)`` takes
     a ``ctxrules.providers.Provider`` with a unique ``name`` such as ``"anthropic"``.
-    Register ``ctxrules.providers.ModelLimits`` values too, to add or correct the
-    context window and output limit of ``"provider:model"`` patterns.  A provider
-    without a built-in ``wire`` overrides ``build_body(context, options)``: it gets the
-    provider-neutral ``Context`` (tool calls already paired) and returns the body dict.
+    A provider's models (context window, output limit, …) are registered through
+    ``register_models``.  A provider without a built-in ``wire`` overrides
+    ``build_body(context, options)``: it gets the provider-neutral ``Context`` (tool
+    calls already paired) and returns the body dict.
     """
 
 
 @hookspec
-def register_summarizers(register: Register) -> None:
+def register_summarizers(register: RegisterSummarizers) -> None:
     """Register summarizers.
 
     Called once, the first time a summarizer is looked up.  ``register(summarizer)``
@@ -77,17 +119,20 @@ def register_summarizers(register: Register) -> None:
 
 
 @hookspec
-def register_context_sources(register: Register) -> None:
+def register_context_sources(register: RegisterContextSources) -> None:
     """Register context sources (git status, instruction files, date, …).
 
-    Called once, the first time the engine assembles a system prompt.
-    ``register(source)`` takes an object with ``name: str`` and ``collect(session) ->
-    str | None``; results are memoised per session by the engine.
+    Called once, the first time a context source is looked up.  ``register(source)``
+    takes a ``ctxrules.context_sources.ContextSource``: ``name: str`` and
+    ``collect(request: SourceRequest) -> str | None``, where the request carries the
+    session id, the working directory, the added directories and the session metadata.
+    The caller memoises each result per session (so the prompt prefix stays stable)
+    and collects again exactly once after each compaction.
     """
 
 
 @hookspec
-def register_importers(register: Register) -> None:
+def register_importers(register: RegisterImporters) -> None:
     """Register transcript importers.
 
     Called once, the first time an import runs.  ``register(importer)`` takes an object

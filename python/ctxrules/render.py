@@ -2,22 +2,23 @@
 
 Both paths run in Rust from one boundary crossing per commit: the commit goes over as
 msgspec MessagePack bytes (its texts then need no unescaping in Rust), the body (or the
-neutral context) comes back as JSON bytes.  There is no
-Python work per item.  Rendering is pure — no clock, no randomness — so the same
-commit and options give the same bytes in every process (SPEC §3 invariant 8).
+neutral context) comes back as JSON bytes.  There is no Python work per item.
+Rendering is a pure function of its inputs — the commit and finished system layers and
+options; it reads no clock, no store and no randomness — so the same inputs give the
+same bytes in every process (SPEC §3 invariant 8).
 
 The request is composed by stability so prompt caches hit: L0 is constant for the
-session (``system`` text and the tool list), L1 is the situation (``situation`` text —
-by default built from the call tree when a ``store`` is given, see
-``ctxrules.situation`` — and the commit's system items), L2 the conversation.
-Anthropic gets cache breakpoints at those boundaries; ``predicted_cache_hit`` says how
-many leading tokens two consecutive requests share.
+session (``system`` text and the tool list), L1 is the situation (``situation`` text,
+which the caller builds — from the call tree with ``ctxrules.situation.commit_situation``
+— and the commit's system items), L2 the conversation.  Anthropic gets cache
+breakpoints at those boundaries; ``predicted_cache_hit`` says how many leading tokens
+two consecutive requests share.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -25,9 +26,7 @@ from . import _core
 from .errors import RenderError
 from .model import Context, ContextCommit, Message, ToolSpec
 from .providers.base import Provider, RenderedRequest, RequestOptions, SystemBlock
-
-if TYPE_CHECKING:
-    from .store import Store
+from .providers.models import resolve_model
 
 __all__ = [
     "CacheHit",
@@ -61,11 +60,20 @@ def _encode(commit: ContextCommit | bytes) -> tuple[bytes, str]:
 
 
 def _system_blocks(system: SystemArg, situation: SystemArg) -> tuple[SystemBlock, ...]:
-    out: list[SystemBlock] = []
-    for layer, value in ((0, system), (1, situation)):
-        texts = [value] if isinstance(value, str) else list(value or ())
-        out.extend(SystemBlock(t, layer) for t in texts if t)
-    return tuple(out)
+    return tuple(
+        SystemBlock(t, layer)
+        for layer, value in ((0, system), (1, situation))
+        for t in _layer_texts(value)
+    )
+
+
+def _layer_texts(value: SystemArg) -> list[str]:
+    """The non-empty texts of one layer argument (``None``, ``""`` and ``[]`` alike)."""
+    return [t for t in ([value] if isinstance(value, str) else list(value or ())) if t]
+
+
+def _model_spec(provider: Provider, model: str) -> str:
+    return f"{provider.family or provider.name}:{model}"
 
 
 def _tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> tuple[ToolSpec, ...]:
@@ -193,13 +201,11 @@ def request_options(
     cache_ttl: str | None = None,
 ) -> RequestOptions:
     """Build the ``RequestOptions`` of a render, filling the model and, where the vendor
-    requires it, ``max_tokens`` from the model's limits."""
-    from .providers.models import resolve_limits
-
+    requires it, ``max_tokens`` from the model's output limit (``resolve_model``)."""
     model = model or provider.default_model
     if max_tokens is None and provider.requires_max_tokens:
-        limits = resolve_limits(f"{provider.family or provider.name}:{model}")
-        max_tokens = min(limits.max_output_tokens, DEFAULT_OUTPUT_RESERVE)
+        profile = resolve_model(_model_spec(provider, model))
+        max_tokens = min(profile.max_output_tokens, DEFAULT_OUTPUT_RESERVE)
     return RequestOptions(
         model=model,
         max_tokens=max_tokens,
@@ -211,39 +217,25 @@ def request_options(
     )
 
 
-def _with_situation(
-    commit: ContextCommit | bytes, store: Store | None, options: dict[str, Any]
-) -> dict[str, Any]:
-    """``options`` with the L1 situation from the call tree unless one was given."""
-    if "situation" in options or store is None or not isinstance(commit, ContextCommit):
-        return options
-    from .situation import commit_situation
-
-    return {**options, "situation": commit_situation(store, commit) or None}
-
-
 def render(
     commit: ContextCommit | bytes,
     provider: str | Provider,
     model: str | None = None,
-    *,
-    store: Store | None = None,
     **options: Any,
 ) -> RenderedRequest:
     """Render a commit for a provider: body bytes, endpoint and a breakdown (``meta``).
 
     Keyword options are those of ``request_options`` (system, situation, tools,
-    max_tokens, extra, cache, cache_ttl).  With ``store`` (the one holding the commit's
-    session) and no ``situation``, the L1 situation is built from the call tree
-    (``ctxrules.situation``); an explicit ``situation`` (``None`` for none) overrides
-    it.  Without a store a commit alone carries no call tree, so there is no L1 text.
+    max_tokens, extra, cache, cache_ttl).  ``system`` and ``situation`` are the finished
+    L0 and L1 texts: the situation of a stored commit comes from
+    ``ctxrules.situation.commit_situation(store, commit)``, called by whoever holds the
+    store (the CLI; the turn engine).  Without a ``situation`` there is no L1 text.
     """
     from .providers import get_provider
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
     if not isinstance(commit, (ContextCommit, bytes)):
         _encode(commit)  # raises the clear type error
-    options = _with_situation(commit, store, options)
     return prov.render(commit, request_options(prov, model, **options))
 
 
@@ -251,13 +243,10 @@ def render_request(
     commit: ContextCommit | bytes,
     provider: str | Provider,
     model: str | None = None,
-    *,
-    store: Store | None = None,
     **options: Any,
 ) -> bytes:
-    """The request body bytes, exactly as they would be sent (see ``render``; with
-    ``store`` the situation layer comes from the call tree unless given)."""
-    return render(commit, provider, model, store=store, **options).body
+    """The request body bytes, exactly as they would be sent (see ``render``)."""
+    return render(commit, provider, model, **options).body
 
 
 class CacheHit(msgspec.Struct, frozen=True, kw_only=True):
@@ -285,15 +274,16 @@ def header_tokens(
     tools: Sequence[ToolSpec | Mapping[str, Any]] = (),
 ) -> int:
     """Tokens of the session-constant layer (system text + tool declarations), estimated
-    with the model's tokenizer (one batch count)."""
+    with the model's tokenizer and calibration (``ModelProfile.estimate_tokens``, one
+    batch count)."""
     from .providers import get_provider
-    from .tokenizers import resolve_model
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
-    tok, calibration = resolve_model(f"{prov.family or prov.name}:{model or prov.default_model}")
     texts = [b.text for b in _system_blocks(system, None)]
     texts += [msgspec.json.encode(t).decode() for t in _tools(tools)]
-    return round(sum(tok.count_batch(texts)) * calibration) if texts else 0
+    if not texts:
+        return 0
+    return resolve_model(_model_spec(prov, model or prov.default_model)).estimate_tokens(texts)
 
 
 def _system_items(commit: ContextCommit) -> list[str]:
@@ -329,23 +319,26 @@ def explain(
     model: str | None = None,
     *,
     previous: ContextCommit | None = None,
-    store: Store | None = None,
+    previous_situation: SystemArg = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Render and break the request down: tokens per layer and category, items per state,
-    cache breakpoints, and the predicted cache hit against ``previous`` (the commit of
-    the session's previous request, usually ``commit.parent_ids[0]``).  ``store`` and
-    ``situation`` work as in ``render``."""
+    cache breakpoints, and the predicted cache hit against the previous request.
+
+    The previous request is ``previous`` (its commit, usually ``commit.parent_ids[0]``)
+    rendered with ``previous_situation`` as its L1 text and the same L0: when that
+    differs from this request's ``situation`` the situation layer moved and only L0 is
+    shared.  Other options work as in ``render``.
+    """
     from .providers import get_provider
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
-    derived = "situation" not in options and store is not None
-    options = _with_situation(commit, store, options)
     rendered = render(commit, prov, model, **options)
+    situation_arg = options.get("situation")
     header = header_tokens(
         prov, rendered.model, system=options.get("system"), tools=options.get("tools", ())
     )
-    situation = header_tokens(prov, rendered.model, system=options.get("situation"))
+    situation = header_tokens(prov, rendered.model, system=situation_arg)
     item_tokens = rendered.meta.get("item_tokens", {})
     states: dict[str, dict[str, int]] = {}
     for it in commit.items:
@@ -355,11 +348,8 @@ def explain(
     # The situation precedes every message: shared when the previous request was made
     # in the same frame (then its text is the same), else only L0 is.
     hit = predicted_cache_hit(previous, commit, header=header + situation)
-    if previous is not None and derived and store is not None:
-        from .situation import commit_situation
-
-        if (commit_situation(store, previous) or None) != options.get("situation"):
-            hit = CacheHit(shared_items=0, shared_tokens=header, total_tokens=hit.total_tokens)
+    if previous is not None and _layer_texts(previous_situation) != _layer_texts(situation_arg):
+        hit = CacheHit(shared_items=0, shared_tokens=header, total_tokens=hit.total_tokens)
     return {
         "provider": prov.name,
         "model": rendered.model,

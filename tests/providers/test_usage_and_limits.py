@@ -1,4 +1,4 @@
-"""Usage parsing on every recorded response, prompt-too-long recognition, model limits."""
+"""Usage parsing on every recorded response, prompt-too-long recognition, plugin providers."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import msgspec
 import pytest
 import yaml
 
-from ctxrules.errors import PromptTooLongError, ProviderError
+from ctxrules.errors import PromptTooLongError
 from ctxrules.model import Context, ContextCommit, ContextItem
-from ctxrules.providers import ModelLimits, Provider, Usage, get_provider, resolve_limits
+from ctxrules.providers import ModelInfo, Provider, Usage, get_provider, resolve_model
 
 from .conftest import CASSETTES, CORPUS_CASSETTES
 
@@ -134,20 +134,6 @@ def test_prompt_too_long_recognised(name):
     assert get_provider(name).prompt_too_long(500, body) is None
 
 
-def test_limits_resolver_most_specific_wins():
-    assert resolve_limits("anthropic:claude-sonnet-4-5").max_output_tokens == 64_000
-    assert resolve_limits("anthropic:claude-opus-4-1").max_output_tokens == 32_000
-    assert resolve_limits("anthropic:claude-opus-4-5-20251101").max_output_tokens == 64_000
-    assert resolve_limits("openai-chat:gpt-4o-mini").context_window == 128_000
-    assert resolve_limits("openai-responses:gpt-4.1").context_window == 1_047_576
-    assert resolve_limits("gemini:gemini-2.5-pro").context_window == 1_048_576
-    assert resolve_limits("anthropic:claude-next").context_window == 200_000  # catch-all
-    with pytest.raises(ProviderError, match="provider:model"):
-        resolve_limits("gpt-4o")
-    with pytest.raises(ProviderError, match="no context window"):
-        resolve_limits("nobody:model")
-
-
 class _EchoProvider(Provider):
     """A plugin-style provider: no Rust wire, builds its body from the neutral context."""
 
@@ -162,7 +148,7 @@ class _EchoProvider(Provider):
         return {"model": options.model, "turns": msgspec.to_builtins(context.messages)}
 
 
-def test_plugins_extend_providers_and_limits(fresh_plugins):
+def test_plugins_extend_providers_and_models(fresh_plugins):
     import types
 
     from ctxrules import plugins
@@ -174,13 +160,31 @@ def test_plugins_extend_providers_and_limits(fresh_plugins):
     @hookimpl
     def register_providers(register):
         register(_EchoProvider())
-        register(ModelLimits("echo-all", "echo:*", 1000, 100))
-        register(ModelLimits("bigger-sonnet", "anthropic:claude-sonnet-4-5*", 1_000_000, 64_000))
+
+    @hookimpl
+    def register_models(register):
+        register(
+            ModelInfo(
+                name="echo-all",
+                pattern="echo:*",
+                context_window=1000,
+                max_output_tokens=100,
+                tokenizer="o200k_base",
+            )
+        )
+        register(
+            ModelInfo(
+                name="bigger-sonnet",
+                pattern="anthropic:claude-sonnet-4-5*",
+                context_window=1_000_000,
+            )
+        )
 
     module.register_providers = register_providers  # type: ignore[attr-defined]
+    module.register_models = register_models  # type: ignore[attr-defined]
     plugins.get_plugin_manager().register(module, name="echo_plugin")
-    assert resolve_limits("echo:echo-1").context_window == 1000
-    assert resolve_limits("anthropic:claude-sonnet-4-5").context_window == 1_000_000
+    assert resolve_model("echo:echo-1").context_window == 1000
+    assert resolve_model("anthropic:claude-sonnet-4-5").context_window == 1_000_000
     c = ContextCommit(
         id="c",
         session_id="s",

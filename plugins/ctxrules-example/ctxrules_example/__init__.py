@@ -1,13 +1,13 @@
-"""Example ctxrules plugin: one tokenizer and one model mapping."""
+"""Example ctxrules plugin: one tokenizer and the models it counts."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ctxrules.hookspecs import Register, hookimpl
-from ctxrules.tokenizers import ModelTokenizer
+from ctxrules.hookspecs import RegisterModels, RegisterTokenizers, hookimpl
+from ctxrules.providers import ModelInfo
 
-__all__ = ["CharsPerTokenEstimate", "register_tokenizers"]
+__all__ = ["CharsPerTokenEstimate", "register_models", "register_tokenizers"]
 
 
 class CharsPerTokenEstimate:
@@ -27,6 +27,18 @@ class CharsPerTokenEstimate:
 
 
 @hookimpl
-def register_tokenizers(register: Register) -> None:
+def register_tokenizers(register: RegisterTokenizers) -> None:
     register(CharsPerTokenEstimate())
-    register(ModelTokenizer("example-models", "example:*", "chars4", 1.0))
+
+
+@hookimpl
+def register_models(register: RegisterModels) -> None:
+    register(
+        ModelInfo(
+            name="example-models",
+            pattern="example:*",
+            context_window=32_000,
+            max_output_tokens=4_096,
+            tokenizer="chars4",
+        )
+    )

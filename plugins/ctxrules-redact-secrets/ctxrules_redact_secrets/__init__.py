@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ctxrules.commit import RuleContext
-from ctxrules.hookspecs import Register, hookimpl
+from ctxrules.hookspecs import RegisterRules, hookimpl
 from ctxrules.rules import Rule
 
 __all__ = ["PATTERNS", "RedactSecrets", "redact"]
@@ -91,5 +91,5 @@ class RedactSecrets(Rule):
 
 
 @hookimpl
-def register_rules(register: Register) -> None:
+def register_rules(register: RegisterRules) -> None:
     register(RedactSecrets)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import Any, TextIO
 
-from ..errors import CtxrulesError
+from ..errors import CtxrulesError, PluginWarning
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -55,7 +57,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            shown = warnings.showwarning
+            warnings.showwarning = lambda *a, **k: _one_line_warning(args.command, shown, *a, **k)
+            return int(args.func(args) or 0)
     except CtxrulesError as exc:
         print(f"ctxrules {args.command}: error: {exc}", file=sys.stderr)
         return 1
@@ -64,6 +69,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"ctxrules {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line_warning(
+    command: str,
+    fallback: Any,
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    # Our own warnings are about the user's setup: one line, like errors, no source line.
+    if issubclass(category, PluginWarning):
+        print(f"ctxrules {command}: warning: {message}", file=sys.stderr)
+    else:
+        fallback(message, category, filename, lineno, file, line)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,11 +1,12 @@
 """``ctxrules render SESSION --provider P``: the request body exactly as it would be sent.
 
 The commit at ``--head`` (default HEAD) under ``--config`` (default: the nearest
-ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``,
-then rendered, with the situation layer (L1) built from the call tree
-(``ctxrules.situation``).  Without options the body bytes are printed as they are; ``--json`` wraps
-them with the provider, model and endpoint; ``--explain`` adds the breakdown (tokens per
-layer and category, breakpoints, predicted cached tokens against the parent commit).
+ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``;
+the situation layer (L1) is built from the call tree (``ctxrules.situation``) and the
+commit rendered with it.  Without options the body bytes are printed as they are;
+``--json`` wraps them with the provider, model and endpoint; ``--explain`` adds the
+breakdown (tokens per layer and category, breakpoints, predicted cached tokens against
+the parent commit).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import NotFoundError
     from ..providers import get_provider
     from ..render import explain, render, session_defaults
+    from ..situation import commit_situation
 
     provider = get_provider(args.provider)
     config = load_config(args.config) if args.config else find_config()
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         defaults["model"] = args.model
     model = defaults.pop("model", None)
-    rendered = render(commit, provider, model, store=store, **defaults)
+    situation = commit_situation(store, commit) or None
+    rendered = render(commit, provider, model, situation=situation, **defaults)
     breakdown = None
     if args.explain:
         previous = None
@@ -71,7 +74,15 @@ def run(args: argparse.Namespace) -> int:
                 previous = load_commit(commit.parent_ids[0], store=store)
             except NotFoundError:
                 previous = None
-        breakdown = explain(commit, provider, model, previous=previous, store=store, **defaults)
+        breakdown = explain(
+            commit,
+            provider,
+            model,
+            previous=previous,
+            previous_situation=commit_situation(store, previous) if previous else None,
+            situation=situation,
+            **defaults,
+        )
     if args.json:
         out = {
             "session": info.id,
@@ -154,9 +165,10 @@ def step_render(state: DemoState) -> None:
         # earlier run); the request of that turn is the one made at the turn's own time.
         while commit.created_at > node.created_at and commit.parent_ids:
             commit = load_commit(commit.parent_ids[0], store=state.store)
-        sizes = [render(commit, p, store=state.store, **defaults) for p in PROVIDERS]
+        situation = commit_situation(state.store, commit) or None
+        sizes = [render(commit, p, situation=situation, **defaults) for p in PROVIDERS]
         # Every turn of the demo is in the main conversation: one constant situation.
-        l1 = header_tokens("anthropic", system=commit_situation(state.store, commit))
+        l1 = header_tokens("anthropic", system=situation)
         hit = predicted_cache_hit(previous, commit, header=header + l1)
         table.add_row(
             str(n),

@@ -6,7 +6,7 @@ Registration order is the order ``--format auto`` tries them: specific container
 
 from __future__ import annotations
 
-from ..hookspecs import Register, hookimpl
+from ..hookspecs import RegisterImporters, hookimpl
 from .anthropic import AnthropicMessagesImporter
 from .cassette import CassetteImporter
 from .claude_code import ClaudeCodeImporter
@@ -16,7 +16,7 @@ from .swe_agent import SweAgentImporter
 
 
 @hookimpl
-def register_importers(register: Register) -> None:
+def register_importers(register: RegisterImporters) -> None:
     register(ClaudeCodeImporter())
     register(SweAgentImporter())
     register(OpenHandsImporter())

@@ -1,24 +1,38 @@
 """Plugin loading and the registries built from the register hooks.
 
 Loading is lazy and happens once per process: the first registry lookup loads the
-entry points of group ``ctxrules``.  Entry points of the ``ctxrules`` distribution
-itself (the built-ins) always load.  Third-party entry points load according to
-``CTXRULES_LOAD_PLUGINS``: unset loads all; set, it is a comma-separated allow-list of
-entry-point or distribution names, and the empty string loads none.
+entry points of group ``ctxrules``.  Entry points are read only from the installed
+environment — the interpreter's site-packages directories (``installed_paths``) — never
+from the working directory or another ``sys.path`` entry, so a directory holding a
+stray ``*.dist-info`` cannot inject code by being the current directory.
+
+Built-ins are the ``ctxrules.<kind>._plugin`` modules of the ctxrules package that is
+imported; they always load, whichever distribution declares them.  Third-party entry
+points load according to ``CTXRULES_LOAD_PLUGINS``: unset loads all; set, it is a
+comma-separated allow-list of entry-point or distribution names, and the empty string
+loads none.  An allow-list entry that matches no installed plugin is warned about
+(``PluginWarning``), naming the plugins that are installed.
 """
 
 from __future__ import annotations
 
 import importlib.metadata as importlib_metadata
 import os
+import re
+import site
+import sys
+import sysconfig
 import threading
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pluggy
 
 from .. import hookspecs
-from ..errors import PluginError
+from ..errors import PluginError, PluginWarning
 
 __all__ = [
     "ENV_ALLOW_LIST",
@@ -26,22 +40,26 @@ __all__ = [
     "LoadedPlugin",
     "Registry",
     "get_plugin_manager",
+    "installed_paths",
     "loaded_plugins",
     "registry",
     "reset",
 ]
 
 ENV_ALLOW_LIST = "CTXRULES_LOAD_PLUGINS"
-BUILTIN_DISTRIBUTION = "ctxrules"
 #: Plugin kind → the hook that registers it.
 KINDS: dict[str, str] = {
     "tokenizers": "register_tokenizers",
+    "models": "register_models",
     "rules": "register_rules",
     "providers": "register_providers",
     "summarizers": "register_summarizers",
     "context_sources": "register_context_sources",
     "importers": "register_importers",
 }
+# An entry point is a built-in when it names one of these modules (no attribute).
+_BUILTIN_MODULE = re.compile(r"ctxrules\.[a-z][a-z0-9_]*\._plugin")
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -57,11 +75,19 @@ class LoadedPlugin:
 
 @dataclass
 class Registry:
-    """Named objects of one plugin kind, in registration order."""
+    """Named objects of one plugin kind, in registration order.
+
+    ``origin`` maps each name to the plugin that registered it; ``builtin_plugins``
+    names the built-in plugins, for kinds whose lookups rank built-in entries after
+    third-party ones.  ``memo`` holds what a kind's module derives from the registry
+    once (e.g. the models' precedence table); it is dropped with the registry.
+    """
 
     kind: str
     items: dict[str, Any] = field(default_factory=dict)
     origin: dict[str, str] = field(default_factory=dict)
+    builtin_plugins: frozenset[str] = frozenset()
+    memo: dict[str, Any] = field(default_factory=dict)
 
     def get(self, name: str) -> Any:
         """Return the object registered as ``name``; ``PluginError`` lists the known names."""
@@ -79,6 +105,10 @@ class Registry:
         """Registered names, in registration order."""
         return list(self.items)
 
+    def is_builtin(self, name: str) -> bool:
+        """Whether ``name`` was registered by a built-in plugin."""
+        return self.origin.get(name) in self.builtin_plugins
+
     def __contains__(self, name: object) -> bool:
         return name in self.items
 
@@ -89,12 +119,76 @@ _loaded: list[LoadedPlugin] = []
 _registries: dict[str, Registry] = {}
 
 
-def _allowed(ep_name: str, dist_name: str) -> bool:
+def installed_paths() -> list[str]:
+    """The directories whose distributions are "installed": the interpreter's site-packages.
+
+    That is ``site.getsitepackages()``, the user site directory when it is enabled, and
+    ``sysconfig``'s purelib/platlib; ``""``, the working directory and other
+    ``sys.path`` entries (``PYTHONPATH``, a script's directory) are not included.
+    """
+    candidates: list[str] = []
+    if hasattr(site, "getsitepackages"):  # absent in some embedded interpreters
+        candidates += site.getsitepackages()
+    if site.ENABLE_USER_SITE:
+        candidates.append(site.getusersitepackages())
+    paths = sysconfig.get_paths()
+    candidates += [paths["purelib"], paths["platlib"]]
+    out: list[str] = []
+    for p in candidates:
+        if p and os.path.isdir(p) and p not in out:
+            out.append(p)
+    return out
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _allow_list() -> set[str] | None:
     raw = os.environ.get(ENV_ALLOW_LIST)
     if raw is None:
-        return True
-    allowed = {part.strip() for part in raw.split(",") if part.strip()}
-    return ep_name in allowed or dist_name in allowed
+        return None
+    return {part.strip() for part in raw.split(",") if part.strip()}
+
+
+def _in_package(module: ModuleType) -> bool:
+    path = getattr(module, "__file__", None)
+    return path is not None and Path(path).resolve().is_relative_to(_PACKAGE_DIR)
+
+
+@dataclass
+class _Entry:
+    ep: importlib_metadata.EntryPoint
+    dist_name: str
+    version: str
+    builtin: bool
+
+
+def _entries() -> list[_Entry]:
+    """Entry points of group ``ctxrules`` of every installed distribution, built-ins first."""
+    out: list[_Entry] = []
+    # distributions(path=...) does not merge distributions of the same name, so a second
+    # copy of ctxrules cannot hide the built-ins of the first.
+    for dist in importlib_metadata.distributions(path=installed_paths()):
+        name = dist.metadata["Name"] or "?"
+        for ep in dist.entry_points.select(group=hookspecs.PROJECT):
+            builtin = _BUILTIN_MODULE.fullmatch(ep.value) is not None
+            out.append(_Entry(ep, name, dist.version or "", builtin))
+    return sorted(out, key=lambda e: (not e.builtin, e.ep.name))
+
+
+def _warn_unmatched(allowed: set[str], entries: list[_Entry]) -> None:
+    known = {e.ep.name for e in entries} | {_normalize(e.dist_name) for e in entries}
+    missing = sorted(a for a in allowed if a not in known and _normalize(a) not in known)
+    if not missing:
+        return
+    third = sorted({f"{e.ep.name} ({e.dist_name})" for e in entries if not e.builtin})
+    warnings.warn(
+        f"{ENV_ALLOW_LIST} names {', '.join(map(repr, missing))}, which matches no installed "
+        f"plugin; installed plugins: {', '.join(third) or 'none besides the built-ins'}",
+        PluginWarning,
+        stacklevel=3,
+    )
 
 
 def get_plugin_manager() -> pluggy.PluginManager:
@@ -106,36 +200,49 @@ def get_plugin_manager() -> pluggy.PluginManager:
         pm = pluggy.PluginManager(hookspecs.PROJECT)
         pm.add_hookspecs(hookspecs)
         loaded: list[LoadedPlugin] = []
-        # Built-ins first, then third-party plugins by name: registration order is stable.
-        entries = []
-        for ep in importlib_metadata.entry_points(group=hookspecs.PROJECT):
-            dist = ep.dist
-            dist_name = dist.metadata["Name"] if dist is not None else "?"
-            entries.append((dist_name != BUILTIN_DISTRIBUTION, ep.name, ep, dist_name))
-        for third_party, _, ep, dist_name in sorted(entries, key=lambda e: e[:2]):
-            dist = ep.dist
-            builtin = not third_party
-            if not builtin and not _allowed(ep.name, dist_name):
-                continue
-            if pm.get_plugin(ep.name) is not None:
-                continue  # the same distribution installed twice on sys.path
+        entries = _entries()
+        allowed = _allow_list()
+        if allowed:
+            _warn_unmatched(allowed, entries)
+        allowed_dists = {_normalize(a) for a in allowed or ()}
+        values: dict[str, str] = {}  # plugin name → the module it loaded
+        for e in entries:
+            ep = e.ep
+            if not e.builtin and allowed is not None:
+                if ep.name not in allowed and _normalize(e.dist_name) not in allowed_dists:
+                    continue
+            if ep.name in values:
+                if values[ep.name] == ep.value:
+                    continue  # the same plugin declared by two copies of a distribution
+                raise PluginError(
+                    f"two plugins are named {ep.name!r}: {values[ep.name]} and {ep.value} "
+                    f"(from {e.dist_name})",
+                    hint="uninstall one of them, or leave one out of " + ENV_ALLOW_LIST,
+                )
             try:
                 module = ep.load()
             except Exception as exc:  # a broken third-party plugin must say who it is
                 raise PluginError(
-                    f"plugin {ep.name!r} from {dist_name} failed to import: {exc}",
+                    f"plugin {ep.name!r} from {e.dist_name} failed to import: {exc}",
                     hint=f"fix or uninstall it, or leave it out of {ENV_ALLOW_LIST}",
                 ) from exc
+            if e.builtin and not _in_package(module):
+                raise PluginError(
+                    f"built-in plugin {ep.name!r} ({ep.value}) does not come from the "
+                    f"ctxrules package in {_PACKAGE_DIR}",
+                    hint="reinstall ctxrules; another copy of it shadows this one",
+                )
+            values[ep.name] = ep.value
             pm.register(module, name=ep.name)
             hooks = sorted(h.name for h in pm.get_hookcallers(module) or [])
-            loaded.append(
-                LoadedPlugin(
-                    name=ep.name,
-                    distribution=dist_name,
-                    version=dist.version if dist is not None else "",
-                    hooks=hooks,
-                    builtin=builtin,
-                )
+            loaded.append(LoadedPlugin(ep.name, e.dist_name, e.version, hooks, e.builtin))
+        if not any(p.builtin for p in loaded):
+            raise PluginError(
+                "ctxrules's built-in plugins are not installed: no entry point of group "
+                f"'ctxrules' names a ctxrules.*._plugin module in {', '.join(installed_paths())}",
+                where=sys.executable,
+                hint="install ctxrules into this interpreter (pip install ctxrules, "
+                "or `make setup` in a checkout)",
             )
         try:
             pm.check_pending()
@@ -164,7 +271,7 @@ def registry(kind: str) -> Registry:
         if reg is not None:
             return reg
         pm = get_plugin_manager()
-        reg = Registry(kind)
+        reg = Registry(kind, builtin_plugins=frozenset(p.name for p in _loaded if p.builtin))
         hook = getattr(pm.hook, KINDS[kind])
         for impl in hook.get_hookimpls():  # in load order
             plugin_name = impl.plugin_name

@@ -1,19 +1,23 @@
-"""Providers: wire formats, usage parsing, prompt-too-long errors, model limits.
+"""Providers: wire formats, usage parsing, prompt-too-long errors, and model facts.
 
 Built-ins (Anthropic Messages, OpenAI Chat Completions, OpenAI Responses, Gemini)
 register through the ``ctxrules`` entry points like any plugin
-(``ctxrules.providers._plugin``).  Look a provider up with ``get_provider(name)``; the
-registry also holds ``ModelLimits``, resolved by ``resolve_limits("provider:model")``.
+(``ctxrules.providers._plugin``).  Look a provider up with ``get_provider(name)``.
+What is known about a model (window, output limit, tokenizer, cache minimum, prices)
+is registered as ``ModelInfo`` through ``register_models`` and resolved by
+``resolve_model("provider:model")`` into a ``ModelProfile``.
 """
 
 from __future__ import annotations
 
 from ..errors import PluginError
 from .base import PromptTooLong, Provider, RenderedRequest, RequestOptions, SystemBlock, Usage
-from .models import ModelLimits, resolve_limits
+from .models import ModelInfo, ModelProfile, Prices, model_entries, resolve_model
 
 __all__ = [
-    "ModelLimits",
+    "ModelInfo",
+    "ModelProfile",
+    "Prices",
     "PromptTooLong",
     "Provider",
     "RenderedRequest",
@@ -21,8 +25,9 @@ __all__ = [
     "SystemBlock",
     "Usage",
     "get_provider",
+    "model_entries",
     "provider_names",
-    "resolve_limits",
+    "resolve_model",
 ]
 
 
@@ -31,12 +36,12 @@ def get_provider(name: str) -> Provider:
     from ..plugins import registry
 
     reg = registry("providers")
-    obj = reg.items.get(name)
+    obj = reg.get(name)
     if not isinstance(obj, Provider):
-        known = ", ".join(provider_names()) or "none"
         raise PluginError(
-            f"no provider named {name!r}",
-            hint=f"known: {known}; install the plugin that provides it",
+            f"provider {name!r} is a {type(obj).__name__}, not a ctxrules.providers.Provider",
+            where=f"plugin {reg.origin[name]!r}",
+            hint="register Provider instances through register_providers",
         )
     return obj
 
@@ -45,4 +50,4 @@ def provider_names() -> list[str]:
     """Names of the registered providers, in registration order."""
     from ..plugins import registry
 
-    return [k for k, v in registry("providers").items.items() if isinstance(v, Provider)]
+    return registry("providers").names()

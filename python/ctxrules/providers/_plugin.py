@@ -1,17 +1,17 @@
-"""Built-in providers and model limits, registered through the ``ctxrules`` entry points."""
+"""Built-in providers and model facts, registered through the ``ctxrules`` entry points."""
 
 from __future__ import annotations
 
-from ..hookspecs import Register, hookimpl
+from ..hookspecs import RegisterModels, RegisterProviders, hookimpl
+from ._model_table import BUILTIN_MODELS
 from .anthropic import AnthropicProvider
 from .gemini import GeminiProvider
-from .models import BUILTIN_LIMITS
 from .openai_chat import OpenAIChatProvider
 from .openai_responses import OpenAIResponsesProvider
 
 
 @hookimpl
-def register_providers(register: Register) -> None:
+def register_providers(register: RegisterProviders) -> None:
     for provider in (
         AnthropicProvider(),
         OpenAIChatProvider(),
@@ -19,5 +19,9 @@ def register_providers(register: Register) -> None:
         GeminiProvider(),
     ):
         register(provider)
-    for limits in BUILTIN_LIMITS:
-        register(limits)
+
+
+@hookimpl
+def register_models(register: RegisterModels) -> None:
+    for info in BUILTIN_MODELS:
+        register(info)

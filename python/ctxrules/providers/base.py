@@ -109,7 +109,7 @@ class Provider:
     name: ClassVar[str] = ""
     #: The built-in Rust wire format, or ``None`` for a body built in Python.
     wire: ClassVar[str | None] = None
-    #: ``"provider"`` part of ``"provider:model"`` for the limits / tokenizer resolvers.
+    #: ``"provider"`` part of ``"provider:model"`` for ``resolve_model``.
     family: ClassVar[str] = ""
     #: Model used when neither the caller nor the session names one.
     default_model: ClassVar[str] = ""
@@ -124,8 +124,9 @@ class Provider:
         """The HTTP path the body is posted to."""
         raise NotImplementedError
 
-    def prepare(self, options: RequestOptions) -> RequestOptions:
-        """Adjust options before rendering (e.g. move fields into a vendor sub-object)."""
+    def adapt_options(self, options: RequestOptions) -> RequestOptions:
+        """This vendor's reading of the neutral options, applied just before the body is
+        written (e.g. Gemini moves ``max_tokens`` into ``generationConfig``)."""
         return options
 
     def build_body(self, context: Context, options: RequestOptions) -> dict[str, Any]:
@@ -141,7 +142,7 @@ class Provider:
                 where=f"provider {self.name}",
                 hint="set them through RequestOptions (system, tools, max_tokens) instead",
             )
-        options = self.prepare(options)
+        options = self.adapt_options(options)
         data = commit if isinstance(commit, bytes) else msgspec.msgpack.encode(commit)
         where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
         if self.wire is None:

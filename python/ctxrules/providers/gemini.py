@@ -104,7 +104,7 @@ class GeminiProvider(Provider):
     def endpoint(self, model: str) -> str:
         return f"/v1beta/models/{model}:generateContent"
 
-    def prepare(self, options: RequestOptions) -> RequestOptions:
+    def adapt_options(self, options: RequestOptions) -> RequestOptions:
         if options.max_tokens is None:
             return options
         extra = dict(options.extra)

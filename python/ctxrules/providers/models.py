@@ -1,92 +1,239 @@
-"""The one resolver of ``"provider:model"`` → context window and output limit (SPEC §5, §9).
+"""The one resolver of ``"provider:model"`` → everything ctxrules knows about a model.
 
-Limits are ``ModelLimits`` values registered through the providers hook, like any
-provider, so a plugin adds or corrects a model by registering its own.  The most
-specific matching pattern wins (most literal characters); on a tie the later
-registration wins, so a plugin can override a built-in figure.  Each family has a
-catch-all (``"anthropic:*"``) so a new model name still resolves.  ``openai-chat`` and
-``openai-responses`` share the ``openai`` models.
+``resolve_model(spec)`` returns a ``ModelProfile``: context window, output limit, the
+tokenizer that counts the model and its calibration, the minimum cacheable prompt, and
+prices where known.  The facts come from ``ModelInfo`` entries registered through the
+``register_models`` hook (built-ins in ``ctxrules.providers._plugin``), each an
+``fnmatch`` pattern over ``"provider:model"`` stating some of the fields.
+
+One precedence rule, applied field by field: the most specific matching pattern that
+states the field wins (specificity = characters the pattern pins down: a literal
+character or a ``[...]`` set counts one, ``*`` and ``?`` nothing); on equal specificity
+a plugin's entry beats a built-in one, whatever the load order; between plugins (or
+between built-ins) the first registered wins.  ``tokenizer`` and ``calibration`` travel
+together (a calibration corrects the tokenizer it is stated with), and so do the four
+prices.  ``openai-chat`` and ``openai-responses`` share the ``openai*`` entries.
 """
 
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import ProviderError
+from ..errors import ProviderError, ValidationError
 
-__all__ = ["BUILTIN_LIMITS", "ModelLimits", "resolve_limits"]
+if TYPE_CHECKING:
+    from ..plugins import Registry
+    from .base import Usage
+
+__all__ = ["ModelInfo", "ModelProfile", "Prices", "model_entries", "resolve_model"]
 
 
-class ModelLimits(msgspec.Struct, frozen=True):
-    """Context window and maximum output tokens of the models matching ``pattern``.
+class Prices(msgspec.Struct, frozen=True, kw_only=True):
+    """USD per million tokens: uncached input, output, cache read, cache write.
 
-    ``pattern`` is an ``fnmatch`` pattern over ``"provider:model"`` (e.g.
-    ``"anthropic:claude-sonnet-4*"``); ``name`` is the registry key.
+    ``cache_write`` is what a token written to the prompt cache costs; for vendors that
+    charge no premium for writing (OpenAI) it equals ``input``.
+    """
+
+    input: float
+    output: float
+    cache_read: float
+    cache_write: float
+
+
+class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
+    """Facts about the models whose ``"provider:model"`` matches ``pattern``.
+
+    What a ``register_models`` hook registers.  ``name`` is the registry key; a field
+    left ``None`` is stated by a less specific entry (see the module docstring).
+    ``tokenizer`` names a registered tokenizer; ``calibration`` multiplies its counts
+    into an estimate for a vendor whose tokenizer is not public and is only valid with
+    ``tokenizer``.  ``cache_min_tokens`` is the shortest prompt prefix the vendor
+    caches.
     """
 
     name: str
     pattern: str
+    context_window: int | None = None
+    max_output_tokens: int | None = None
+    tokenizer: str | None = None
+    calibration: float = 1.0
+    cache_min_tokens: int | None = None
+    prices: Prices | None = None
+
+    def __post_init__(self) -> None:
+        where = f"ModelInfo {self.name!r}"
+        if ":" not in self.pattern:
+            raise ValidationError(
+                f"pattern {self.pattern!r} is not of the form provider:model",
+                where=where,
+                hint="e.g. 'anthropic:claude-sonnet-4*' or 'openai*:gpt-4o*'",
+            )
+        for field in ("context_window", "max_output_tokens", "cache_min_tokens"):
+            value = getattr(self, field)
+            if value is not None and (isinstance(value, bool) or value <= 0):
+                raise ValidationError(f"{field} must be a positive int, got {value!r}", where=where)
+        if not self.calibration > 0:
+            raise ValidationError(
+                f"calibration must be > 0, got {self.calibration!r}",
+                where=where,
+                hint="use 1.0 for an exact tokenizer",
+            )
+        if self.tokenizer is None and self.calibration != 1.0:
+            raise ValidationError(
+                "calibration without tokenizer: a calibration corrects the tokenizer it "
+                "is stated with",
+                where=where,
+                hint="set tokenizer too",
+            )
+
+
+# Field groups resolved together, in ModelProfile order.
+_GROUPS: tuple[tuple[str, ...], ...] = (
+    ("context_window",),
+    ("max_output_tokens",),
+    ("tokenizer", "calibration"),
+    ("cache_min_tokens",),
+    ("prices",),
+)
+_REQUIRED = ("context_window", "max_output_tokens", "tokenizer")
+
+
+class ModelProfile(msgspec.Struct, frozen=True, kw_only=True):
+    """Everything known about one ``"provider:model"`` (see ``resolve_model``).
+
+    ``cache_min_tokens`` and ``prices`` are ``None`` where no entry states them.
+    ``sources`` names, per field, the ``ModelInfo`` entry that supplied it.  Profiles
+    are shared between callers (each spec is resolved once per registry): read them,
+    do not modify ``sources``.
+    """
+
+    model: str
     context_window: int
     max_output_tokens: int
+    tokenizer: str
+    calibration: float
+    cache_min_tokens: int | None
+    prices: Prices | None
+    sources: dict[str, str]
 
+    def estimate_tokens(self, texts: Sequence[str]) -> int:
+        """Tokens of ``texts`` for this model: the tokenizer's counts (one batch) times the
+        calibration, rounded."""
+        if not texts:
+            return 0
+        from ..tokenizers import get_tokenizer
 
-def _l(name: str, pattern: str, window: int, out: int) -> ModelLimits:
-    return ModelLimits(name, pattern, window, out)
+        return round(sum(get_tokenizer(self.tokenizer).count_batch(texts)) * self.calibration)
 
-
-#: Published limits of common models (vendor model pages, 2025).
-BUILTIN_LIMITS: tuple[ModelLimits, ...] = (
-    _l("anthropic-default", "anthropic:*", 200_000, 8_192),
-    _l("claude-3-haiku", "anthropic:claude-3-haiku*", 200_000, 4_096),
-    _l("claude-3-opus", "anthropic:claude-3-opus*", 200_000, 4_096),
-    _l("claude-3-5", "anthropic:claude-3-5-*", 200_000, 8_192),
-    _l("claude-3-7-sonnet", "anthropic:claude-3-7-sonnet*", 200_000, 64_000),
-    _l("claude-sonnet-4", "anthropic:claude-sonnet-4*", 200_000, 64_000),
-    _l("claude-haiku-4", "anthropic:claude-haiku-4*", 200_000, 64_000),
-    _l("claude-opus-4", "anthropic:claude-opus-4*", 200_000, 32_000),
-    _l("claude-opus-4-5", "anthropic:claude-opus-4-5*", 200_000, 64_000),
-    _l("openai-default", "openai*:*", 128_000, 16_384),
-    _l("gpt-4o", "openai*:gpt-4o*", 128_000, 16_384),
-    _l("gpt-4.1", "openai*:gpt-4.1*", 1_047_576, 32_768),
-    _l("gpt-4-turbo", "openai*:gpt-4-turbo*", 128_000, 4_096),
-    _l("gpt-4", "openai*:gpt-4", 8_192, 8_192),
-    _l("gpt-3.5-turbo", "openai*:gpt-3.5-turbo*", 16_385, 4_096),
-    _l("openai-o-series", "openai*:o[134]*", 200_000, 100_000),
-    _l("gpt-5", "openai*:gpt-5*", 400_000, 128_000),
-    _l("gemini-default", "gemini:*", 1_048_576, 8_192),
-    _l("gemini-1.5-pro", "gemini:gemini-1.5-pro*", 2_097_152, 8_192),
-    _l("gemini-2.5", "gemini:gemini-2.5-*", 1_048_576, 65_536),
-    _l("gemini-3", "gemini:gemini-3*", 1_048_576, 65_536),
-)
+    def cost(self, usage: Usage) -> float | None:
+        """What ``usage`` costs in USD at this model's prices; ``None`` when unknown."""
+        p = self.prices
+        if p is None:
+            return None
+        return (
+            usage.input_tokens * p.input
+            + usage.cache_read_tokens * p.cache_read
+            + usage.cache_write_tokens * p.cache_write
+            + usage.output_tokens * p.output
+        ) / 1_000_000
 
 
 def _specificity(pattern: str) -> int:
-    return sum(1 for c in pattern if c not in "*?[]")
+    n, i = 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "[":
+            end = pattern.find("]", i + 2)  # fnmatch: a ']' right after '[' is literal
+            if end != -1:
+                n, i = n + 1, end + 1
+                continue
+        if c not in "*?":
+            n += 1
+        i += 1
+    return n
 
 
-def resolve_limits(spec: str) -> ModelLimits:
-    """Limits of ``"provider:model"``; ``ProviderError`` when nothing matches.
+def _table(reg: Registry) -> list[ModelInfo]:
+    """Registered entries in precedence order (computed once per registry)."""
+    table = reg.memo.get("precedence")
+    if table is None:
+        entries = [
+            (-_specificity(obj.pattern), reg.is_builtin(name), order, obj)
+            for order, (name, obj) in enumerate(reg.items.items())
+            if isinstance(obj, ModelInfo)
+        ]
+        table = [e[3] for e in sorted(entries, key=lambda e: e[:3])]
+        reg.memo["precedence"] = table
+    return table
 
-    ``spec`` may name a provider (``openai-chat:gpt-4o``) or a family (``openai:gpt-4o``).
+
+def model_entries() -> list[ModelInfo]:
+    """Every registered ``ModelInfo``, in the order ``resolve_model`` consults them."""
+    from ..plugins import registry
+
+    return list(_table(registry("models")))
+
+
+# Profiles are immutable and so is a built registry, so each spec is resolved once.
+_MEMO_SIZE = 1024
+
+
+def resolve_model(spec: str) -> ModelProfile:
+    """Everything known about ``"provider:model"``; ``ProviderError`` when incomplete.
+
+    ``spec`` may name a provider (``openai-chat:gpt-4o``) or a family
+    (``openai:gpt-4o``).  Each field comes from the most specific matching entry that
+    states it (see the module docstring); a spec for which no entry states the context
+    window, output limit or tokenizer is an error naming what is missing.
     """
     from ..plugins import registry
 
-    if ":" not in spec:
+    if not isinstance(spec, str) or ":" not in spec:
         raise ProviderError(
             f"model {spec!r} is not of the form provider:model",
             hint="e.g. anthropic:claude-sonnet-4-5 or openai:gpt-4o",
         )
-    best: tuple[int, int, ModelLimits] | None = None
-    for order, obj in enumerate(registry("providers").items.values()):
-        if isinstance(obj, ModelLimits) and fnmatch.fnmatchcase(spec, obj.pattern):
-            key = (_specificity(obj.pattern), order, obj)
-            if best is None or key[:2] >= best[:2]:
-                best = key
-    if best is None:
+    reg = registry("models")
+    resolved: dict[str, ModelProfile] = reg.memo.setdefault("resolved", {})
+    profile = resolved.get(spec)
+    if profile is None:
+        profile = _resolve(reg, spec)
+        if len(resolved) >= _MEMO_SIZE:  # bounded: model names may come from user input
+            resolved.clear()
+        resolved[spec] = profile
+    return profile
+
+
+def _resolve(reg: Registry, spec: str) -> ModelProfile:
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    pending = list(_GROUPS)
+    for info in _table(reg):
+        if not pending:
+            break
+        if not fnmatch.fnmatchcase(spec, info.pattern):
+            continue
+        for group in list(pending):
+            if getattr(info, group[0]) is None:
+                continue
+            for f in group:
+                values[f] = getattr(info, f)
+                sources[f] = info.name
+            pending.remove(group)
+    missing = [f for f in _REQUIRED if f not in values]
+    if missing:
+        what = "context window" if "context_window" in missing else ", ".join(missing)
         raise ProviderError(
-            f"no context window known for {spec!r}",
-            hint="register a ctxrules.providers.ModelLimits for it in a plugin",
+            f"no {what} known for {spec!r}",
+            hint="register a ctxrules.providers.ModelInfo matching it through the "
+            "register_models hook of a plugin",
         )
-    return best[2]
+    values.setdefault("cache_min_tokens", None)
+    values.setdefault("prices", None)
+    ordered = {f: sources[f] for group in _GROUPS for f in group if f in sources}
+    return ModelProfile(model=spec, sources=ordered, **values)

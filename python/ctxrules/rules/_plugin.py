@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..hookspecs import Register, hookimpl
+from ..hookspecs import RegisterRules, hookimpl
 from . import BUILTIN_RULES
 
 
 @hookimpl
-def register_rules(register: Register) -> None:
+def register_rules(register: RegisterRules) -> None:
     for rule in BUILTIN_RULES:
         register(rule)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..hookspecs import Register, hookimpl
+from ..hookspecs import RegisterSummarizers, hookimpl
 from .extractive import ExtractiveSummarizer
 
 
 @hookimpl
-def register_summarizers(register: Register) -> None:
+def register_summarizers(register: RegisterSummarizers) -> None:
     register(ExtractiveSummarizer())

@@ -1,4 +1,4 @@
-"""Token counting: exact BPE counts in Rust, tiktoken as an oracle, model resolution.
+"""Token counting: exact BPE counts in Rust, tiktoken as an oracle.
 
 Counting policy lives here (the Rust core receives clean ``str``): a Python ``str``
 may hold lone surrogates, which are not UTF-8; exactly like tiktoken we round-trip such
@@ -7,26 +7,23 @@ surrogate becomes U+FFFD (and a surrogate *pair* spelt as two code points become
 character it encodes).  Such text therefore counts the same here and in tiktoken.
 
 Tokenizers are a plugin kind: ``register_tokenizers`` hooks register objects with a
-``name`` and ``count``/``count_batch`` (see :class:`Tokenizer`), and
-:class:`ModelTokenizer` values that map ``"provider:model"`` patterns to a registered
-tokenizer and a calibration factor (see :func:`resolve_model`).
+``name`` and ``count``/``count_batch`` (see :class:`Tokenizer`).  Which tokenizer
+counts a model, and with which calibration, is a fact about the model:
+``ctxrules.providers.resolve_model``.
 """
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import _core
-from ..errors import PluginError, TokenizerError
+from ..errors import TokenizerError
 
 __all__ = [
     "DEFAULT_ENCODING",
     "ENCODINGS",
     "CacheStats",
-    "ModelTokenizer",
     "RustTokenizer",
     "TiktokenTokenizer",
     "Tokenizer",
@@ -36,8 +33,6 @@ __all__ = [
     "count",
     "count_batch",
     "get_tokenizer",
-    "model_mappings",
-    "resolve_model",
 ]
 
 DEFAULT_ENCODING = "o200k_base"
@@ -176,80 +171,16 @@ def clear_cache() -> None:
     _core.token_cache_clear()
 
 
-@dataclass(frozen=True)
-class ModelTokenizer:
-    """Maps ``"provider:model"`` patterns (fnmatch) to a tokenizer and calibration factor.
-
-    A vendor whose tokenizer is not public (Anthropic) is served by an estimate: the
-    count of ``tokenizer`` (a registered tokenizer's name) multiplied by
-    ``calibration``.  ``name`` must be unique among registered tokenizers and mappings.
-    """
-
-    name: str
-    pattern: str
-    tokenizer: str
-    calibration: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not self.calibration > 0:
-            raise TokenizerError(
-                f"calibration must be > 0, got {self.calibration!r}",
-                where=f"ModelTokenizer {self.name!r}",
-                hint="use 1.0 for an exact tokenizer",
-            )
-
-
 def get_tokenizer(name: str = DEFAULT_ENCODING) -> Tokenizer:
     """Return the registered tokenizer called ``name`` (e.g. ``o200k_base``).
 
-    Unknown names raise ``PluginError`` listing the known ones; naming a model mapping
-    raises ``TokenizerError`` (use :func:`resolve_model` for models).
+    Unknown names raise ``PluginError`` listing the known ones.  For the tokenizer of
+    a model use ``ctxrules.providers.resolve_model(spec).tokenizer``.
     """
-    from ..plugins import ENV_ALLOW_LIST, registry
+    from ..plugins import registry
 
-    reg = registry("tokenizers")
-    if name not in reg:
-        known = [n for n, obj in reg.items.items() if not isinstance(obj, ModelTokenizer)]
-        raise PluginError(
-            f"no tokenizer named {name!r}",
-            hint=f"known: {', '.join(known)}; install the plugin that provides it "
-            f"or check {ENV_ALLOW_LIST}",
-        )
-    tok = reg.get(name)
-    if isinstance(tok, ModelTokenizer):
-        raise TokenizerError(
-            f"{name!r} is a model mapping, not a tokenizer", hint="use resolve_model()"
-        )
+    tok: Tokenizer = registry("tokenizers").get(name)
     return tok
-
-
-def model_mappings() -> list[ModelTokenizer]:
-    """Registered model mappings in the order :func:`resolve_model` tries them.
-
-    Third-party mappings come first (in plugin load order, then registration order), so
-    a plugin can override a built-in estimate; the built-in mappings come last.
-    """
-    from ..plugins import loaded_plugins, registry
-
-    reg = registry("tokenizers")
-    builtin = {p.name for p in loaded_plugins() if p.builtin}
-    maps = [obj for obj in reg.items.values() if isinstance(obj, ModelTokenizer)]
-    return [m for m in maps if reg.origin[m.name] not in builtin] + [
-        m for m in maps if reg.origin[m.name] in builtin
-    ]
-
-
-def resolve_model(model: str) -> tuple[Tokenizer, float]:
-    """Resolve ``"provider:model"`` to (tokenizer, calibration); the first match wins.
-
-    Mappings are tried in :func:`model_mappings` order.  A model that no mapping names
-    gets the default encoding (``o200k_base``) with calibration 1.0.  The estimate for
-    the model is ``tokenizer.count(text) * calibration``.
-    """
-    for m in model_mappings():
-        if fnmatch.fnmatchcase(model, m.pattern):
-            return get_tokenizer(m.tokenizer), m.calibration
-    return get_tokenizer(DEFAULT_ENCODING), 1.0
 
 
 def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:

@@ -1,0 +1,245 @@
+"""The built-in model facts, registered by ``ctxrules.providers._plugin``.
+
+Sources, as read on 2026-12-02 (figures change; a plugin entry of the same pattern
+overrides any of them, see ``ctxrules.providers.models``):
+
+* Anthropic: the models overview (context windows, maximum output), the pricing page
+  (base input, 5-minute cache write = 1.25 x input, cache hit = 0.1 x input, output;
+  the <= 200K-token tier where a model has a long-context tier) and the prompt-caching
+  page (minimum cacheable prompt: 1,024 tokens for Sonnet 3.7 / 4 / 4.5 / 4.6 and
+  Opus 4 / 4.1, 2,048 for Haiku 3 / 3.5, 4,096 for Opus 4.5 / 4.6 and Haiku 4.5).
+* OpenAI: the model pages (windows, output limits), the pricing page (input, cached
+  input, output; no premium for cache writes) and the prompt-caching guide (prompts of
+  1,024 tokens or more are cached, on every model that caches).  Prices are attached to
+  the plain model names only: dated snapshots and variants (audio, realtime, search)
+  are priced differently, and no price is better than a wrong one.
+* Google: the Gemini models page (windows, output limits) and the context-caching page
+  (implicit caching minimum: 2,048 tokens for Gemini 2.5 Flash / Pro, 4,096 for the
+  Gemini 3 family).  No Gemini prices: they are tiered by prompt length and cache
+  storage is billed per hour, which four per-million figures cannot express.
+
+Tokenizers: OpenAI models use the encodings tiktoken's model table gives them (o200k
+for GPT-4o / 4.1 / 4.5 / 5 and the o-series, cl100k for GPT-4 / 3.5 and the
+embeddings).  Anthropic and Google do not publish theirs: o200k counts times a
+calibration estimate them.
+"""
+
+from __future__ import annotations
+
+from .models import ModelInfo, Prices
+
+__all__ = ["ANTHROPIC_CALIBRATION", "BUILTIN_MODELS"]
+
+# Claude tokenises English and code into roughly 10-20 % more tokens than o200k; the
+# factor is refined per session by measured usage (SPEC §9 calibration).
+ANTHROPIC_CALIBRATION = 1.15
+
+
+def _anthropic_prices(input_price: float, output_price: float) -> Prices:
+    # The published cache multipliers: write 1.25 x input (5-minute TTL), hit 0.1 x input.
+    return Prices(
+        input=input_price,
+        output=output_price,
+        cache_read=round(input_price * 0.1, 6),
+        cache_write=round(input_price * 1.25, 6),
+    )
+
+
+def _openai_prices(input_price: float, cached: float, output_price: float) -> Prices:
+    return Prices(
+        input=input_price, output=output_price, cache_read=cached, cache_write=input_price
+    )
+
+
+_A = "anthropic:"
+_O = "openai*:"  # openai, openai-chat, openai-responses
+_G = "gemini:"
+
+BUILTIN_MODELS: tuple[ModelInfo, ...] = (
+    # Anthropic
+    ModelInfo(
+        name="anthropic-default",
+        pattern=_A + "*",
+        context_window=200_000,
+        max_output_tokens=8_192,
+        tokenizer="o200k_base",
+        calibration=ANTHROPIC_CALIBRATION,
+        cache_min_tokens=1_024,
+    ),
+    ModelInfo(
+        name="claude-3-haiku",
+        pattern=_A + "claude-3-haiku*",
+        max_output_tokens=4_096,
+        cache_min_tokens=2_048,
+        prices=Prices(input=0.25, output=1.25, cache_read=0.03, cache_write=0.30),
+    ),
+    ModelInfo(
+        name="claude-3-opus",
+        pattern=_A + "claude-3-opus*",
+        max_output_tokens=4_096,
+        prices=_anthropic_prices(15.0, 75.0),
+    ),
+    ModelInfo(name="claude-3-5", pattern=_A + "claude-3-5-*", max_output_tokens=8_192),
+    ModelInfo(
+        name="claude-3-5-sonnet",
+        pattern=_A + "claude-3-5-sonnet*",
+        prices=_anthropic_prices(3.0, 15.0),
+    ),
+    ModelInfo(
+        name="claude-3-5-haiku",
+        pattern=_A + "claude-3-5-haiku*",
+        cache_min_tokens=2_048,
+        prices=Prices(input=0.80, output=4.0, cache_read=0.08, cache_write=1.0),
+    ),
+    ModelInfo(
+        name="claude-3-7-sonnet",
+        pattern=_A + "claude-3-7-sonnet*",
+        max_output_tokens=64_000,
+        prices=_anthropic_prices(3.0, 15.0),
+    ),
+    ModelInfo(name="claude-sonnet-4", pattern=_A + "claude-sonnet-4*", max_output_tokens=64_000),
+    # Sonnet 4 (-0 / -2025…), 4.5 and 4.6 share one price; a later 4.x may not.
+    ModelInfo(
+        name="claude-sonnet-4-priced",
+        pattern=_A + "claude-sonnet-4-[0256]*",
+        prices=_anthropic_prices(3.0, 15.0),
+    ),
+    ModelInfo(name="claude-haiku-4", pattern=_A + "claude-haiku-4*", max_output_tokens=64_000),
+    ModelInfo(
+        name="claude-haiku-4-5",
+        pattern=_A + "claude-haiku-4-5*",
+        cache_min_tokens=4_096,
+        prices=_anthropic_prices(1.0, 5.0),
+    ),
+    ModelInfo(name="claude-opus-4", pattern=_A + "claude-opus-4*", max_output_tokens=32_000),
+    # Opus 4 (-0 / -2025…) and 4.1.
+    ModelInfo(
+        name="claude-opus-4-priced",
+        pattern=_A + "claude-opus-4-[012]*",
+        prices=_anthropic_prices(15.0, 75.0),
+    ),
+    ModelInfo(
+        name="claude-opus-4-5",
+        pattern=_A + "claude-opus-4-5*",
+        max_output_tokens=64_000,
+        cache_min_tokens=4_096,
+        prices=_anthropic_prices(5.0, 25.0),
+    ),
+    ModelInfo(
+        name="claude-opus-4-6",
+        pattern=_A + "claude-opus-4-6*",
+        max_output_tokens=128_000,
+        cache_min_tokens=4_096,
+        prices=_anthropic_prices(5.0, 25.0),
+    ),
+    # OpenAI
+    ModelInfo(
+        name="openai-default",
+        pattern=_O + "*",
+        context_window=128_000,
+        max_output_tokens=16_384,
+        tokenizer="o200k_base",
+        cache_min_tokens=1_024,
+    ),
+    ModelInfo(
+        name="gpt-4o",
+        pattern=_O + "gpt-4o*",
+        context_window=128_000,
+        max_output_tokens=16_384,
+        tokenizer="o200k_base",
+    ),
+    ModelInfo(name="gpt-4o-priced", pattern=_O + "gpt-4o", prices=_openai_prices(2.50, 1.25, 10.0)),
+    ModelInfo(
+        name="gpt-4o-mini-priced",
+        pattern=_O + "gpt-4o-mini",
+        prices=_openai_prices(0.15, 0.075, 0.60),
+    ),
+    ModelInfo(name="chatgpt-4o", pattern=_O + "chatgpt-4o*", tokenizer="o200k_base"),
+    ModelInfo(
+        name="gpt-4.1",
+        pattern=_O + "gpt-4.1*",
+        context_window=1_047_576,
+        max_output_tokens=32_768,
+        tokenizer="o200k_base",
+    ),
+    ModelInfo(name="gpt-4.1-priced", pattern=_O + "gpt-4.1", prices=_openai_prices(2.0, 0.50, 8.0)),
+    ModelInfo(
+        name="gpt-4.1-mini-priced",
+        pattern=_O + "gpt-4.1-mini",
+        prices=_openai_prices(0.40, 0.10, 1.60),
+    ),
+    ModelInfo(
+        name="gpt-4.1-nano-priced",
+        pattern=_O + "gpt-4.1-nano",
+        prices=_openai_prices(0.10, 0.025, 0.40),
+    ),
+    ModelInfo(name="gpt-4.5", pattern=_O + "gpt-4.5*", tokenizer="o200k_base"),
+    ModelInfo(name="gpt-4", pattern=_O + "gpt-4*", tokenizer="cl100k_base"),
+    ModelInfo(name="gpt-4-8k", pattern=_O + "gpt-4", context_window=8_192, max_output_tokens=8_192),
+    ModelInfo(
+        name="gpt-4-turbo",
+        pattern=_O + "gpt-4-turbo*",
+        context_window=128_000,
+        max_output_tokens=4_096,
+    ),
+    ModelInfo(
+        name="gpt-3.5-turbo",
+        pattern=_O + "gpt-3.5*",
+        context_window=16_385,
+        max_output_tokens=4_096,
+        tokenizer="cl100k_base",
+    ),
+    ModelInfo(name="openai-embeddings", pattern=_O + "text-embedding-*", tokenizer="cl100k_base"),
+    ModelInfo(
+        name="openai-o-series",
+        pattern=_O + "o[0-9]*",
+        context_window=200_000,
+        max_output_tokens=100_000,
+        tokenizer="o200k_base",
+    ),
+    ModelInfo(name="o1-priced", pattern=_O + "o1", prices=_openai_prices(15.0, 7.50, 60.0)),
+    ModelInfo(
+        name="o1-mini-priced", pattern=_O + "o1-mini", prices=_openai_prices(1.10, 0.55, 4.40)
+    ),
+    ModelInfo(name="o3-priced", pattern=_O + "o3", prices=_openai_prices(2.0, 0.50, 8.0)),
+    ModelInfo(
+        name="o3-mini-priced", pattern=_O + "o3-mini", prices=_openai_prices(1.10, 0.55, 4.40)
+    ),
+    ModelInfo(
+        name="o4-mini-priced", pattern=_O + "o4-mini", prices=_openai_prices(1.10, 0.275, 4.40)
+    ),
+    ModelInfo(
+        name="gpt-5",
+        pattern=_O + "gpt-5*",
+        context_window=400_000,
+        max_output_tokens=128_000,
+        tokenizer="o200k_base",
+    ),
+    ModelInfo(name="gpt-5-priced", pattern=_O + "gpt-5", prices=_openai_prices(1.25, 0.125, 10.0)),
+    ModelInfo(
+        name="gpt-5-mini-priced", pattern=_O + "gpt-5-mini", prices=_openai_prices(0.25, 0.025, 2.0)
+    ),
+    ModelInfo(
+        name="gpt-5-nano-priced",
+        pattern=_O + "gpt-5-nano",
+        prices=_openai_prices(0.05, 0.005, 0.40),
+    ),
+    # Google Gemini
+    ModelInfo(
+        name="gemini-default",
+        pattern=_G + "*",
+        context_window=1_048_576,
+        max_output_tokens=8_192,
+        tokenizer="o200k_base",
+    ),
+    ModelInfo(name="gemini-1.5-pro", pattern=_G + "gemini-1.5-pro*", context_window=2_097_152),
+    ModelInfo(
+        name="gemini-2.5",
+        pattern=_G + "gemini-2.5-*",
+        max_output_tokens=65_536,
+        cache_min_tokens=2_048,
+    ),
+    ModelInfo(
+        name="gemini-3", pattern=_G + "gemini-3*", max_output_tokens=65_536, cache_min_tokens=4_096
+    ),
+)
