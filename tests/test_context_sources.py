@@ -69,7 +69,7 @@ def test_a_source_registered_through_an_entry_point_is_returned(plugin_site, tmp
 
 def test_a_source_without_collect_is_refused_when_looked_up(plugin_site):
     plugin_site.install("fake-sources", "fake_sources", SOURCE)
-    with pytest.raises(PluginError, match=r"fake-broken-source.*collect"):
+    with pytest.raises(PluginError, match=r"fake-broken-source.*not a .*ContextSource"):
         get_context_source("fake-broken-source")
     with pytest.raises(PluginError, match="no context source named 'nope'"):
         get_context_source("nope")

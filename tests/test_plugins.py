@@ -164,6 +164,24 @@ def test_the_cli_prints_that_warning_on_one_line():
     assert {r["name"] for r in json.loads(out.stdout)} == BUILTINS
 
 
+def test_the_listing_shows_models_as_their_own_group(fresh_plugins, capsys):
+    from ctxrules.cli import main
+
+    fresh_plugins.delenv(plugins.ENV_ALLOW_LIST, raising=False)
+    assert main(["plugins", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    provides = rows["builtin_providers"]["provides"]
+    assert provides["providers"] == ["anthropic", "openai-chat", "openai-responses", "gemini"]
+    assert {"anthropic-default", "claude-opus-4-5", "gpt-4.1", "gemini-2.5"} <= set(
+        provides["models"]
+    )
+    assert rows["example"]["provides"] == {"tokenizers": ["chars4"], "models": ["example-models"]}
+    assert main(["plugins"]) == 0
+    text = capsys.readouterr().out
+    assert "    models: example-models\n" in text
+    assert "    providers: anthropic, openai-chat, openai-responses, gemini\n" in text
+
+
 # ``python -c`` puts "" (the working directory) first on sys.path, ``-m`` its full path.
 _PRINT_PLUGINS = "from ctxrules.cli import main; raise SystemExit(main(['plugins', '--json']))"
 

@@ -2,7 +2,9 @@
 
 A request is composed by stability: L0 is constant for the session, L1 says where this
 call sits — which function it is part of, who called it, where its output goes — and
-L2 is the task.  ``situation`` builds the L1 text for a head node from the DAG alone:
+L2 is the task.  ``situation`` builds the L1 text for a head node from the DAG alone
+(``commit_situation`` for a commit's head); the caller passes it to ``render`` as the
+finished ``situation`` layer, so rendering itself never reads the store:
 
 * a head in the main conversation gets one constant sentence (the caller is the user,
   replies go to the user);

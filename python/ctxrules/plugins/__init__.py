@@ -89,17 +89,31 @@ class Registry:
     builtin_plugins: frozenset[str] = frozenset()
     memo: dict[str, Any] = field(default_factory=dict)
 
-    def get(self, name: str) -> Any:
-        """Return the object registered as ``name``; ``PluginError`` lists the known names."""
+    def get(self, name: str, expected: type | None = None) -> Any:
+        """Return the object registered as ``name``; ``PluginError`` lists the known names.
+
+        With ``expected`` (a class or runtime-checkable Protocol), an object that is not
+        one is a ``PluginError`` naming the plugin that registered it.
+        """
+        what = self.kind[:-1].replace("_", " ")
         try:
-            return self.items[name]
+            obj = self.items[name]
         except KeyError:
             known = ", ".join(sorted(self.items)) or "none"
             raise PluginError(
-                f"no {self.kind[:-1].replace('_', ' ')} named {name!r}",
+                f"no {what} named {name!r}",
                 hint=f"known: {known}; install the plugin that provides it "
                 f"or check {ENV_ALLOW_LIST}",
             ) from None
+        if expected is not None and not isinstance(obj, expected):
+            raise PluginError(
+                f"{what} {name!r} is a {type(obj).__name__}, not a "
+                f"{expected.__module__}.{expected.__qualname__}",
+                where=f"plugin {self.origin[name]!r}",
+                hint=f"register objects that follow {expected.__qualname__} "
+                f"through {KINDS[self.kind]}",
+            )
+        return obj
 
     def names(self) -> list[str]:
         """Registered names, in registration order."""
