@@ -123,7 +123,9 @@ def test_malformed_and_unknown_specs_are_clear_errors():
     [
         ({"pattern": "no-colon"}, "provider:model"),
         ({"context_window": 0}, "context_window must be a positive int"),
-        ({"tokenizer": "o200k_base", "calibration": 0.0}, "calibration must be > 0"),
+        ({"max_output_tokens": "4096"}, "max_output_tokens must be a positive int"),
+        ({"tokenizer": "o200k_base", "calibration": 0.0}, "calibration must be a finite"),
+        ({"tokenizer": "o200k_base", "calibration": float("nan")}, "calibration must be"),
         ({"calibration": 1.2}, "calibration without tokenizer"),
     ],
 )

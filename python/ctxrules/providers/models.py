@@ -18,6 +18,7 @@ prices.  ``openai-chat`` and ``openai-responses`` share the ``openai*`` entries.
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -75,11 +76,14 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
             )
         for field in ("context_window", "max_output_tokens", "cache_min_tokens"):
             value = getattr(self, field)
-            if value is not None and (isinstance(value, bool) or value <= 0):
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value <= 0
+            ):
                 raise ValidationError(f"{field} must be a positive int, got {value!r}", where=where)
-        if not self.calibration > 0:
+        c = self.calibration
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < math.inf:
             raise ValidationError(
-                f"calibration must be > 0, got {self.calibration!r}",
+                f"calibration must be a finite number > 0, got {c!r}",
                 where=where,
                 hint="use 1.0 for an exact tokenizer",
             )
