@@ -24,8 +24,7 @@ import tracemalloc
 import pytest
 
 from ctxrules import dag
-from ctxrules.commit import Pipeline, derive_commit, ensure_latest_commit
-from ctxrules.commit import stored as _commit_store
+from ctxrules.commit import Pipeline, derive_commit, ensure_latest_commit, persist
 from ctxrules.commit.plan import graph_marks
 from ctxrules.config import PipelineConfig
 from ctxrules.model import Call, TextBlock, ToolUseBlock
@@ -92,7 +91,7 @@ def _session(tmp_path_factory, n_calls: int):
         now=float(n_calls),
         marks=graph_marks(store.get_session(info.id)),
     )
-    _commit_store.save(store, gen)
+    persist.save(store, gen)
     return store, info.id, gen.commit
 
 
@@ -138,7 +137,7 @@ def test_store_incremental(benchmark, tmp_path_factory, n):
     benchmark.pedantic(step, rounds=30, warmup_rounds=2)
     last = made[-1]
     assert last.parent_ids == (made[-2].id,) if len(made) > 1 else last.parent_ids == (first.id,)
-    sizes = [_commit_store.stored_bytes(store, c.id) for c in made]
+    sizes = [persist.stored_bytes(store, c.id) for c in made]
     benchmark.extra_info.update(items=len(last.items), bytes_per_commit=sum(sizes) / len(sizes))
     store.close()
 
@@ -178,7 +177,7 @@ def test_store_from_scratch(benchmark, tmp_path_factory, n):
             pipeline=PIPELINE,
             now=1e9,
         )
-        _commit_store.save(store, gen)
+        persist.save(store, gen)
 
     rounds = 3 if n >= 100_000 else 10
     benchmark.pedantic(step, rounds=rounds, warmup_rounds=1)

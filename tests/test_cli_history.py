@@ -128,6 +128,8 @@ def test_user_errors_are_one_clear_line_without_a_traceback(corpus, tmp_path, ca
         (["checkout", sid, "n_nope"], "no node 'n_nope'"),
         (["checkout", "s_nope", "n_nope"], "no session 's_nope'"),
         (["fork", sid, "n_nope"], "no node 'n_nope'"),
+        (["fork", sid, ""], "empty node id"),
+        (["checkout", sid, ""], "empty node id"),
     ]
     for argv, what in cases:
         assert main([*argv, "--store", str(store)]) == 1, argv

@@ -1,4 +1,4 @@
-"""ensure_latest_commit / generate_commit over the real SQLite store: lookup, incrementality,
+"""ensure_latest_commit / generate_commit over each store backend: lookup, incrementality,
 immutability, content addressing, delta storage, branches and late tool results."""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ import pytest
 
 import ctxrules
 from ctxrules import dag
-from ctxrules.commit import Pipeline, diff_commits, load_commit
+from ctxrules.commit import Pipeline, diff_commits, load_commit, persist
 from ctxrules.commit import delta as _delta
-from ctxrules.commit import stored as _commit_store
 from ctxrules.config import PipelineConfig
 from ctxrules.errors import DagError
 from ctxrules.model import ContextItem, TextBlock, ToolUseBlock
@@ -24,10 +23,9 @@ OFF = Pipeline.from_config(PipelineConfig.preset("off"))
 
 
 @pytest.fixture
-def store(tmp_path):
-    st = open_store(tmp_path / "store")
-    yield st
-    st.close()
+def store(any_store):
+    """Every test here that takes ``store`` runs over each backend (tests/conftest.py)."""
+    return any_store
 
 
 def add_turn(st, sid, i, *, tools=1, size=200):
@@ -49,8 +47,7 @@ def add_turn(st, sid, i, *, tools=1, size=200):
 
 
 def count_rows(st):
-    with st.transaction() as conn:
-        return conn.execute("SELECT count(*) FROM commits").fetchone()[0]
+    return sum(len(st.session_commits(s.id)) for s in st.list_sessions())
 
 
 def test_public_names():
@@ -147,7 +144,9 @@ def test_a_new_commit_counts_only_its_new_items(store, monkeypatch):
     )
 
 
-def test_saved_commits_cannot_be_rewritten(store):
+def test_saved_commits_cannot_be_rewritten(tmp_path):
+    # The Protocol has no way to rewrite a row; SQLite also refuses it in the file itself.
+    store = open_store(tmp_path / "s")
     s = dag.create_session(store)
     add_turn(store, s.id, 0)
     c = ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=DEFAULT)
@@ -156,12 +155,13 @@ def test_saved_commits_cannot_be_rewritten(store):
             with store.transaction() as conn:
                 conn.execute(sql)
     assert load_commit(c.id, store=store).total_tokens == c.total_tokens
+    store.close()
 
 
-def test_ids_are_content_addressed_across_stores(tmp_path):
+def test_ids_are_content_addressed_across_stores_and_backends(tmp_path):
     ids = []
-    for name in ("a", "b"):
-        st = open_store(tmp_path / name)
+    for name in ("a", "b", "memory:"):
+        st = open_store(tmp_path / name if name != "memory:" else name)
         s = st.create_session(session_id="same")
         for i in range(3):
             dag.append(st, s.id, "user", f"u{i}", node_id=f"u{i}", created_at=float(i))
@@ -172,7 +172,8 @@ def test_ids_are_content_addressed_across_stores(tmp_path):
         st.close()
     a = [i for n, i in ids if n == "a"]
     b = [i for n, i in ids if n == "b"]
-    assert a == b and len(set(a)) == 3
+    m = [i for n, i in ids if n == "memory:"]
+    assert a == b == m and len(set(a)) == 3
 
 
 def test_loading_replays_deltas_to_the_same_commit(store):
@@ -187,18 +188,15 @@ def test_loading_replays_deltas_to_the_same_commit(store):
             ctxrules.ensure_latest_commit(s.id, now=600.0 * i, store=store, config=aggressive)
         )
     assert any(it.state == "summarized" for it in made[-1].items)
-    _commit_store._cache.clear()
+    persist.clear_cache()
     for c in (made[-1], made[4]):
         assert load_commit(c.id, store=store) == c
     # the running summary is stored in the delta that wrote it, not again in every row
     again = ctxrules.generate_commit(s.id, now=1e9, store=store, config=aggressive)
     assert again.parent_ids == (made[-1].id,) and again.summary == made[-1].summary != ""
-    with store.transaction() as conn:
-        meta, delta = conn.execute(
-            "SELECT meta, delta FROM commits WHERE id = ?", (again.id,)
-        ).fetchone()
-    assert again.summary.encode() not in bytes(meta) + bytes(delta)
-    _commit_store._cache.clear()
+    row = store.commit_chain(again.id)[-1]
+    assert again.summary.encode() not in row.meta + row.delta
+    persist.clear_cache()
     assert load_commit(again.id, store=store) == again
 
 
@@ -208,7 +206,7 @@ def test_storage_grows_with_changed_items_not_with_length(store):
     for i in range(150):
         add_turn(store, s.id, i)
         c = ctxrules.ensure_latest_commit(s.id, now=float(i), store=store, config=DEFAULT)
-        sizes.append(_commit_store.stored_bytes(store, c.id))
+        sizes.append(persist.stored_bytes(store, c.id))
     # the 150th commit has 50x the items of the 3rd but stores about the same delta
     assert max(sizes[100:]) < 2 * max(sizes[2:10])
 
@@ -238,13 +236,13 @@ def test_a_fold_stores_the_absorbed_ids_not_the_absorbed_items(store):
     absorbed_bytes = sum(len(it.rendered.encode()) for it in absorbed)
     # The fold commit appended a turn like its parent did, plus the summary and the fold.
     fold_cost = (
-        _commit_store.stored_bytes(store, c.id)
+        persist.stored_bytes(store, c.id)
         - len(summary.rendered.encode())
-        - _commit_store.stored_bytes(store, prev.id)
+        - persist.stored_bytes(store, prev.id)
     )
     assert absorbed_bytes > 3000
     assert fold_cost < absorbed_bytes / 4
-    _commit_store._cache.clear()
+    persist.clear_cache()
     assert load_commit(c.id, store=store) == c
 
 
@@ -283,7 +281,7 @@ def test_a_rule_set_never_inherits_another_rule_sets_compression(store):
 def test_empty_session_is_a_clear_error(store):
     s = dag.create_session(store)
     with pytest.raises(DagError, match="no nodes"):
-        ctxrules.ensure_latest_commit(s.id, store=store, config=DEFAULT)
+        ctxrules.ensure_latest_commit(s.id, now=1.0, store=store, config=DEFAULT)
 
 
 def test_diff_reports_added_changed_and_the_shared_prefix(store):
@@ -302,13 +300,13 @@ def test_diff_reports_added_changed_and_the_shared_prefix(store):
     assert d.prefix_tokens == c2.items[0].tokens + c2.items[1].tokens
 
 
-def test_default_store_from_the_environment_is_opened_and_closed(tmp_path, monkeypatch):
-    monkeypatch.setenv("CTXRULES_STORE", str(tmp_path / "env-store"))
+def test_default_store_from_the_environment_is_opened_and_closed(store_location, monkeypatch):
+    monkeypatch.setenv("CTXRULES_STORE", store_location("env-store"))
     st = open_store()
     s = dag.create_session(st)
     add_turn(st, s.id, 0)
     st.close()
     c = ctxrules.ensure_latest_commit(s.id, now=1.0, config=DEFAULT)
-    _commit_store._cache.clear()
+    persist.clear_cache()
     assert load_commit(c.id) == c
     assert ctxrules.generate_commit(s.id, now=2.0, config=DEFAULT).parent_ids == (c.id,)

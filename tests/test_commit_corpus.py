@@ -102,7 +102,7 @@ def test_store_path_turn_by_turn_follows_branch_path(corpus_store):
         path = branch_path(store, res.id)
         for head in [c for c in path if c.caller is None]:
             commit = ctxrules.ensure_latest_commit(
-                res.id, head.id, head.created_at, store=store, config=pipeline
+                res.id, head.id, now=head.created_at, store=store, config=pipeline
             )
             ids = [
                 it.source_node_id

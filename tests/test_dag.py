@@ -20,10 +20,9 @@ from ctxrules.store import open_store
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = open_store(tmp_path / "store")
-    yield s
-    s.close()
+def store(any_store):
+    """Every test here runs over each backend (tests/conftest.py)."""
+    return any_store
 
 
 def conversation(store):
@@ -203,6 +202,7 @@ def test_agent_run_guard_holds_across_processes(tmp_path):
 
 # -- property tests ------------------------------------------------------------------
 
+_examples = itertools.count()
 OPS = st.lists(
     st.tuples(
         st.sampled_from(["append", "tool", "retry", "edit", "checkout", "fork"]),
@@ -246,8 +246,8 @@ def check_invariants(store, sessions, snapshots):
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(ops=OPS)
-def test_invariants_hold_after_any_sequence_of_operations(tmp_path_factory, ops):
-    store = open_store(tmp_path_factory.mktemp("prop"))
+def test_invariants_hold_after_any_sequence_of_operations(make_store, ops):
+    store = make_store(f"prop{next(_examples)}")  # each backend, a fresh store per example
     try:
         sessions = [dag.create_session(store).id]
         snapshots: dict[str, bytes] = {}

@@ -83,7 +83,7 @@ def test_sidechain_heads_name_their_task_call(cc, corpus):
         assert len(heads) == 2
         texts = []
         for head in heads:
-            commit = ensure_latest_commit(sid, head.id, 0, store=store)
+            commit = ensure_latest_commit(sid, head.id, now=0, store=store)
             assert commit.head_node_id == head.id  # the sub-agent's own frame is committed
             l1 = commit_situation(store, commit)
             body = json.loads(render(commit, "anthropic", situation=l1).body)
@@ -108,7 +108,7 @@ def test_main_heads_get_the_main_text_on_every_provider(cc):
     main_chain = g.chain(g.session.head)
     heads = [n for n in main_chain if n.role == "assistant"][-2:]
     for head in heads:
-        commit = ensure_latest_commit(sid, head.id, 0, store=store)
+        commit = ensure_latest_commit(sid, head.id, now=0, store=store)
         assert commit_situation(store, commit) == MAIN_SITUATION
         for p in PROVIDERS:
             l1 = commit_situation(store, commit)
@@ -125,7 +125,7 @@ def _defaults(store, sid):
 
 def test_render_takes_the_finished_layers_and_reads_no_store(cc):
     store, sid, _ = cc
-    commit = ensure_latest_commit(sid, None, 0, store=store)
+    commit = ensure_latest_commit(sid, None, now=0, store=store)
     given = json.loads(render(commit, "anthropic", situation="CUSTOM L1").body)
     assert _system_texts(given)[-1] == "CUSTOM L1"
     assert MAIN_SITUATION not in json.dumps(given)
@@ -228,7 +228,7 @@ def test_untrusted_tool_args_stay_plain_cut_text(tmp_path):
     assert len(shown) <= MAX_ARGS_CHARS and shown.endswith("…")
     assert "\n" not in shown and "\x00" not in shown and "\u2028" not in shown
     for p in PROVIDERS:
-        commit = ensure_latest_commit(sid, heads[1], 0, store=store)
+        commit = ensure_latest_commit(sid, heads[1], now=0, store=store)
         raw = render(commit, p, situation=commit_situation(store, commit))
         body = json.loads(raw.body)
         assert get_provider(p).validate(body) == []
@@ -291,8 +291,8 @@ def test_explain_counts_the_situation_in_the_predicted_hit(cc):
     _, frames = _sub_frames(store, sid)
     _, chain = frames[1]
     heads = [n for n in chain if n.role == "assistant"][-2:]
-    previous = ensure_latest_commit(sid, heads[0].id, 0, store=store)
-    commit = ensure_latest_commit(sid, heads[1].id, 0, store=store)
+    previous = ensure_latest_commit(sid, heads[0].id, now=0, store=store)
+    commit = ensure_latest_commit(sid, heads[1].id, now=0, store=store)
     l1 = commit_situation(store, commit)
     assert commit_situation(store, previous) == l1  # one frame, one text
     ex = explain(commit, "anthropic", previous=previous, previous_situation=l1, situation=l1)
@@ -302,7 +302,7 @@ def test_explain_counts_the_situation_in_the_predicted_hit(cc):
     # Same frame: L0, L1 and the unchanged item prefix are shared.
     assert hit["shared_tokens"] > t["L0_session"] + t["L1_situation"]
     # Against a main-conversation commit the situation moved: only L0 is shared.
-    main_commit = ensure_latest_commit(sid, None, 0, store=store)
+    main_commit = ensure_latest_commit(sid, None, now=0, store=store)
     moved = explain(
         commit,
         "anthropic",

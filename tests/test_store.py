@@ -1,5 +1,6 @@
-"""The SQLite store: location, durability settings, seq assignment, append-only rows,
-edge validation, migrations, the run guard and the key/value table."""
+"""The stores: location, seq assignment, edge and write validation, the run guard and the
+key/value table on every backend; durability settings, append-only rows, migrations
+and a dead holder of the run guard on SQLite."""
 
 from __future__ import annotations
 
@@ -27,7 +28,13 @@ def node(nid: str, **kw) -> Call:
 
 
 @pytest.fixture
-def store(tmp_path) -> Store:
+def store(any_store) -> Store:
+    """Tests taking ``store`` run over each backend (tests/conftest.py)."""
+    return any_store
+
+
+@pytest.fixture
+def sqlite_store(tmp_path) -> Store:
     st = open_store(tmp_path / "st")
     yield st
     st.close()
@@ -47,7 +54,8 @@ def test_location_comes_from_argument_then_env_then_default(tmp_path, monkeypatc
         st.close()
 
 
-def test_wal_and_full_sync_are_on(store):
+def test_wal_and_full_sync_are_on(sqlite_store):
+    store = sqlite_store
     conn = sqlite3.connect(store.location)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     # synchronous is per connection: check the store's own connection.
@@ -56,8 +64,8 @@ def test_wal_and_full_sync_are_on(store):
     conn.close()
 
 
-def test_sqlite_store_implements_the_protocol(store):
-    assert isinstance(store, Store)
+def test_sqlite_store_implements_the_protocol(sqlite_store):
+    assert isinstance(sqlite_store, Store)
 
 
 def test_seq_is_assigned_contiguously_from_one(store):
@@ -71,7 +79,8 @@ def test_seq_is_assigned_contiguously_from_one(store):
     assert store.get_session(s.id).head == "n4"
 
 
-def test_stored_rows_cannot_be_updated_or_deleted(store):
+def test_stored_rows_cannot_be_updated_or_deleted(sqlite_store):
+    store = sqlite_store
     store.create_session(session_id="s1")
     store.append("s1", node("n1", output="original"))
     conn = sqlite3.connect(store.location)
@@ -241,8 +250,15 @@ def test_run_guard_expires_and_ignores_dead_processes(store):
     time.sleep(0.3)
     assert store.active_run("s") is None
     store.start_run("s", "r2", ttl=60)
+    store.renew_run("s", "r2", ttl=120)
+    assert store.active_run("s").expires_at > time.time() + 100
     store.end_run("s", "r2")
     assert store.active_run("s") is None
+
+
+def test_a_run_left_by_a_dead_process_is_not_live(sqlite_store):
+    store = sqlite_store
+    store.create_session(session_id="s")
     # A run left behind by a process that died is not live.
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -189,6 +189,12 @@ def edit(
 
 def _visible(store: Store, session_id: str, node_id: str) -> Call:
     store.get_session(session_id)  # an unknown session is named as such, before the node
+    if not node_id:
+        raise DagError(
+            "empty node id",
+            where=f"session {session_id}",
+            hint="`ctxrules log SESSION` lists the node ids",
+        )
     node = store.get_node(node_id)
     if not store.is_visible(session_id, node_id):
         raise DagError(
@@ -210,21 +216,23 @@ def checkout(store: Store, session_id: str, node_id: str, *, to_leaf: bool = Fal
     With ``to_leaf`` HEAD goes on to the newest end of the branch below the node (what
     a ``< N/M >`` switcher shows).  Display only (SPEC §2): nothing is rerun, nothing
     appended, the working directory is not touched.  Allowed during an agent run.
+    One transaction: the shown variant and HEAD change together or not at all.
     """
-    node = _visible(store, session_id, node_id)
-    if node.caller is None:
-        if to_leaf:
-            node = load_graph(store, session_id).newest_leaf(node)
-        store.set_head(session_id, node.id)
+    with store.transaction():
+        node = _visible(store, session_id, node_id)
+        if node.caller is None:
+            if to_leaf:
+                node = load_graph(store, session_id).newest_leaf(node)
+            store.set_head(session_id, node.id)
+            return store.get_session(session_id)
+        _select(store, session_id, node)
+        anchor = node
+        while anchor.caller is not None:
+            anchor = store.get_node(anchor.caller)
+        graph = load_graph(store, session_id)
+        if anchor.id not in {n.id for n in graph.chain(graph.session.head)}:
+            store.set_head(session_id, anchor.id)
         return store.get_session(session_id)
-    _select(store, session_id, node)
-    anchor = node
-    while anchor.caller is not None:
-        anchor = store.get_node(anchor.caller)
-    graph = load_graph(store, session_id)
-    if anchor.id not in {n.id for n in graph.chain(graph.session.head)}:
-        store.set_head(session_id, anchor.id)
-    return store.get_session(session_id)
 
 
 def fork(
@@ -239,9 +247,10 @@ def fork(
     The fork shares the old session's nodes (as they are now) without copying them;
     whatever either session appends later is invisible to the other.  It starts by
     showing the tool-call variants the old session shows (a fork of what you see).
+    An empty ``node_id`` is a ``DagError`` (``None`` means HEAD).
     """
     base = store.get_session(session_id)
-    node = node_id or base.head
+    node = base.head if node_id is None else node_id
     if node is not None:
         _visible(store, session_id, node)
     inherited: dict[str, Any] = {}

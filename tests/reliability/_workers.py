@@ -8,10 +8,16 @@ warm process keeps 50+ crash rounds within seconds instead of paying an interpre
 start-up per round.
 
 An ``import PATH`` line forks a child that imports PATH instead (``ack <session>
-<calls>`` per imported session), to kill an import half-way.
+<calls>`` per imported session), to kill an import half-way.  A ``flip PLAN`` line
+forks a child that checks out, round after round, the tool-call variant ``i`` of the
+JSON file PLAN (``{"variants": [...], "back": NODE}``) and then NODE on the other
+branch, printing ``sel i`` and ``back i`` after each checkout returned.
 
 ``appender STORE SESSION TAG COUNT``: waits for a line on stdin, appends COUNT nodes,
 then prints every acknowledged id.
+
+``cli ARGS…``: imports the command line, waits for a line on stdin, then runs
+``ctxrules ARGS…`` and exits with its code (to start several commands at one moment).
 """
 
 from __future__ import annotations
@@ -25,6 +31,23 @@ def payload(node_id: str) -> str:
     return f"payload of {node_id} | " * 16
 
 
+def flip(store_path: str, session: str, plan_path: str) -> None:
+    """Check out variant i, then the other branch, for i = 0, 1, … until killed."""
+    import json
+
+    from ctxrules import dag
+    from ctxrules.store import open_store
+
+    with open(plan_path) as f:
+        plan = json.load(f)
+    store = open_store(store_path)
+    for i, variant in enumerate(plan["variants"]):
+        dag.checkout(store, session, variant)
+        os.write(1, f"sel {i}\n".encode())
+        dag.checkout(store, session, plan["back"])
+        os.write(1, f"back {i}\n".encode())
+
+
 def zygote(store_path: str, session: str) -> None:
     from ctxrules import dag
     from ctxrules.importers import import_paths
@@ -32,9 +55,14 @@ def zygote(store_path: str, session: str) -> None:
 
     for line in sys.stdin:
         cmd, _, arg = line.strip().partition(" ")
-        if cmd not in ("go", "import"):
+        if cmd not in ("go", "import", "flip"):
             break
         pid = os.fork()
+        if pid == 0 and cmd == "flip":
+            try:
+                flip(store_path, session, arg)
+            finally:
+                os._exit(0)
         if pid == 0 and cmd == "import":  # the child: import one file, then report
             try:
                 store = open_store(store_path)
@@ -73,7 +101,16 @@ def appender(store_path: str, session: str, tag: str, count: int) -> None:
     sys.stdout.write("\n".join(acked) + "\n")
 
 
+def cli(argv: list[str]) -> int:
+    from ctxrules.cli import main
+
+    sys.stdin.readline()
+    return main(argv)
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "cli":
+        sys.exit(cli(sys.argv[2:]))
     if sys.argv[1] == "zygote":
         zygote(sys.argv[2], sys.argv[3])
     else:

@@ -4,7 +4,9 @@ file reading with clear errors."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,11 +17,14 @@ import msgspec
 from ..errors import CtxrulesError
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..store import CommitStore
 
 __all__ = [
     "add_command",
+    "add_now_option",
     "add_store_option",
+    "epoch",
+    "now_of",
     "open_store_from",
     "print_json",
     "read_text",
@@ -55,11 +60,35 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
         "--store",
         metavar="PATH",
         default=None,
-        help="store directory (default: $CTXRULES_STORE, else ./.ctxrules)",
+        help="store directory or .db file (default: $CTXRULES_STORE, else ./.ctxrules); "
+        "memory:NAME for an in-memory store that lasts as long as the process",
     )
 
 
-def open_store_from(args: argparse.Namespace) -> Store:
+def epoch(text: str) -> float:
+    """An argparse type: a finite time in seconds since the epoch."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number of seconds since the epoch, got {text!r}"
+        )
+    return value
+
+
+def add_now_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """Add ``--now EPOCH`` (a finite time; the commands default it to the wall clock)."""
+    parser.add_argument("--now", metavar="EPOCH", type=epoch, default=None, help=help)
+
+
+def now_of(args: argparse.Namespace) -> float:
+    """``--now``, or the wall clock: the command line is where the clock is read."""
+    return time.time() if args.now is None else float(args.now)
+
+
+def open_store_from(args: argparse.Namespace) -> CommitStore:
     """Open the store named by ``--store`` (or the environment / default)."""
     from ..store import open_store
 
@@ -67,7 +96,7 @@ def open_store_from(args: argparse.Namespace) -> Store:
 
 
 @contextmanager
-def store_of(args: argparse.Namespace) -> Iterator[Store]:
+def store_of(args: argparse.Namespace) -> Iterator[CommitStore]:
     """The store named by ``--store``, closed when the block ends (also on errors)."""
     store = open_store_from(args)
     try:

@@ -32,7 +32,7 @@ from ..commit import (
 from ..config import PipelineConfig, find_config, load_config
 from ..errors import CtxrulesError
 from ..model import ContextCommit
-from ._common import add_store_option, open_store_from, print_json
+from ._common import add_now_option, add_store_option, now_of, open_store_from, print_json
 
 if TYPE_CHECKING:
     from .demo import DemoState
@@ -57,11 +57,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser("commit", help="show the context commit at a head")
     p.add_argument("session")
     p.add_argument("--head", metavar="NODE", help="node id (default: the session's HEAD)")
-    p.add_argument(
-        "--now",
-        metavar="EPOCH",
-        type=float,
-        help="run the rules again at this time (idle clearing), saving a new commit",
+    add_now_option(
+        p, "run the rules again at this time (idle clearing), saving the commit it makes"
     )
     p.add_argument("--config", metavar="FILE", help="ctxrules.toml or pyproject.toml")
     p.add_argument("--preset", metavar="NAME", help="a shipped configuration instead of a file")
@@ -122,7 +119,7 @@ def _other(args: argparse.Namespace, store: Any, commit: ContextCommit, config: 
         return load_commit(commit.parent_ids[0], store=store)
     if other.startswith("cc_"):
         return load_commit(other, store=store)
-    return ensure_latest_commit(args.session, other, args.now, store=store, config=config)
+    return ensure_latest_commit(args.session, other, now=now_of(args), store=store, config=config)
 
 
 def _print_diff(console: Console, d: CommitDiff) -> None:
@@ -198,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
         # Without --now the current commit is shown; with it the rules run at that time
         # (else a stored commit for the head would hide what idle clearing does then).
         make = ensure_latest_commit if args.now is None else generate_commit
-        commit = make(args.session, args.head, args.now, store=store, config=config)
+        commit = make(args.session, args.head, now=now_of(args), store=store, config=config)
         if args.diff:
             d = diff_commits(_other(args, store, commit, config), commit)
             if args.json:
@@ -250,7 +247,7 @@ def step_commits(state: DemoState) -> None:
     commit = None
     for n, node in enumerate(heads, 1):
         commit = ensure_latest_commit(
-            state.session_id, node.id, node.created_at, store=state.store, config=config
+            state.session_id, node.id, now=node.created_at, store=state.store, config=config
         )
         t = totals(commit)
         did = "; ".join(commit.notes) or "-"
@@ -287,7 +284,7 @@ def step_commits(state: DemoState) -> None:
     plain = ensure_latest_commit(
         state.session_id,
         last.id,
-        last.created_at,
+        now=last.created_at,
         store=state.store,
         config=PipelineConfig.preset("off"),
     )

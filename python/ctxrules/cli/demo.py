@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..model import Call, content_text
-from ..store import Store
+from ..store import CommitStore
 from ..tokenizers import DEFAULT_ENCODING, get_tokenizer
 from ._common import add_store_option, open_store_from
 
@@ -41,7 +41,7 @@ class DemoState:
 
     args: argparse.Namespace
     console: Console
-    store: Store
+    store: CommitStore
     session_id: str = ""
     path: list[Call] = field(default_factory=list)
 

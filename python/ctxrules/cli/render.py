@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ._common import add_store_option, open_store_from, print_json
+from ._common import add_now_option, add_store_option, now_of, print_json, store_of
 
 if TYPE_CHECKING:
     from .demo import DemoState
@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--head", default=None, metavar="NODE", help="render at this node (default HEAD)"
     )
-    p.add_argument("--now", type=float, default=None, metavar="EPOCH", help="clock for the rules")
+    add_now_option(p, "clock for the rules (default: now)")
     p.add_argument("--config", default=None, metavar="FILE", help="rule configuration (TOML)")
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="print JSON with the body inside")
@@ -57,32 +57,34 @@ def run(args: argparse.Namespace) -> int:
 
     provider = get_provider(args.provider)
     config = load_config(args.config) if args.config else find_config()
-    store = open_store_from(args)
-    info = store.get_session(args.session)
-    commit = ensure_latest_commit(info.id, args.head, args.now, store=store, config=config)
-    defaults = session_defaults(info.metadata)
-    if args.model:
-        defaults["model"] = args.model
-    model = defaults.pop("model", None)
-    situation = commit_situation(store, commit) or None
-    rendered = render(commit, provider, model, situation=situation, **defaults)
-    breakdown = None
-    if args.explain:
-        previous = None
-        if commit.parent_ids:
-            try:
-                previous = load_commit(commit.parent_ids[0], store=store)
-            except NotFoundError:
-                previous = None
-        breakdown = explain(
-            commit,
-            provider,
-            model,
-            previous=previous,
-            previous_situation=commit_situation(store, previous) if previous else None,
-            situation=situation,
-            **defaults,
+    with store_of(args) as store:
+        info = store.get_session(args.session)
+        commit = ensure_latest_commit(
+            info.id, args.head, now=now_of(args), store=store, config=config
         )
+        defaults = session_defaults(info.metadata)
+        if args.model:
+            defaults["model"] = args.model
+        model = defaults.pop("model", None)
+        situation = commit_situation(store, commit) or None
+        rendered = render(commit, provider, model, situation=situation, **defaults)
+        breakdown = None
+        if args.explain:
+            previous = None
+            if commit.parent_ids:
+                try:
+                    previous = load_commit(commit.parent_ids[0], store=store)
+                except NotFoundError:
+                    previous = None
+            breakdown = explain(
+                commit,
+                provider,
+                model,
+                previous=previous,
+                previous_situation=commit_situation(store, previous) if previous else None,
+                situation=situation,
+                **defaults,
+            )
     if args.json:
         out = {
             "session": info.id,
@@ -159,7 +161,7 @@ def step_render(state: DemoState) -> None:
     previous = None
     for n, node in enumerate((c for c in state.path if c.caller is None), 1):
         commit = ensure_latest_commit(
-            state.session_id, node.id, node.created_at, store=state.store, config=config
+            state.session_id, node.id, now=node.created_at, store=state.store, config=config
         )
         # A head may also hold a later commit (e.g. made by `ctxrules commit --now` on an
         # earlier run); the request of that turn is the one made at the turn's own time.

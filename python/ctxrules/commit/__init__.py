@@ -9,8 +9,9 @@ stores it.
 The package's modules: ``pipeline`` (the built rules and their version), ``context``
 (the ``RuleContext`` rules work through), ``items`` (a node → its item), ``derive``
 (the pure derivation), ``delta`` (the stored format of a commit against its parent),
+``persist`` (a commit ↔ its stored row, through ``ctxrules.store.CommitStore``),
 ``plan`` (what to derive, from the store), ``generate`` (plan, derive, save) and
-``diff`` (two commits compared, in Rust).
+``diff`` (two commits compared, in Rust).  No module here speaks SQL: the store does.
 """
 
 from __future__ import annotations

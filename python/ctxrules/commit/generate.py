@@ -1,16 +1,23 @@
 """The store side of commits: load a stored commit, and generate or reuse the commit
-of a head (plan from the store, derive, save)."""
+of a head (plan from the store, derive, save).
+
+Generating is idempotent: the commit made at a head for a graph, a rule set and a
+``now`` is stored once, however many processes ask for it at the same moment.  Planning
+only reads; saving compares the head's latest commit with the one the plan saw, and
+when another writer got there first the plan is made again on top of its commit.
+"""
 
 from __future__ import annotations
 
 import contextlib
-import time
+import math
 from collections.abc import Iterator
 
 from ..config import PipelineConfig
+from ..errors import StoreError, ValidationError
 from ..model import ContextCommit
-from ..store import SessionInfo, Store
-from . import stored as cstore
+from ..store import CommitStore, SessionInfo
+from . import persist
 from .derive import derive_commit
 from .pipeline import Pipeline
 from .plan import Plan
@@ -18,13 +25,29 @@ from .plan import plan as plan_commit
 
 __all__ = ["ensure_latest_commit", "generate_commit", "load_commit"]
 
+#: How often a generation re-plans after losing its head to another writer; each round
+#: one writer wins, so this is only reached under a storm of writers to one head.
+ATTEMPTS = 8
+
 
 def _session_id(session: str | SessionInfo) -> str:
     return session.id if isinstance(session, SessionInfo) else session
 
 
+def _check_now(now: object) -> float:
+    # Reproducible commits need the caller's clock: the library never reads the wall
+    # clock, and a non-finite time would be stored as NULL by SQL or hash unequal to itself.
+    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
+        raise ValidationError(
+            f"now must be a finite number of seconds since the epoch, got {now!r}",
+            where="now",
+            hint="pass now=time.time() for the current time",
+        )
+    return float(now)
+
+
 @contextlib.contextmanager
-def _open(store: Store | None) -> Iterator[Store]:
+def _open(store: CommitStore | None) -> Iterator[CommitStore]:
     """The caller's store, or the default one (``open_store()``), closed after use."""
     if store is not None:
         yield store
@@ -38,58 +61,87 @@ def _open(store: Store | None) -> Iterator[Store]:
         opened.close()
 
 
-def load_commit(commit_id: str, *, store: Store | None = None) -> ContextCommit:
+def load_commit(commit_id: str, *, store: CommitStore | None = None) -> ContextCommit:
     """A stored commit by id (``NotFoundError`` if unknown)."""
     with _open(store) as st:
-        return cstore.load(st, commit_id)
+        return persist.load(st, commit_id)
 
 
 def generate_commit(
     session: str | SessionInfo,
     head: str | None = None,
-    now: float | None = None,
     *,
-    store: Store | None = None,
+    now: float,
+    store: CommitStore | None = None,
     config: PipelineConfig | Pipeline | None = None,
 ) -> ContextCommit:
-    """Derive and store a new commit at ``head`` (default HEAD) from its nearest ancestor
-    commit, even when one exists for this head (then it re-runs the rules at ``now``).
+    """Run the rules at ``now`` on the commit of ``head`` (default HEAD) and store the result.
 
-    ``config`` defaults to ``find_config()``; ``now`` to the current time.
+    Builds on the nearest ancestor commit, even one for this head, so idle clearing
+    sees the later time; if the head's current commit was made at this ``now`` it is
+    returned as it is (the same inputs give the same commit, once).  ``now`` is
+    required (seconds since the epoch); ``config`` defaults to ``find_config()``.
     """
-    return _commit_at(session, head, now, store, config, reuse=False)
+    return _commit_at(session, head, _check_now(now), store, config, reuse=False)
+
+
+def ensure_latest_commit(
+    session: str | SessionInfo,
+    head: str | None = None,
+    *,
+    now: float,
+    store: CommitStore | None = None,
+    config: PipelineConfig | Pipeline | None = None,
+) -> ContextCommit:
+    """The commit for ``head`` (default HEAD) under ``config``: the stored one if it is
+    current (same head, same calls, same rules, same session), else a new one made at
+    ``now`` (required: the time the rules run at)."""
+    return _commit_at(session, head, _check_now(now), store, config, reuse=True)
 
 
 def _commit_at(
     session: str | SessionInfo,
     head: str | None,
-    now: float | None,
-    store: Store | None,
+    now: float,
+    store: CommitStore | None,
     config: PipelineConfig | Pipeline | None,
     *,
     reuse: bool,
 ) -> ContextCommit:
-    """Plan the commit at ``head``; return the stored one if ``reuse`` and it is current,
-    else derive and store a new one."""
+    """Plan the commit at ``head``; return the stored one if it is current (and, without
+    ``reuse``, made at ``now``), else derive and store a new one."""
     pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
     sid = _session_id(session)
     with _open(store) as st:
-        planned = plan_commit(st, sid, head, pipeline)
-        parent = planned.parent
-        if (
-            reuse
-            and parent is not None
-            and not planned.calls
-            and parent.head_node_id == planned.head
-        ):  # the plan only builds on this session's commits of this rule set
-            return parent
-        return _derive_and_save(st, planned, pipeline, time.time() if now is None else now)
+        for _ in range(ATTEMPTS):
+            planned = plan_commit(st, sid, head, pipeline)
+            parent = planned.parent
+            if (
+                parent is not None
+                and not planned.calls
+                and parent.head_node_id == planned.head
+                and (reuse or parent.created_at == now)
+            ):  # the plan only builds on this session's commits of this rule set
+                return parent
+            made = _derive_and_save(st, planned, pipeline, now)
+            if made is not None:
+                return made
+        raise StoreError(
+            f"the commit at {planned.head!r} kept being replaced by other writers",
+            where=f"session {sid}",
+            hint="try again once the other processes committing this session are done",
+        )
 
 
-def _derive_and_save(st: Store, plan: Plan, pipeline: Pipeline, now: float) -> ContextCommit:
+def _derive_and_save(
+    st: CommitStore, plan: Plan, pipeline: Pipeline, now: float
+) -> ContextCommit | None:
+    """Derive the planned commit and store it unless another writer stored a commit at
+    the head since the plan (then ``None``: plan again)."""
+
     def load_attached(cid: str) -> ContextCommit | None:
         try:
-            return cstore.load(st, cid)
+            return persist.load(st, cid)
         except Exception:
             return None
 
@@ -103,18 +155,4 @@ def _derive_and_save(st: Store, plan: Plan, pipeline: Pipeline, now: float) -> C
         load_commit=load_attached,
         marks=plan.marks,
     )
-    cstore.save(st, gen)
-    return gen.commit
-
-
-def ensure_latest_commit(
-    session: str | SessionInfo,
-    head: str | None = None,
-    now: float | None = None,
-    *,
-    store: Store | None = None,
-    config: PipelineConfig | Pipeline | None = None,
-) -> ContextCommit:
-    """The commit for ``head`` (default HEAD) under ``config``: the stored one if it is
-    current (same head, same calls, same rules, same session), else a new one."""
-    return _commit_at(session, head, now, store, config, reuse=True)
+    return persist.save(st, gen, if_latest=plan.at_head)

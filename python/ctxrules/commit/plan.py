@@ -1,11 +1,11 @@
 """Planning a commit from the store: the nearest ancestor commit of a head and the
-branch nodes added since .
+branch nodes added since.
 
-The walk goes back from the head one node at a time and asks the index
-``commits_head`` for a commit at each node, so its cost is the number of nodes since
-that commit, not the history length.  A commit is only built on when the graph did not
-change under it away from its head (a late call of an older turn, another variant
-selected); otherwise the plan is the whole branch.
+The walk goes back from the head one node at a time and asks the store for the latest
+commit at each node (an indexed lookup), so its cost is the number of nodes since that
+commit, not the history length.  It only reads: no write lock is taken.  A commit is
+only built on when the graph did not change under it away from its head (a late call
+of an older turn, another variant selected); otherwise the plan is the whole branch.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import msgspec
 
 from ..errors import DagError
 from ..model import Call, ContextCommit
-from ..store import SessionInfo, Store
-from . import stored as cstore
+from ..store import CommitStore, SessionInfo
+from . import persist
 from .items import find_native
 
 if TYPE_CHECKING:
@@ -29,13 +29,15 @@ __all__ = ["Plan", "graph_marks", "plan"]
 
 class Plan(NamedTuple):
     """What to derive: the parent (or None: from scratch), the calls to add, the head,
-    the session and its graph marks."""
+    the session, its graph marks, and the latest commit at the head when planned
+    (``at_head``: what saving compares against, so two writers never both add one)."""
 
     parent: ContextCommit | None
     calls: list[Call]
     head: str
     session_id: str
     marks: dict[str, int]
+    at_head: str | None
 
 
 def graph_marks(info: SessionInfo) -> dict[str, int]:
@@ -49,7 +51,11 @@ def graph_marks(info: SessionInfo) -> dict[str, int]:
 
 
 def _stale(
-    store: Store, info: SessionInfo, parent: ContextCommit, new: set[str], marks: dict[str, int]
+    store: CommitStore,
+    info: SessionInfo,
+    parent: ContextCommit,
+    new: set[str],
+    marks: dict[str, int],
 ) -> bool:
     """Whether the graph changed under ``parent`` away from its head: a call added later
     to a node ``parent`` already shows (a retried tool call of an older turn), or another
@@ -62,7 +68,7 @@ def _stale(
     if since >= marks[f"seq:{sid}"]:
         return False
     roles: dict[str, str] | None = None
-    for call in cstore.calls_since(store, sid, since):
+    for call in store.calls_since(sid, since):
         if call.caller is None or call.caller in new:
             continue
         if roles is None:  # rare: only when a late call exists
@@ -73,7 +79,7 @@ def _stale(
     return False
 
 
-def plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) -> Plan:
+def plan(store: CommitStore, session_id: str, head: str | None, pipeline: Pipeline) -> Plan:
     """Find the nearest ancestor commit of ``head`` and the branch nodes added since."""
     from ..dag import Graph, branch_path
 
@@ -97,11 +103,16 @@ def plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) ->
     by_caller: dict[str, list[Call]] = {}
     parent: ContextCommit | None = None
     base: Call | None = None
+    # Only the session's own commits serve as ancestors: a commit records the graph marks
+    # (seq watermark, shown tool-call variants) of the session it was made in, so a fork
+    # cannot prove its base's commit still fits its own graph (a fork's first commit is
+    # built from its whole branch).  Another rule set's commits never serve either: their
+    # items carry that rule set's compression, and states only tighten along a chain.
+    at_head = found = store.latest_commit(session_id, node.id, pipeline.version)
     while True:
-        found = cstore.latest_for_head(store, node.id, pipeline.version, session_id)
         by_caller[node.id] = store.children(node.id, session_id=session_id, edge="caller")
         if found is not None:
-            candidate = cstore.load(store, found)
+            candidate = persist.load(store, found)
             graph = Graph(info, {}, {}, by_caller)
             shown = {c.id for c in graph.shown_calls(node.id)}
             p = find_native(candidate.items, node.id)
@@ -117,6 +128,7 @@ def plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) ->
         if node.predecessor is None:
             break
         node = store.get_node(node.predecessor)
+        found = store.latest_commit(session_id, node.id, pipeline.version)
     graph = Graph(info, {n.id: n for n in walk}, {}, by_caller)
     calls: list[Call] = []
     if base is not None and parent is not None:
@@ -129,5 +141,5 @@ def plan(store: Store, session_id: str, head: str | None, pipeline: Pipeline) ->
     new = {n.id for n in walk} | ({base.id} if base is not None else set())
     if parent is not None and _stale(store, info, parent, new, marks):
         # Correct before fast: rebuild from the whole branch (the one traversal).
-        return Plan(None, branch_path(store, session_id, head), head, session_id, marks)
-    return Plan(parent, calls, head, session_id, marks)
+        return Plan(None, branch_path(store, session_id, head), head, session_id, marks, at_head)
+    return Plan(parent, calls, head, session_id, marks, at_head)

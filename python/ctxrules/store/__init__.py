@@ -1,8 +1,12 @@
-"""Where the history graph lives: the ``Store`` interface and the embedded SQLite backend.
+"""Where the history graph and its commits live: the ``Store`` / ``CommitStore``
+interfaces, the embedded SQLite backend and the in-memory one.
 
-``open_store()`` finds the store location from its argument, then ``$CTXRULES_STORE``,
-then ``./.ctxrules/``; a directory holds one SQLite file (``ctxrules.db``).  Opening
-creates the file on first use and applies the registered schema migrations.
+``open_store()`` finds the store location from its argument, then ``$CTXRULES_STORE``
+(an empty value counts as unset), then ``./.ctxrules/``.  A directory holds one SQLite
+file (``ctxrules.db``), created complete on first use; an existing file is inspected
+before anything writes to it and refused, untouched, unless it is a ctxrules store.
+A location ``memory:NAME`` opens the in-memory store of that name in this process
+(``memory:`` alone: a private one), for batch workers and tests.
 """
 
 from __future__ import annotations
@@ -11,16 +15,26 @@ import os
 from pathlib import Path
 
 from ..errors import StoreError
-from .base import Edge, NewSession, RunInfo, SessionInfo, Store
+from ._sqlite_open import APPLICATION_ID
+from .base import CommitRow, CommitStore, Edge, NewSession, RunInfo, SessionInfo, Store
+from .memory import PREFIX as MEMORY_PREFIX
+from .memory import MemoryStore
 from .migrations import MIGRATIONS, Migration, register_migration
-from .sqlite import DB_NAME, SQLiteStore, database_path
+from .sqlite import BUSY_TIMEOUT_S, DB_NAME, ENV_BUSY_TIMEOUT, SQLiteStore, database_path
 
 __all__ = [
+    "APPLICATION_ID",
+    "BUSY_TIMEOUT_S",
     "DB_NAME",
     "DEFAULT_LOCATION",
+    "ENV_BUSY_TIMEOUT",
     "ENV_STORE",
+    "MEMORY_PREFIX",
     "MIGRATIONS",
+    "CommitRow",
+    "CommitStore",
     "Edge",
+    "MemoryStore",
     "Migration",
     "NewSession",
     "RunInfo",
@@ -37,18 +51,35 @@ DEFAULT_LOCATION = ".ctxrules"
 
 
 def store_location(path: str | os.PathLike[str] | None = None) -> Path:
-    """The store location: ``path``, else ``$CTXRULES_STORE``, else ``./.ctxrules``."""
-    if path is None or str(path) == "":
+    """The store location: ``path``, else ``$CTXRULES_STORE``, else ``./.ctxrules``.
+
+    ``StoreError`` for an empty ``path`` (say what you mean: leave it out for the default).
+    """
+    if path is not None and str(path) == "":
+        raise StoreError(
+            "the store location is empty",
+            where="--store",
+            hint="pass --store PATH (a directory or a .db file), or leave it out for "
+            f"${ENV_STORE} or ./{DEFAULT_LOCATION}",
+        )
+    if path is None:
         path = os.environ.get(ENV_STORE) or DEFAULT_LOCATION
     return Path(path)
 
 
-def open_store(path: str | os.PathLike[str] | None = None) -> Store:
+def open_store(
+    path: str | os.PathLike[str] | None = None, *, busy_timeout: float | None = None
+) -> CommitStore:
     """Open (creating if needed) the store at ``path`` (see ``store_location``).
 
-    ``StoreError`` if the location cannot hold a store (not writable, not a SQLite
-    file, a schema this ctxrules does not understand).
+    ``busy_timeout``: seconds a write waits for another process's write (default
+    ``$CTXRULES_BUSY_TIMEOUT``, else 60).  ``StoreError`` if the location cannot hold a
+    store (not writable, another program's file, a schema this ctxrules does not know).
     """
+    if path is None and os.environ.get(ENV_STORE, "").startswith(MEMORY_PREFIX):
+        path = os.environ[ENV_STORE]
+    if isinstance(path, str) and path.startswith(MEMORY_PREFIX):
+        return MemoryStore(path[len(MEMORY_PREFIX) :])
     db = database_path(store_location(path))
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
@@ -58,4 +89,4 @@ def open_store(path: str | os.PathLike[str] | None = None) -> Store:
             where=str(db.parent),
             hint=f"pass --store PATH or set {ENV_STORE} to a writable place",
         ) from None
-    return SQLiteStore(db)
+    return SQLiteStore(db, busy_timeout=busy_timeout)

@@ -2,7 +2,8 @@
 
 The guard is a row per session: run id, pid, host and an expiry that the holder's
 heartbeat pushes forward.  A row whose expiry passed, or whose pid is dead on this
-host, does not count, so a crashed agent never locks a session for good.
+host, does not count (``_shared.live_run``), so a crashed agent never locks a session
+for good.
 """
 
 from __future__ import annotations
@@ -15,19 +16,28 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ..errors import AgentRunActiveError
+from ._shared import live_run
 from .base import RunInfo
 
-__all__ = ["GuardAndKv"]
+__all__ = ["GuardAndKv", "run_active_error"]
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def run_active_error(live: RunInfo, session_id: str) -> AgentRunActiveError:
+    """The error for a run guard taken by another live run."""
+    return AgentRunActiveError(
+        f"an agent run ({live.run_id}, pid {live.pid} on {live.host}) is active "
+        f"on session {session_id!r}",
+        hint="wait for it to finish; checkout works meanwhile",
+    )
+
+
+def _run(row: tuple[Any, ...] | None) -> RunInfo | None:
+    if row is None:
+        return None
+    sid, run_id, pid, host, started, expires = row
+    return RunInfo(
+        session_id=sid, run_id=run_id, pid=pid, host=host, started_at=started, expires_at=expires
+    )
 
 
 class GuardAndKv:
@@ -42,36 +52,15 @@ class GuardAndKv:
         raise NotImplementedError  # provided by SQLiteStore
 
     # -- agent-run guard -------------------------------------------------------------
-    def _live(self, row: tuple[Any, ...] | None, now: float) -> RunInfo | None:
-        if row is None:
-            return None
-        run = RunInfo(
-            session_id=row[0],
-            run_id=row[1],
-            pid=row[2],
-            host=row[3],
-            started_at=row[4],
-            expires_at=row[5],
-        )
-        if run.expires_at <= now:
-            return None
-        if run.host == socket.gethostname() and not _pid_alive(run.pid):
-            return None  # the process that held it died without releasing it
-        return run
-
     def start_run(self, session_id: str, run_id: str, *, ttl: float) -> RunInfo:
         """Take the run guard; ``AgentRunActiveError`` names the live holder."""
         with self.transaction() as conn:
             self._session_row(session_id)
             now = time.time()
             row = conn.execute("SELECT * FROM runs WHERE session_id = ?", (session_id,)).fetchone()
-            live = self._live(row, now)
+            live = live_run(_run(row), now)
             if live is not None and live.run_id != run_id:
-                raise AgentRunActiveError(
-                    f"an agent run ({live.run_id}, pid {live.pid} on {live.host}) is active "
-                    f"on session {session_id!r}",
-                    hint="wait for it to finish; checkout works meanwhile",
-                )
+                raise run_active_error(live, session_id)
             run = RunInfo(
                 session_id=session_id,
                 run_id=run_id,
@@ -106,7 +95,7 @@ class GuardAndKv:
         row = self._conn.execute(
             "SELECT * FROM runs WHERE session_id = ?", (session_id,)
         ).fetchone()
-        return self._live(row, time.time())
+        return live_run(_run(row), time.time())
 
     # -- key/value ---------------------------------------------------------------------
     def kv_put(self, namespace: str, key: str, value: bytes) -> None:

@@ -1,16 +1,20 @@
-"""The store interface: what every backend offers the history graph and the layers above.
+"""The store interfaces: what every backend offers the history graph and the commits.
 
-A backend keeps sessions (with a HEAD and metadata), the append-only nodes of each
+``Store`` keeps sessions (with a HEAD and metadata), the append-only nodes of each
 session, an agent-run guard per session and a generic key/value table for later layers.
-Callers only use this Protocol, so a server database can replace the embedded SQLite
-file without touching them.  Every method that writes is atomic: it either happens
-completely or not at all, and an acknowledged write survives a crash.
+``CommitStore`` adds the ContextCommits made from that graph, as rows of bytes: the
+commit layer owns their format (``ctxrules.commit``), the store only keeps and finds
+them.  Callers only use these Protocols, so a server database can replace the embedded
+SQLite file without touching them.  Every method that writes is atomic: it either
+happens completely or not at all, and an acknowledged write survives a crash (the
+in-memory backend keeps nothing beyond its process).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
+from types import EllipsisType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import msgspec
@@ -20,7 +24,7 @@ from ..model import Call
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack needs Python 3.11
 
-__all__ = ["Edge", "NewSession", "RunInfo", "SessionInfo", "Store"]
+__all__ = ["CommitRow", "CommitStore", "Edge", "NewSession", "RunInfo", "SessionInfo", "Store"]
 
 #: Which edge a child hangs on: the conversation edge or the call edge.
 Edge = Literal["predecessor", "caller"]
@@ -85,10 +89,11 @@ class Store(Protocol):
 
     # -- transactions and schema -------------------------------------------------
     def transaction(self) -> AbstractContextManager[Any]:
-        """A write transaction; yields the backend connection (SQLite: ``sqlite3.Connection``).
+        """A write transaction: the store writes made inside it commit together or not at all.
 
-        Nested use joins the outer transaction.  Later layers (ContextCommits) write
-        their own tables through it so their rows commit atomically with nodes.
+        Nested use joins the outer transaction.  It yields a backend object that only the
+        backend's own code and its tests may use (SQLite: its ``sqlite3.Connection``).
+        ``StoreError`` if another process holds the write lock beyond the busy timeout.
         """
 
     def migrate(self) -> list[int]:
@@ -168,3 +173,62 @@ class Store(Protocol):
 
     def kv_keys(self, namespace: str, prefix: str = "") -> list[str]:
         """Keys of a namespace (optionally with a prefix), sorted."""
+
+
+class CommitRow(msgspec.Struct, frozen=True, kw_only=True):
+    """A stored ContextCommit: its header fields and the commit layer's two byte strings.
+
+    ``meta`` (notes, cursors, parent ids) and ``delta`` (the change against
+    ``parent_id``'s items) are opaque to the store; ``ctxrules.commit`` encodes and
+    replays them.  ``n_items`` is the commit's item count, ``created_at`` the ``now``
+    its rules ran at (a finite number).
+    """
+
+    id: str
+    session_id: str
+    parent_id: str | None
+    head_node_id: str
+    rules_version: str
+    created_at: float
+    total_tokens: int
+    n_items: int
+    meta: bytes
+    delta: bytes
+
+
+@runtime_checkable
+class CommitStore(Store, Protocol):
+    """A ``Store`` that also keeps ContextCommits (what ``open_store`` returns).
+
+    Commit rows are insert-only and content-addressed: an id names one row forever.
+    """
+
+    def put_commit(
+        self, row: CommitRow, *, if_latest: str | EllipsisType | None = ...
+    ) -> str | None:
+        """Store ``row`` atomically; returns the id that now stands at the row's head.
+
+        An id already stored must be the same row (then nothing is written and ``row.id``
+        is returned); a different row under it is a ``StoreError``, never ignored.
+        With ``if_latest`` (compare and set) the row is written only if the session's
+        latest commit at ``row.head_node_id`` for ``row.rules_version`` is still that id
+        (``None``: there was none); otherwise nothing is written and the id of the commit
+        that is latest now is returned.  ``ValidationError`` for a non-finite
+        ``created_at``; ``StoreError`` if the parent is not stored.
+        """
+
+    def latest_commit(self, session_id: str, head_node_id: str, rules_version: str) -> str | None:
+        """The id of the session's newest commit at a head made by a rule set, if any."""
+
+    def commit_chain(self, commit_id: str) -> list[CommitRow]:
+        """The rows from the root commit to ``commit_id`` (parent first), for replay.
+
+        ``NotFoundError`` if the commit is not stored.
+        """
+
+    def session_commits(self, session_id: str) -> list[CommitRow]:
+        """The session's commits in the order they were stored."""
+
+    def calls_since(self, session_id: str, seq: int) -> list[Call]:
+        """The session's own caller-children (nodes with a ``caller``) with ``seq`` above
+        ``seq``, in ``seq`` order."""

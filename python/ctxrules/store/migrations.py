@@ -7,12 +7,13 @@ process does not know (a newer layer's tables); that is fine, since each layer o
 touches its own tables.  A version recorded under a different name is refused: it
 means two incompatible schemas claimed the same number.
 
-The history graph is version 1; ContextCommits (another layer) registers version 2::
+The history graph is version 1 and the commit rows version 2 (both here: the store
+owns its tables); a later layer with tables of its own registers the next version::
 
     from ctxrules.store import register_migration
 
-    @register_migration(2, "context_commits")
-    def _commits(conn): conn.execute("CREATE TABLE commits (...)")
+    @register_migration(3, "my_layer")
+    def _mine(conn): conn.execute("CREATE TABLE my_layer (...)")
 """
 
 from __future__ import annotations
@@ -163,6 +164,43 @@ def _history_graph(conn: sqlite3.Connection) -> None:
     value BLOB NOT NULL,
     PRIMARY KEY (namespace, key)
 )""",
+    ]
+    for statement in statements:
+        conn.execute(statement)
+
+
+@register_migration(2, "context_commits")
+def _context_commits(conn: sqlite3.Connection) -> None:
+    # A row holds a commit's header and its delta against the first parent (the commit
+    # layer's bytes), so storage grows with what a commit changes, not with its length.
+    statements = [
+        """CREATE TABLE commits (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    parent_id TEXT REFERENCES commits(id),
+    head_node_id TEXT NOT NULL,
+    rules_version TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    total_tokens INTEGER NOT NULL,
+    n_items INTEGER NOT NULL,
+    meta BLOB NOT NULL,
+    delta BLOB NOT NULL
+)""",
+        # "The commit for this node" is an indexed lookup.
+        "CREATE INDEX commits_head ON commits(head_node_id, rules_version)",
+        "CREATE INDEX commits_session ON commits(session_id)",
+        # For the history graph's table (additive): generation asks for the calls of each
+        # node it walks (``Store.children``, ``WHERE caller = ? … ORDER BY seq``).  With
+        # only ``nodes_caller`` the planner prefers UNIQUE(session_id, seq) for the ORDER
+        # BY and scans the whole session — 16 ms per lookup at 30k nodes; this index
+        # serves both the filter and the order.
+        "CREATE INDEX IF NOT EXISTS nodes_caller_seq ON nodes(caller, seq) "
+        "WHERE caller IS NOT NULL",
+        # SPEC §3 invariant 2 enforced by the database: a saved commit is never rewritten.
+        """CREATE TRIGGER commits_no_update BEFORE UPDATE ON commits
+    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END""",
+        """CREATE TRIGGER commits_no_delete BEFORE DELETE ON commits
+    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END""",
     ]
     for statement in statements:
         conn.execute(statement)

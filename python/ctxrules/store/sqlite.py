@@ -6,10 +6,16 @@ killed or the machine loses power the next moment.  Writers take the lock up fro
 (``BEGIN IMMEDIATE``) so concurrent processes queue instead of failing half-way; the
 ``seq`` counter lives in the session row and is read and bumped in the same
 transaction as the insert, which is what makes ``seq`` gap-free and never reused.
+Reads never take the write lock.  A writer waits ``busy_timeout`` seconds for another
+one (``CTXRULES_BUSY_TIMEOUT``, default 60), then fails naming the holder.
+
+A file is inspected before it is opened for writing, and a new store is created
+complete (``_sqlite_open``): another program's database is refused untouched.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import threading
@@ -21,63 +27,46 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import DagError, NotFoundError, StoreError, ValidationError
+from ..errors import DagError, NotFoundError, StoreError
 from ..model import Call
+from ._shared import (
+    check_edges,
+    check_reads,
+    decode_node,
+    is_visible_in,
+    node_body,
+    unknown_keys,
+)
+from ._sqlite_commits import Commits
 from ._sqlite_guard import GuardAndKv
+from ._sqlite_open import (
+    APPLICATION_ID,
+    create_store_file,
+    inspect_store_file,
+    write_lock_holder,
+)
 from .base import Edge, NewSession, SessionInfo
+from .migrations import apply_pending, up_to_date
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-from .migrations import apply_pending, up_to_date
 
-__all__ = ["DB_NAME", "SQLiteStore"]
+__all__ = ["BUSY_TIMEOUT_S", "DB_NAME", "ENV_BUSY_TIMEOUT", "SQLiteStore"]
 
 DB_NAME = "ctxrules.db"
-# How long a writer waits for another process's transaction before giving up.
+#: How long a writer waits for another process's transaction before giving up (seconds).
 BUSY_TIMEOUT_S = 60.0
+#: Environment variable overriding ``BUSY_TIMEOUT_S``.
+ENV_BUSY_TIMEOUT = "CTXRULES_BUSY_TIMEOUT"
 
 _SESSION_COLS = (
     "id, created_at, head, source, import_key, base_session, base_node, base_seq, next_seq, "
     "metadata"
 )
-_json_decoder = msgspec.json.Decoder(Call)
-# What a write checks: a body decodes back into a Call.  ``input`` and ``metadata`` are
-# free JSON (any value reads back), and decoding them is most of the cost, so the check
-# decodes a struct derived from Call without them (derived, so it cannot drift).
-_checked_decoder = msgspec.json.Decoder(
-    msgspec.defstruct(
-        "_CheckedCall",
-        [
-            (f.name, f.type) if f.required else (f.name, f.type, f.default)
-            for f in msgspec.structs.fields(Call)
-            if f.name not in ("input", "metadata")
-        ],
-    )
-)
 
 
-def _decode_call(body: bytes) -> Call:
-    return _json_decoder.decode(body)
-
-
-def _row(stored: Call) -> tuple[Any, ...]:
-    """The ``nodes`` row of a node; ``ValidationError`` if it would not read back.
-
-    ``Call(...)`` does not type-check its fields, and a stored node can never be fixed
-    or deleted, so a body that fails to decode (a dict as ``output``, say) is refused
-    here instead of breaking every later read of the session.
-    """
-    try:
-        if not isinstance(stored.metadata, dict):
-            raise TypeError(f"metadata must be a dict, got {type(stored.metadata).__name__}")
-        body = msgspec.json.encode(stored)
-        _checked_decoder.decode(body)
-    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError) as exc:
-        raise ValidationError(
-            f"node {stored.id!r} cannot be stored: {exc}",
-            where=f"session {stored.session_id}",
-            hint="content is text or a list of content blocks; input and metadata are JSON",
-        ) from None
+def _node_row(stored: Call) -> tuple[Any, ...]:
+    """The ``nodes`` row of a node (``node_body`` checks it would read back)."""
     return (
         stored.id,
         stored.session_id,
@@ -85,8 +74,29 @@ def _row(stored: Call) -> tuple[Any, ...]:
         stored.role,
         stored.predecessor,
         stored.caller,
-        body,
+        node_body(stored),
     )
+
+
+def _busy_timeout(value: float | None = None) -> float:
+    """The busy timeout to use: ``value``, else ``$CTXRULES_BUSY_TIMEOUT``, else 60 s."""
+    where, raw = "busy_timeout", repr(value)
+    if value is None:
+        raw = os.environ.get(ENV_BUSY_TIMEOUT, "").strip()
+        if not raw:
+            return BUSY_TIMEOUT_S
+        where = ENV_BUSY_TIMEOUT
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise StoreError(
+            f"the busy timeout must be a finite number of seconds >= 0, got {raw}",
+            where=where,
+            hint=f"e.g. {ENV_BUSY_TIMEOUT}=5",
+        )
+    return float(value)
 
 
 def _session(row: tuple[Any, ...]) -> SessionInfo:
@@ -107,15 +117,19 @@ def _session(row: tuple[Any, ...]) -> SessionInfo:
     )
 
 
-class SQLiteStore(GuardAndKv):
-    """The ``Store`` backed by one SQLite file (see the module docstring for durability)."""
+class SQLiteStore(GuardAndKv, Commits):
+    """The ``CommitStore`` backed by one SQLite file (see the module docstring)."""
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float | None = None):
         self.location = str(path)
+        self.busy_timeout = _busy_timeout(busy_timeout)
+        db = Path(path)
+        if not inspect_store_file(db):  # refuses a file that is not ours, untouched
+            create_store_file(db)
         try:
             self._conn = sqlite3.connect(
                 self.location,
-                timeout=BUSY_TIMEOUT_S,
+                timeout=self.busy_timeout,
                 isolation_level=None,
                 check_same_thread=False,
             )
@@ -138,6 +152,19 @@ class SQLiteStore(GuardAndKv):
             raise
 
     # -- transactions and schema -------------------------------------------------
+    def _busy(self, exc: sqlite3.OperationalError) -> StoreError:
+        if "locked" not in str(exc) and "busy" not in str(exc):
+            return StoreError(f"cannot start a write: {exc}", where=self.location)
+        holder = write_lock_holder(self.location)
+        who = f"another process ({holder})" if holder else "another process"
+        return StoreError(
+            f"the store is busy: {who} holds its write lock and did not release it "
+            f"within {self.busy_timeout:g} s",
+            where=self.location,
+            hint=f"wait for that writer to finish and run this again, or set "
+            f"{ENV_BUSY_TIMEOUT}=SECONDS to wait longer",
+        )
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``); nested use joins the outer one."""
@@ -152,7 +179,7 @@ class SQLiteStore(GuardAndKv):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                raise StoreError(f"cannot start a write: {exc}", where=self.location) from None
+                raise self._busy(exc) from None
             self._depth = 1
             try:
                 yield self._conn
@@ -169,11 +196,15 @@ class SQLiteStore(GuardAndKv):
                 self._depth = 0
 
     def migrate(self) -> list[int]:
-        """Apply registered migrations this store lacks, in version order."""
-        if up_to_date(self._conn):
+        """Apply registered migrations this store lacks, in version order; stamp a store
+        made before stores carried an ``application_id`` with ours."""
+        stamped = self._conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+        if stamped and up_to_date(self._conn):
             return []  # the common case: no write lock needed just to open
         with self.transaction() as conn:
-            return apply_pending(conn, self.location)
+            applied = apply_pending(conn, self.location)
+            conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            return applied
 
     def schema_versions(self) -> dict[int, str]:
         """Applied migrations: version → name."""
@@ -198,9 +229,7 @@ class SQLiteStore(GuardAndKv):
 
     def create_session(self, **spec: Unpack[NewSession]) -> SessionInfo:
         """Create a session with its nodes and HEAD in one transaction (see ``Store``)."""
-        unknown = set(spec) - set(NewSession.__annotations__)
-        if unknown:  # what a keyword-only signature would have refused
-            raise TypeError(f"create_session() got unexpected arguments {sorted(unknown)}")
+        unknown_keys(dict(spec), NewSession.__annotations__)
         sid = spec.get("session_id") or f"s_{os.urandom(8).hex()}"
         base_session, base_node = spec.get("base_session"), spec.get("base_node")
         import_key, nodes, head = spec.get("import_key"), spec.get("nodes", ()), spec.get("head")
@@ -249,33 +278,22 @@ class SQLiteStore(GuardAndKv):
         seen: set[str] = set()
         rows = []
         for offset, call in enumerate(nodes):
-            for edge in (call.predecessor, call.caller):
-                if edge is not None and edge not in seen and not self.is_visible(sid, edge):
-                    raise DagError(
-                        f"node {call.id!r} points at {edge!r}, which is not an earlier node "
-                        f"of session {sid!r}",
-                        hint="append nodes after the nodes they answer or call",
-                    )
-            self._check_reads(call, batch=seen)
+            check_edges(sid, call, lambda e: e in seen or self.is_visible(sid, e))
+            check_reads(call, self._exists, batch=seen)
             stored = msgspec.structs.replace(call, seq=first_seq + offset, session_id=sid)
             seen.add(call.id)
-            rows.append(_row(stored))
+            rows.append(_node_row(stored))
         try:
             conn.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", rows)
         except sqlite3.IntegrityError as exc:
             raise DagError(f"duplicate node id in session {sid!r}: {exc}") from None
         conn.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (first_seq + len(nodes), sid))
 
-    def _check_reads(self, call: Call, batch: set[str] | frozenset[str] = frozenset()) -> None:
-        # ``batch``: ids inserted earlier in the same create_session, not yet in the table.
-        for rid in call.reads:
-            if rid in batch:
-                continue
-            if self._conn.execute("SELECT 1 FROM nodes WHERE id = ?", (rid,)).fetchone() is None:
-                raise DagError(
-                    f"node {call.id!r} declares it read {rid!r}, which does not exist",
-                    hint="'reads' may only name stored nodes",
-                )
+    def _exists(self, node_id: str) -> bool:
+        return (
+            self._conn.execute("SELECT 1 FROM nodes WHERE id = ?", (node_id,)).fetchone()
+            is not None
+        )
 
     def get_session(self, session_id: str) -> SessionInfo:
         """The session row; ``NotFoundError`` if unknown."""
@@ -376,17 +394,11 @@ class SQLiteStore(GuardAndKv):
                         hint="append tool and sub-LLM calls under their caller, not at HEAD",
                     )
                 call = msgspec.structs.replace(call, predecessor=head)
-            for edge in (call.predecessor, call.caller):
-                if edge is not None and not self.is_visible(session_id, edge):
-                    raise DagError(
-                        f"node {call.id!r} points at {edge!r}, which is not a node of "
-                        f"session {session_id!r}",
-                        hint="a predecessor or caller must be a node of the same session",
-                    )
-            self._check_reads(call)
+            check_edges(session_id, call, lambda e: self.is_visible(session_id, e))
+            check_reads(call, self._exists)
             stored = msgspec.structs.replace(call, seq=seq, session_id=session_id)
             try:
-                conn.execute("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", _row(stored))
+                conn.execute("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", _node_row(stored))
             except sqlite3.IntegrityError:
                 raise DagError(f"node id {stored.id!r} exists already") from None
             conn.execute(
@@ -406,7 +418,7 @@ class SQLiteStore(GuardAndKv):
                 where=self.location,
                 hint="`ctxrules log SESSION` lists node ids",
             )
-        return _decode_call(row[0])
+        return decode_node(row[0])
 
     def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
         """The session's nodes in ``seq`` order; ``inherited`` adds a fork's base nodes."""
@@ -418,7 +430,7 @@ class SQLiteStore(GuardAndKv):
         rows = self._conn.execute(
             f"SELECT body FROM nodes WHERE {where} ORDER BY seq", args
         ).fetchall()
-        return [_decode_call(r[0]) for r in rows]
+        return [decode_node(r[0]) for r in rows]
 
     def iter_nodes(self, session_id: str) -> Iterator[Call]:
         """The session's own nodes in ``seq`` order, streamed."""
@@ -426,7 +438,7 @@ class SQLiteStore(GuardAndKv):
             "SELECT body FROM nodes WHERE session_id = ? ORDER BY seq", (session_id,)
         )
         for (body,) in cur:
-            yield _decode_call(body)
+            yield decode_node(body)
 
     def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
         """Visible nodes whose ``edge`` is ``node_id``, in ``seq`` order."""
@@ -437,7 +449,7 @@ class SQLiteStore(GuardAndKv):
             f"SELECT body FROM nodes WHERE {edge} = ? AND {where} ORDER BY seq",
             [node_id, *args],
         ).fetchall()
-        return [_decode_call(r[0]) for r in rows]
+        return [decode_node(r[0]) for r in rows]
 
     def is_visible(self, session_id: str, node_id: str) -> bool:
         """Whether the node is the session's own or inherited from its fork base."""
@@ -446,11 +458,7 @@ class SQLiteStore(GuardAndKv):
         ).fetchone()
         if row is None:
             return False
-        owner, seq = row
-        for sid, limit in self._chain(session_id):
-            if sid == owner:
-                return limit is None or seq <= limit
-        return False
+        return is_visible_in(self._chain(session_id), row[0], row[1])
 
 
 def database_path(location: str | os.PathLike[str]) -> Path:

@@ -1,0 +1,178 @@
+"""What every backend checks and computes the same way, so the SQLite and the in-memory
+store accept, refuse and answer alike: the node write check, edge and ``reads`` checks,
+fork visibility, the run guard's liveness and the commit row checks."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+from collections.abc import Callable, Collection
+from typing import Any
+
+import msgspec
+
+from ..errors import DagError, StoreError, ValidationError
+from ..model import Call
+from .base import CommitRow, RunInfo
+
+__all__ = [
+    "check_commit_row",
+    "check_edges",
+    "check_reads",
+    "check_same_commit",
+    "decode_node",
+    "is_visible_in",
+    "live_run",
+    "missing_parent",
+    "node_body",
+    "unknown_keys",
+]
+
+_json_decoder = msgspec.json.Decoder(Call)
+# What a write checks: a body decodes back into a Call.  ``input`` and ``metadata`` are
+# free JSON (any value reads back), and decoding them is most of the cost, so the check
+# decodes a struct derived from Call without them (derived, so it cannot drift).
+_checked_decoder = msgspec.json.Decoder(
+    msgspec.defstruct(
+        "_CheckedCall",
+        [
+            (f.name, f.type) if f.required else (f.name, f.type, f.default)
+            for f in msgspec.structs.fields(Call)
+            if f.name not in ("input", "metadata")
+        ],
+    )
+)
+
+
+def decode_node(body: bytes) -> Call:
+    """A node from its stored JSON body."""
+    return _json_decoder.decode(body)
+
+
+def _check_node(stored: Call) -> bytes:
+    # ``Call(...)`` does not type-check its fields, and a stored node can never be fixed
+    # or deleted, so a body that fails to decode (a dict as ``output``, say) is refused
+    # here instead of breaking every later read of the session.  JSON has no NaN or
+    # infinity (msgspec writes null), so a non-finite time would not read back either.
+    if not isinstance(stored.metadata, dict):
+        raise TypeError(f"metadata must be a dict, got {type(stored.metadata).__name__}")
+    if not isinstance(stored.created_at, (int, float)) or not math.isfinite(stored.created_at):
+        raise ValueError(f"created_at must be a finite number, got {stored.created_at!r}")
+    body = msgspec.json.encode(stored)
+    _checked_decoder.decode(body)
+    return body
+
+
+def node_body(stored: Call) -> bytes:
+    """The JSON body a backend stores for a node; ``ValidationError`` if it would not read
+    back (the one write check of every backend)."""
+    try:
+        return _check_node(stored)
+    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError) as exc:
+        raise ValidationError(
+            f"node {stored.id!r} cannot be stored: {exc}",
+            where=f"session {stored.session_id}",
+            hint="content is text or a list of content blocks; input and metadata are JSON; "
+            "times are finite seconds since the epoch",
+        ) from None
+
+
+def check_edges(session_id: str, call: Call, visible: Callable[[str], bool]) -> None:
+    """``DagError`` unless both edges of ``call`` name nodes ``visible`` accepts."""
+    for edge in (call.predecessor, call.caller):
+        if edge is not None and not visible(edge):
+            raise DagError(
+                f"node {call.id!r} points at {edge!r}, which is not an earlier node "
+                f"of session {session_id!r}",
+                hint="a predecessor or caller must be an earlier node of the same session",
+            )
+
+
+def check_reads(
+    call: Call, exists: Callable[[str], bool], batch: Collection[str] = frozenset()
+) -> None:
+    """``DagError`` unless every id in ``call.reads`` is stored (or earlier in ``batch``)."""
+    for rid in call.reads:
+        if rid not in batch and not exists(rid):
+            raise DagError(
+                f"node {call.id!r} declares it read {rid!r}, which does not exist",
+                hint="'reads' may only name stored nodes",
+            )
+
+
+def is_visible_in(chain: list[tuple[str, int | None]], owner: str, seq: int) -> bool:
+    """Whether a node (its owning session and seq) is visible through a fork chain.
+
+    ``chain`` is ``(session, highest visible seq or None)`` from a session down its fork
+    bases: a fork sees its base's nodes up to the seq the base had when forked.
+    """
+    for sid, limit in chain:
+        if sid == owner:
+            return limit is None or seq <= limit
+    return False
+
+
+def live_run(run: RunInfo | None, now: float) -> RunInfo | None:
+    """``run`` if it still holds its guard at ``now``: not expired, and its process alive
+    when it ran on this host (a crashed agent never locks a session for good)."""
+    if run is None or run.expires_at <= now:
+        return None
+    if run.host == socket.gethostname() and not _pid_alive(run.pid):
+        return None
+    return run
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_commit_row(row: CommitRow) -> None:
+    """``ValidationError`` for a row no reader could use (a non-finite time, an empty id)."""
+    if not isinstance(row.created_at, (int, float)) or not math.isfinite(row.created_at):
+        raise ValidationError(
+            f"commit {row.id!r}: created_at must be a finite number, got {row.created_at!r}",
+            where=f"session {row.session_id}",
+            hint="pass now= as finite seconds since the epoch",
+        )
+    for name in ("id", "session_id", "head_node_id", "rules_version"):
+        if not getattr(row, name):
+            raise ValidationError(f"commit row field {name!r} is empty", where=row.id or "?")
+
+
+def check_same_commit(stored: CommitRow, row: CommitRow, location: str) -> None:
+    """``StoreError`` unless ``row`` is the row already stored under its id.
+
+    Ids are content hashes, so the same id means the same row; a difference means a
+    writer computed the id wrongly, and dropping either row silently would hide it.
+    """
+    if stored != row:
+        diff = [f for f in row.__struct_fields__ if getattr(stored, f) != getattr(row, f)]
+        raise StoreError(
+            f"commit {row.id!r} is stored already with different content "
+            f"({', '.join(diff)} differ)",
+            where=location,
+            hint="commit ids are content hashes: the writer that made this row is inconsistent",
+        )
+
+
+def missing_parent(row: CommitRow, location: str) -> StoreError:
+    """The error for a row whose parent commit is not stored."""
+    return StoreError(
+        f"commit {row.id!r} names parent {row.parent_id!r}, which is not stored",
+        where=location,
+        hint="store a commit's parent before the commit",
+    )
+
+
+def unknown_keys(spec: dict[str, Any], allowed: Collection[str]) -> None:
+    """``TypeError`` for keyword arguments ``create_session`` does not take."""
+    unknown = set(spec) - set(allowed)
+    if unknown:  # what a keyword-only signature would have refused
+        raise TypeError(f"create_session() got unexpected arguments {sorted(unknown)}")

@@ -1,0 +1,518 @@
+"""The in-memory store: the whole ``CommitStore`` in this process's memory, for batch
+workers and tests.
+
+It accepts and refuses exactly what the SQLite store does (the checks are shared,
+``_shared``), keeps node bodies as the same JSON bytes (a read returns a fresh
+``Call``, never an object another caller holds) and its transactions are all or
+nothing: every write records how to undo itself, and a failed transaction undoes them
+in reverse.  One lock serialises writers and readers of the same data, across threads.
+Nothing survives the process.
+
+``open_store("memory:NAME")`` gives a handle on the data named NAME in this process
+(created on first use; every open of the name sees the same data, so a command line
+run in-process can use it across commands); ``open_store("memory:")`` a private one.
+``forget(NAME)`` drops named data.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from types import EllipsisType
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..errors import DagError, NotFoundError, StoreError
+from ..model import Call
+from ._shared import (
+    check_commit_row,
+    check_edges,
+    check_reads,
+    check_same_commit,
+    decode_node,
+    is_visible_in,
+    live_run,
+    missing_parent,
+    node_body,
+    unknown_keys,
+)
+from ._sqlite_guard import run_active_error
+from .base import CommitRow, Edge, NewSession, RunInfo, SessionInfo
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["PREFIX", "MemoryStore", "forget"]
+
+#: Store locations starting with this name in-memory data.
+PREFIX = "memory:"
+
+
+@dataclass(frozen=True)
+class _Session:
+    info: SessionInfo
+    insertion: int
+    next_seq: int
+
+
+@dataclass(frozen=True)
+class _Node:
+    session_id: str
+    seq: int
+    body: bytes
+
+
+@dataclass
+class _Data:
+    """Everything one named memory store holds."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    undo: list[Callable[[], None]] | None = None  # set while a transaction is open
+    sessions: dict[str, _Session] = field(default_factory=dict)
+    import_keys: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, _Node] = field(default_factory=dict)
+    own: dict[str, list[str]] = field(default_factory=dict)  # session → node ids, seq order
+    edges: dict[tuple[str, str], list[str]] = field(default_factory=dict)  # (edge, target)
+    runs: dict[str, RunInfo] = field(default_factory=dict)
+    kv: dict[tuple[str, str], bytes] = field(default_factory=dict)
+    commits: dict[str, CommitRow] = field(default_factory=dict)  # in the order stored
+    heads: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+
+
+_named: dict[str, _Data] = {}
+_named_lock = threading.Lock()
+
+
+def forget(name: str) -> None:
+    """Drop the named memory store's data (handles still open keep what they hold)."""
+    with _named_lock:
+        _named.pop(name, None)
+
+
+def _data_for(name: str) -> _Data:
+    if not name:
+        return _Data()
+    with _named_lock:
+        return _named.setdefault(name, _Data())
+
+
+class MemoryStore:
+    """A ``CommitStore`` held in memory (see the module docstring)."""
+
+    def __init__(self, name: str = ""):
+        self.location = PREFIX + name
+        self._d = _data_for(name)
+        self._chains: dict[str, list[tuple[str, int | None]]] = {}
+
+    # -- transactions and schema -------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A write transaction: all its writes, or none; nested use joins the outer one."""
+        d = self._d
+        with d.lock:
+            if d.undo is not None:
+                yield None
+                return
+            d.undo = []
+            try:
+                yield None
+            except BaseException:
+                for step in reversed(d.undo):
+                    step()
+                raise
+            finally:
+                d.undo = None
+
+    def _did(self, undo: Callable[[], None]) -> None:
+        assert self._d.undo is not None, "a write outside a transaction"
+        self._d.undo.append(undo)
+
+    def _set(self, table: dict[Any, Any], key: Any, value: Any) -> None:
+        """``table[key] = value`` (``None``: delete), undone if the transaction fails."""
+        missing = key not in table
+        old = table.get(key)
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = value
+        self._did(lambda: table.pop(key, None) if missing else table.__setitem__(key, old))
+
+    def migrate(self) -> list[int]:
+        """Nothing to migrate: memory holds the current schema by construction."""
+        return []
+
+    def close(self) -> None:
+        """Release this handle (named data stays for other handles until ``forget``)."""
+
+    # -- sessions ------------------------------------------------------------------
+    def _session(self, session_id: str) -> _Session:
+        row = self._d.sessions.get(session_id)
+        if row is None:
+            raise NotFoundError(
+                f"no session {session_id!r}",
+                where=self.location,
+                hint="`ctxrules sessions` lists the sessions of this store",
+            )
+        return row
+
+    def _put_session(self, sid: str, row: _Session) -> None:
+        self._set(self._d.sessions, sid, row)
+
+    def create_session(self, **spec: Unpack[NewSession]) -> SessionInfo:
+        """Create a session with its nodes and HEAD in one transaction (see ``Store``)."""
+        unknown_keys(dict(spec), NewSession.__annotations__)
+        sid = spec.get("session_id") or f"s_{os.urandom(8).hex()}"
+        base_session, base_node = spec.get("base_session"), spec.get("base_node")
+        import_key, nodes, head = spec.get("import_key"), spec.get("nodes", ()), spec.get("head")
+        d = self._d
+        with self.transaction():
+            base_seq = 0
+            if base_session is not None:
+                base = self._session(base_session).info
+                base_seq = base.base_seq + base.calls
+                if base_node is not None and not self.is_visible(base_session, base_node):
+                    raise DagError(
+                        f"node {base_node!r} is not part of session {base_session!r}",
+                        hint="fork from a node that `ctxrules log` shows for that session",
+                    )
+            if sid in d.sessions or (import_key is not None and import_key in d.import_keys):
+                raise StoreError(
+                    f"session {sid!r} or import key {import_key!r} exists already",
+                    where=self.location,
+                )
+            # Round-trip the metadata as the SQLite store does (JSON), so both hand back
+            # the same values and no caller shares the dict it passed.
+            meta = msgspec.json.decode(msgspec.json.encode(spec.get("metadata") or {}))
+            info = SessionInfo(
+                id=sid,
+                created_at=time.time(),
+                source=spec.get("source", ""),
+                import_key=import_key,
+                base_session=base_session,
+                base_node=base_node,
+                base_seq=base_seq,
+                metadata=meta,
+            )
+            self._put_session(sid, _Session(info, len(d.sessions), base_seq + 1))
+            if import_key is not None:
+                self._set(d.import_keys, import_key, sid)
+            self._chains.pop(sid, None)
+            seen: set[str] = set()
+            for call in nodes:
+                check_edges(sid, call, lambda e: e in seen or self.is_visible(sid, e))
+                check_reads(call, d.nodes.__contains__, batch=seen)
+                if call.id in seen:
+                    raise DagError(f"duplicate node id in session {sid!r}: {call.id!r}")
+                seen.add(call.id)
+                self._insert(sid, call, f"duplicate node id in session {sid!r}: {call.id!r}")
+            if head is not None:
+                self._set_head(sid, head)
+            return self._session(sid).info
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        """The session row; ``NotFoundError`` if unknown."""
+        with self._d.lock:
+            return self._session(session_id).info
+
+    def find_session(self, import_key: str) -> SessionInfo | None:
+        """The session created with ``import_key``, if any."""
+        with self._d.lock:
+            sid = self._d.import_keys.get(import_key)
+            return None if sid is None else self._session(sid).info
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session, oldest first."""
+        with self._d.lock:
+            rows = sorted(self._d.sessions.values(), key=lambda r: (r.info.created_at, r.insertion))
+            return [r.info for r in rows]
+
+    def _set_head(self, sid: str, node_id: str | None) -> None:
+        if node_id is not None and not self.is_visible(sid, node_id):
+            raise DagError(
+                f"node {node_id!r} is not part of session {sid!r}",
+                hint="`ctxrules log SESSION` lists the nodes you can check out",
+            )
+        row = self._session(sid)
+        self._put_session(sid, replace(row, info=msgspec.structs.replace(row.info, head=node_id)))
+
+    def set_head(self, session_id: str, node_id: str | None) -> None:
+        """Move HEAD to a node visible in the session."""
+        with self.transaction():
+            self._session(session_id)
+            self._set_head(session_id, node_id)
+
+    def update_metadata(self, session_id: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the session metadata; a ``None`` value deletes the key."""
+        with self.transaction():
+            row = self._session(session_id)
+            merged = dict(row.info.metadata)
+            for key, value in patch.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            kept = msgspec.json.decode(msgspec.json.encode(merged))  # as SQLite keeps it
+            info = msgspec.structs.replace(row.info, metadata=kept)
+            self._put_session(session_id, replace(row, info=info))
+            return merged
+
+    # -- nodes -----------------------------------------------------------------------
+    def _chain(self, session_id: str) -> list[tuple[str, int | None]]:
+        # (session, highest visible seq) from the session down its fork bases; base
+        # links never change once written.
+        chain = self._chains.get(session_id)
+        if chain is not None:
+            return chain
+        chain = []
+        sid: str | None = session_id
+        limit: int | None = None
+        while sid is not None and sid in self._d.sessions:
+            chain.append((sid, limit))
+            info = self._d.sessions[sid].info
+            sid, limit = info.base_session, info.base_seq
+        if session_id in self._d.sessions:
+            self._chains[session_id] = chain
+        return chain
+
+    def _insert(self, sid: str, call: Call, taken: str) -> Call:
+        """Store ``call`` as the session's next node (edges checked by the caller);
+        ``taken`` is the error message if its id is stored already."""
+        d = self._d
+        row = self._session(sid)
+        stored = msgspec.structs.replace(call, seq=row.next_seq, session_id=sid)
+        body = node_body(stored)
+        if stored.id in d.nodes:
+            raise DagError(taken)
+        d.nodes[stored.id] = _Node(sid, stored.seq, body)
+        d.own.setdefault(sid, []).append(stored.id)
+        keys = [(e, t) for e, t in (("predecessor", call.predecessor), ("caller", call.caller))]
+        for key in keys:
+            if key[1] is not None:
+                d.edges.setdefault(key, []).append(stored.id)  # type: ignore[arg-type]
+        calls = row.info.calls + 1
+        info = msgspec.structs.replace(row.info, calls=calls)
+        self._put_session(sid, replace(row, info=info, next_seq=row.next_seq + 1))
+
+        def undo() -> None:
+            d.nodes.pop(stored.id, None)
+            d.own[sid].remove(stored.id)
+            for key in keys:
+                if key[1] is not None:
+                    d.edges[key].remove(stored.id)  # type: ignore[index]
+
+        self._did(undo)
+        return stored
+
+    def append(
+        self, session_id: str, call: Call, *, at_head: bool = False, set_head: bool = False
+    ) -> Call:
+        """Append one node; ``seq`` and, with ``at_head``, the predecessor are set here."""
+        with self.transaction():
+            head = self._session(session_id).info.head
+            if at_head:
+                if call.caller is not None:
+                    raise DagError(
+                        f"node {call.id!r} has a caller; it cannot also continue HEAD",
+                        hint="append tool and sub-LLM calls under their caller, not at HEAD",
+                    )
+                call = msgspec.structs.replace(call, predecessor=head)
+            check_edges(session_id, call, lambda e: self.is_visible(session_id, e))
+            check_reads(call, self._d.nodes.__contains__)
+            stored = self._insert(session_id, call, f"node id {call.id!r} exists already")
+            if at_head or set_head:
+                row = self._session(session_id)
+                info = msgspec.structs.replace(row.info, head=stored.id)
+                self._put_session(session_id, replace(row, info=info))
+            return stored
+
+    def _node(self, node_id: str) -> Call:
+        return decode_node(self._d.nodes[node_id].body)
+
+    def get_node(self, node_id: str) -> Call:
+        """A node by id; ``NotFoundError`` if unknown."""
+        with self._d.lock:
+            if node_id not in self._d.nodes:
+                raise NotFoundError(
+                    f"no node {node_id!r}",
+                    where=self.location,
+                    hint="`ctxrules log SESSION` lists node ids",
+                )
+            return self._node(node_id)
+
+    def _visible_ids(self, session_id: str) -> list[str]:
+        nodes = self._d.nodes
+        ids = [
+            i
+            for sid, limit in self._chain(session_id)
+            for i in self._d.own.get(sid, [])
+            if limit is None or nodes[i].seq <= limit
+        ]
+        return sorted(ids, key=lambda i: nodes[i].seq)
+
+    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
+        """The session's nodes in ``seq`` order; ``inherited`` adds a fork's base nodes."""
+        with self._d.lock:
+            self._session(session_id)
+            ids = self._visible_ids(session_id) if inherited else self._d.own.get(session_id, [])
+            return [self._node(i) for i in ids]
+
+    def iter_nodes(self, session_id: str) -> Iterator[Call]:
+        """The session's own nodes in ``seq`` order."""
+        with self._d.lock:
+            ids = list(self._d.own.get(session_id, []))
+        for i in ids:
+            yield self.get_node(i)
+
+    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
+        """Visible nodes whose ``edge`` is ``node_id``, in ``seq`` order."""
+        if edge not in ("predecessor", "caller"):
+            raise StoreError(f"unknown edge {edge!r}", hint="use 'predecessor' or 'caller'")
+        with self._d.lock:
+            chain = self._chain(session_id)
+            ids = [
+                i
+                for i in self._d.edges.get((edge, node_id), [])
+                if is_visible_in(chain, self._d.nodes[i].session_id, self._d.nodes[i].seq)
+            ]
+            ids.sort(key=lambda i: self._d.nodes[i].seq)
+            return [self._node(i) for i in ids]
+
+    def is_visible(self, session_id: str, node_id: str) -> bool:
+        """Whether the node is the session's own or inherited from its fork base."""
+        with self._d.lock:
+            node = self._d.nodes.get(node_id)
+            if node is None:
+                return False
+            return is_visible_in(self._chain(session_id), node.session_id, node.seq)
+
+    # -- agent-run guard -------------------------------------------------------------
+    def start_run(self, session_id: str, run_id: str, *, ttl: float) -> RunInfo:
+        """Take the run guard; ``AgentRunActiveError`` names the live holder."""
+        with self.transaction():
+            self._session(session_id)
+            now = time.time()
+            live = live_run(self._d.runs.get(session_id), now)
+            if live is not None and live.run_id != run_id:
+                raise run_active_error(live, session_id)
+            run = RunInfo(
+                session_id=session_id,
+                run_id=run_id,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                started_at=now,
+                expires_at=now + ttl,
+            )
+            self._set(self._d.runs, session_id, run)
+            return run
+
+    def renew_run(self, session_id: str, run_id: str, *, ttl: float) -> None:
+        """Push the guard's expiry ``ttl`` seconds into the future."""
+        with self.transaction():
+            run = self._d.runs.get(session_id)
+            if run is not None and run.run_id == run_id:
+                renewed = msgspec.structs.replace(run, expires_at=time.time() + ttl)
+                self._set(self._d.runs, session_id, renewed)
+
+    def end_run(self, session_id: str, run_id: str) -> None:
+        """Release the guard if ``run_id`` still holds it."""
+        with self.transaction():
+            run = self._d.runs.get(session_id)
+            if run is not None and run.run_id == run_id:
+                self._set(self._d.runs, session_id, None)
+
+    def active_run(self, session_id: str) -> RunInfo | None:
+        """The live run on the session, if any."""
+        with self._d.lock:
+            return live_run(self._d.runs.get(session_id), time.time())
+
+    # -- key/value ---------------------------------------------------------------------
+    def kv_put(self, namespace: str, key: str, value: bytes) -> None:
+        """Store a value under ``(namespace, key)``."""
+        with self.transaction():
+            self._set(self._d.kv, (namespace, key), bytes(value))
+
+    def kv_get(self, namespace: str, key: str) -> bytes | None:
+        """The value under ``(namespace, key)`` or ``None``."""
+        with self._d.lock:
+            return self._d.kv.get((namespace, key))
+
+    def kv_keys(self, namespace: str, prefix: str = "") -> list[str]:
+        """Sorted keys of a namespace starting with ``prefix``."""
+        with self._d.lock:
+            return sorted(k for ns, k in self._d.kv if ns == namespace and k.startswith(prefix))
+
+    # -- commits -----------------------------------------------------------------------
+    def put_commit(
+        self, row: CommitRow, *, if_latest: str | EllipsisType | None = ...
+    ) -> str | None:
+        """Store a commit row (see ``CommitStore.put_commit``)."""
+        check_commit_row(row)
+        d = self._d
+        with self.transaction():
+            old = d.commits.get(row.id)
+            if old is not None:
+                check_same_commit(old, row, self.location)
+                return row.id
+            key = (row.session_id, row.head_node_id, row.rules_version)
+            if if_latest is not ...:
+                latest = self.latest_commit(*key)
+                if latest != if_latest:
+                    return latest
+            if row.parent_id is not None and row.parent_id not in d.commits:
+                raise missing_parent(row, self.location)
+            d.commits[row.id] = row
+            d.heads.setdefault(key, []).append(row.id)
+
+            def undo() -> None:
+                d.commits.pop(row.id, None)
+                d.heads[key].remove(row.id)
+
+            self._did(undo)
+            return row.id
+
+    def latest_commit(self, session_id: str, head_node_id: str, rules_version: str) -> str | None:
+        """The id of the session's newest commit at ``head_node_id`` by a rule set."""
+        with self._d.lock:
+            ids = self._d.heads.get((session_id, head_node_id, rules_version))
+            return ids[-1] if ids else None
+
+    def commit_chain(self, commit_id: str) -> list[CommitRow]:
+        """Rows from the root to ``commit_id``; ``NotFoundError`` if unknown."""
+        with self._d.lock:
+            if commit_id not in self._d.commits:
+                raise NotFoundError(
+                    f"no commit {commit_id!r}",
+                    where=self.location,
+                    hint="`ctxrules commit SESSION --json` shows the current commit's id",
+                )
+            rows = []
+            cid: str | None = commit_id
+            while cid is not None:
+                row = self._d.commits[cid]
+                rows.append(row)
+                cid = row.parent_id
+            rows.reverse()
+            return rows
+
+    def session_commits(self, session_id: str) -> list[CommitRow]:
+        """The session's commits in the order they were stored."""
+        with self._d.lock:
+            return [r for r in self._d.commits.values() if r.session_id == session_id]
+
+    def calls_since(self, session_id: str, seq: int) -> list[Call]:
+        """The session's own caller-children above ``seq``, in ``seq`` order."""
+        with self._d.lock:
+            out = []
+            for i in self._d.own.get(session_id, []):
+                node = self._d.nodes[i]
+                if node.seq > seq:
+                    call = decode_node(node.body)
+                    if call.caller is not None:
+                        out.append(call)
+            return out
