@@ -77,26 +77,24 @@ class Commits:
                 latest = self._latest(row.session_id, row.head_node_id, row.rules_version)
                 if latest != if_latest:
                     return latest
-            if row.parent_id is not None and (
-                conn.execute("SELECT 1 FROM commits WHERE id = ?", (row.parent_id,)).fetchone()
-                is None
-            ):
-                raise missing_parent(row, self.location)
-            conn.execute(
-                f"INSERT INTO commits ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.id,
-                    row.session_id,
-                    row.parent_id,
-                    row.head_node_id,
-                    row.rules_version,
-                    row.created_at,
-                    row.total_tokens,
-                    row.n_items,
-                    row.meta,
-                    row.delta,
-                ),
-            )
+            try:
+                conn.execute(
+                    f"INSERT INTO commits ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row.id,
+                        row.session_id,
+                        row.parent_id,
+                        row.head_node_id,
+                        row.rules_version,
+                        row.created_at,
+                        row.total_tokens,
+                        row.n_items,
+                        row.meta,
+                        row.delta,
+                    ),
+                )
+            except sqlite3.IntegrityError:  # the id is free (checked above): the parent is not
+                raise missing_parent(row, self.location) from None
             return row.id
 
     def latest_commit(self, session_id: str, head_node_id: str, rules_version: str) -> str | None:

@@ -361,7 +361,8 @@ class SQLiteStore(GuardAndKv, Commits):
                 break
             chain.append((sid, limit))
             sid, limit = row[0], row[1]
-        self._chains[session_id] = chain
+        if chain:  # a session another process has yet to create must be looked up again
+            self._chains[session_id] = chain
         return chain
 
     def _visible_sql(self, session_id: str) -> tuple[str, list[Any]]:
