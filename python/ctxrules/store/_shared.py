@@ -7,12 +7,13 @@ from __future__ import annotations
 import math
 import os
 import socket
+import time
 from collections.abc import Callable, Collection
 from typing import Any
 
 import msgspec
 
-from ..errors import DagError, StoreError, ValidationError
+from ..errors import AgentRunActiveError, DagError, StoreError, ValidationError
 from ..model import Call
 from .base import CommitRow, RunInfo
 
@@ -21,11 +22,15 @@ __all__ = [
     "check_edges",
     "check_reads",
     "check_same_commit",
+    "continuing",
     "decode_node",
+    "fork_chain",
     "is_visible_in",
     "live_run",
+    "merged_metadata",
     "missing_parent",
     "node_body",
+    "take_run",
     "unknown_keys",
 ]
 
@@ -78,6 +83,17 @@ def node_body(stored: Call) -> bytes:
         ) from None
 
 
+def continuing(call: Call, head: str | None) -> Call:
+    """``call`` appended at HEAD: its predecessor is ``head``; a call with a caller cannot
+    continue HEAD (``DagError``)."""
+    if call.caller is not None:
+        raise DagError(
+            f"node {call.id!r} has a caller; it cannot also continue HEAD",
+            hint="append tool and sub-LLM calls under their caller, not at HEAD",
+        )
+    return msgspec.structs.replace(call, predecessor=head)
+
+
 def check_edges(session_id: str, call: Call, visible: Callable[[str], bool]) -> None:
     """``DagError`` unless both edges of ``call`` name nodes ``visible`` accepts."""
     for edge in (call.predecessor, call.caller):
@@ -101,12 +117,28 @@ def check_reads(
             )
 
 
-def is_visible_in(chain: list[tuple[str, int | None]], owner: str, seq: int) -> bool:
-    """Whether a node (its owning session and seq) is visible through a fork chain.
+def fork_chain(
+    session_id: str, base_of: Callable[[str], tuple[str | None, int] | None]
+) -> list[tuple[str, int | None]]:
+    """``(session, highest visible seq or None)`` from ``session_id`` down its fork bases.
 
-    ``chain`` is ``(session, highest visible seq or None)`` from a session down its fork
-    bases: a fork sees its base's nodes up to the seq the base had when forked.
+    ``base_of(sid)`` is the session's ``(base_session, base_seq)``, or ``None`` if it does
+    not exist; a fork sees its base's nodes up to the seq the base had when forked.
     """
+    chain: list[tuple[str, int | None]] = []
+    sid: str | None = session_id
+    limit: int | None = None
+    while sid is not None:
+        base = base_of(sid)
+        if base is None:
+            break
+        chain.append((sid, limit))
+        sid, limit = base
+    return chain
+
+
+def is_visible_in(chain: list[tuple[str, int | None]], owner: str, seq: int) -> bool:
+    """Whether a node (its owning session and seq) is visible through a ``fork_chain``."""
     for sid, limit in chain:
         if sid == owner:
             return limit is None or seq <= limit
@@ -121,6 +153,38 @@ def live_run(run: RunInfo | None, now: float) -> RunInfo | None:
     if run.host == socket.gethostname() and not _pid_alive(run.pid):
         return None
     return run
+
+
+def take_run(session_id: str, run_id: str, ttl: float, held: RunInfo | None) -> RunInfo:
+    """The guard ``run_id`` takes for ``ttl`` seconds where ``held`` is the stored one;
+    ``AgentRunActiveError`` naming the holder if another live run holds it."""
+    now = time.time()
+    live = live_run(held, now)
+    if live is not None and live.run_id != run_id:
+        raise AgentRunActiveError(
+            f"an agent run ({live.run_id}, pid {live.pid} on {live.host}) is active "
+            f"on session {session_id!r}",
+            hint="wait for it to finish; checkout works meanwhile",
+        )
+    return RunInfo(
+        session_id=session_id,
+        run_id=run_id,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        started_at=now,
+        expires_at=now + ttl,
+    )
+
+
+def merged_metadata(meta: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with ``patch`` merged in (a ``None`` value deletes the key)."""
+    merged = dict(meta)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
 
 
 def _pid_alive(pid: int) -> bool:

@@ -8,27 +8,15 @@ for good.
 
 from __future__ import annotations
 
-import os
-import socket
 import sqlite3
 import time
 from contextlib import AbstractContextManager
 from typing import Any
 
-from ..errors import AgentRunActiveError
-from ._shared import live_run
+from ._shared import live_run, take_run
 from .base import RunInfo
 
-__all__ = ["GuardAndKv", "run_active_error"]
-
-
-def run_active_error(live: RunInfo, session_id: str) -> AgentRunActiveError:
-    """The error for a run guard taken by another live run."""
-    return AgentRunActiveError(
-        f"an agent run ({live.run_id}, pid {live.pid} on {live.host}) is active "
-        f"on session {session_id!r}",
-        hint="wait for it to finish; checkout works meanwhile",
-    )
+__all__ = ["GuardAndKv"]
 
 
 def _run(row: tuple[Any, ...] | None) -> RunInfo | None:
@@ -56,19 +44,8 @@ class GuardAndKv:
         """Take the run guard; ``AgentRunActiveError`` names the live holder."""
         with self.transaction() as conn:
             self._session_row(session_id)
-            now = time.time()
             row = conn.execute("SELECT * FROM runs WHERE session_id = ?", (session_id,)).fetchone()
-            live = live_run(_run(row), now)
-            if live is not None and live.run_id != run_id:
-                raise run_active_error(live, session_id)
-            run = RunInfo(
-                session_id=session_id,
-                run_id=run_id,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                started_at=now,
-                expires_at=now + ttl,
-            )
+            run = take_run(session_id, run_id, ttl, _run(row))
             conn.execute(
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?)",
                 (run.session_id, run.run_id, run.pid, run.host, run.started_at, run.expires_at),

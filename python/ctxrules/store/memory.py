@@ -17,7 +17,6 @@ run in-process can use it across commands); ``open_store("memory:")`` a private 
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -35,14 +34,17 @@ from ._shared import (
     check_edges,
     check_reads,
     check_same_commit,
+    continuing,
     decode_node,
+    fork_chain,
     is_visible_in,
     live_run,
+    merged_metadata,
     missing_parent,
     node_body,
+    take_run,
     unknown_keys,
 )
-from ._sqlite_guard import run_active_error
 from .base import CommitRow, Edge, NewSession, RunInfo, SessionInfo
 
 if TYPE_CHECKING:
@@ -251,12 +253,7 @@ class MemoryStore:
         """Merge ``patch`` into the session metadata; a ``None`` value deletes the key."""
         with self.transaction():
             row = self._session(session_id)
-            merged = dict(row.info.metadata)
-            for key, value in patch.items():
-                if value is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = value
+            merged = merged_metadata(row.info.metadata, patch)
             kept = msgspec.json.decode(msgspec.json.encode(merged))  # as SQLite keeps it
             info = msgspec.structs.replace(row.info, metadata=kept)
             self._put_session(session_id, replace(row, info=info))
@@ -267,18 +264,15 @@ class MemoryStore:
         # (session, highest visible seq) from the session down its fork bases; base
         # links never change once written.
         chain = self._chains.get(session_id)
-        if chain is not None:
-            return chain
-        chain = []
-        sid: str | None = session_id
-        limit: int | None = None
-        while sid is not None and sid in self._d.sessions:
-            chain.append((sid, limit))
-            info = self._d.sessions[sid].info
-            sid, limit = info.base_session, info.base_seq
-        if session_id in self._d.sessions:
-            self._chains[session_id] = chain
+        if chain is None:
+            chain = fork_chain(session_id, self._base_of)
+            if chain:  # not cached for a session that does not exist (yet)
+                self._chains[session_id] = chain
         return chain
+
+    def _base_of(self, sid: str) -> tuple[str | None, int] | None:
+        row = self._d.sessions.get(sid)
+        return None if row is None else (row.info.base_session, row.info.base_seq)
 
     def _insert(self, sid: str, call: Call, taken: str) -> Call:
         """Store ``call`` as the session's next node (edges checked by the caller);
@@ -316,12 +310,7 @@ class MemoryStore:
         with self.transaction():
             head = self._session(session_id).info.head
             if at_head:
-                if call.caller is not None:
-                    raise DagError(
-                        f"node {call.id!r} has a caller; it cannot also continue HEAD",
-                        hint="append tool and sub-LLM calls under their caller, not at HEAD",
-                    )
-                call = msgspec.structs.replace(call, predecessor=head)
+                call = continuing(call, head)
             check_edges(session_id, call, lambda e: self.is_visible(session_id, e))
             check_reads(call, self._d.nodes.__contains__)
             stored = self._insert(session_id, call, f"node id {call.id!r} exists already")
@@ -396,18 +385,7 @@ class MemoryStore:
         """Take the run guard; ``AgentRunActiveError`` names the live holder."""
         with self.transaction():
             self._session(session_id)
-            now = time.time()
-            live = live_run(self._d.runs.get(session_id), now)
-            if live is not None and live.run_id != run_id:
-                raise run_active_error(live, session_id)
-            run = RunInfo(
-                session_id=session_id,
-                run_id=run_id,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                started_at=now,
-                expires_at=now + ttl,
-            )
+            run = take_run(session_id, run_id, ttl, self._d.runs.get(session_id))
             self._set(self._d.runs, session_id, run)
             return run
 

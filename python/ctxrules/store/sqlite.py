@@ -32,8 +32,11 @@ from ..model import Call
 from ._shared import (
     check_edges,
     check_reads,
+    continuing,
     decode_node,
+    fork_chain,
     is_visible_in,
+    merged_metadata,
     node_body,
     unknown_keys,
 )
@@ -330,13 +333,7 @@ class SQLiteStore(GuardAndKv, Commits):
     def update_metadata(self, session_id: str, patch: dict[str, Any]) -> dict[str, Any]:
         """Merge ``patch`` into the session metadata; a ``None`` value deletes the key."""
         with self.transaction() as conn:
-            meta = _session(self._session_row(session_id)).metadata
-            merged = dict(meta)
-            for key, value in patch.items():
-                if value is None:
-                    merged.pop(key, None)
-                else:
-                    merged[key] = value
+            merged = merged_metadata(_session(self._session_row(session_id)).metadata, patch)
             conn.execute(
                 "UPDATE sessions SET metadata = ? WHERE id = ?",
                 (msgspec.json.encode(merged), session_id),
@@ -348,22 +345,17 @@ class SQLiteStore(GuardAndKv, Commits):
         # (session, highest visible seq) from the session down its fork bases.  Base
         # links never change once written, so the chain is cached per store object.
         chain = self._chains.get(session_id)
-        if chain is not None:
-            return chain
-        chain = []
-        sid: str | None = session_id
-        limit: int | None = None
-        while sid is not None:
-            row = self._conn.execute(
-                "SELECT base_session, base_seq FROM sessions WHERE id = ?", (sid,)
-            ).fetchone()
-            if row is None:
-                break
-            chain.append((sid, limit))
-            sid, limit = row[0], row[1]
-        if chain:  # a session another process has yet to create must be looked up again
-            self._chains[session_id] = chain
+        if chain is None:
+            chain = fork_chain(session_id, self._base_of)
+            if chain:  # a session another process has yet to create is looked up again
+                self._chains[session_id] = chain
         return chain
+
+    def _base_of(self, sid: str) -> tuple[str | None, int] | None:
+        row = self._conn.execute(
+            "SELECT base_session, base_seq FROM sessions WHERE id = ?", (sid,)
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def _visible_sql(self, session_id: str) -> tuple[str, list[Any]]:
         parts: list[str] = []
@@ -389,12 +381,7 @@ class SQLiteStore(GuardAndKv, Commits):
                 self._session_row(session_id)  # raises NotFoundError
             head, seq = row
             if at_head:
-                if call.caller is not None:
-                    raise DagError(
-                        f"node {call.id!r} has a caller; it cannot also continue HEAD",
-                        hint="append tool and sub-LLM calls under their caller, not at HEAD",
-                    )
-                call = msgspec.structs.replace(call, predecessor=head)
+                call = continuing(call, head)
             check_edges(session_id, call, lambda e: self.is_visible(session_id, e))
             check_reads(call, self._exists)
             stored = msgspec.structs.replace(call, seq=seq, session_id=session_id)
