@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import AgentRunActiveError, DagError, StoreError, ValidationError
+from ..errors import AgentRunActiveError, DagError, NotFoundError, StoreError, ValidationError
 from ..model import Call
 from .base import CommitRow, RunInfo
 
@@ -30,6 +30,7 @@ __all__ = [
     "merged_metadata",
     "missing_parent",
     "node_body",
+    "not_found",
     "take_run",
     "unknown_keys",
 ]
@@ -224,6 +225,18 @@ def check_same_commit(stored: CommitRow, row: CommitRow, location: str) -> None:
             where=location,
             hint="commit ids are content hashes: the writer that made this row is inconsistent",
         )
+
+
+_LISTS = {
+    "session": "`ctxrules sessions` lists the sessions of this store",
+    "node": "`ctxrules log SESSION` lists node ids",
+    "commit": "`ctxrules commit SESSION --json` shows the current commit's id",
+}
+
+
+def not_found(kind: str, ident: str, location: str) -> NotFoundError:
+    """The error for a session, node or commit id the store does not hold."""
+    return NotFoundError(f"no {kind} {ident!r}", where=location, hint=_LISTS[kind])
 
 
 def missing_parent(row: CommitRow, location: str) -> StoreError:

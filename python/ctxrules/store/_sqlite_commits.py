@@ -12,13 +12,13 @@ import sqlite3
 from contextlib import AbstractContextManager
 from types import EllipsisType
 
-from ..errors import NotFoundError
 from ..model import Call
 from ._shared import (
     check_commit_row,
     check_same_commit,
     decode_node,
     missing_parent,
+    not_found,
 )
 from .base import CommitRow
 
@@ -115,11 +115,7 @@ class Commits:
             (commit_id,),
         ).fetchall()
         if not rows or rows[-1][0] != commit_id:
-            raise NotFoundError(
-                f"no commit {commit_id!r}",
-                where=self.location,
-                hint="`ctxrules commit SESSION --json` shows the current commit's id",
-            )
+            raise not_found("commit", commit_id, self.location)
         return [_row(r) for r in rows]
 
     def session_commits(self, session_id: str) -> list[CommitRow]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import DagError, NotFoundError, StoreError
+from ..errors import DagError, StoreError
 from ..model import Call
 from ._shared import (
     check_commit_row,
@@ -42,6 +42,7 @@ from ._shared import (
     merged_metadata,
     missing_parent,
     node_body,
+    not_found,
     take_run,
     unknown_keys,
 )
@@ -156,11 +157,7 @@ class MemoryStore:
     def _session(self, session_id: str) -> _Session:
         row = self._d.sessions.get(session_id)
         if row is None:
-            raise NotFoundError(
-                f"no session {session_id!r}",
-                where=self.location,
-                hint="`ctxrules sessions` lists the sessions of this store",
-            )
+            raise not_found("session", session_id, self.location)
         return row
 
     def _put_session(self, sid: str, row: _Session) -> None:
@@ -327,11 +324,7 @@ class MemoryStore:
         """A node by id; ``NotFoundError`` if unknown."""
         with self._d.lock:
             if node_id not in self._d.nodes:
-                raise NotFoundError(
-                    f"no node {node_id!r}",
-                    where=self.location,
-                    hint="`ctxrules log SESSION` lists node ids",
-                )
+                raise not_found("node", node_id, self.location)
             return self._node(node_id)
 
     def _visible_ids(self, session_id: str) -> list[str]:
@@ -464,11 +457,7 @@ class MemoryStore:
         """Rows from the root to ``commit_id``; ``NotFoundError`` if unknown."""
         with self._d.lock:
             if commit_id not in self._d.commits:
-                raise NotFoundError(
-                    f"no commit {commit_id!r}",
-                    where=self.location,
-                    hint="`ctxrules commit SESSION --json` shows the current commit's id",
-                )
+                raise not_found("commit", commit_id, self.location)
             rows = []
             cid: str | None = commit_id
             while cid is not None:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import DagError, NotFoundError, StoreError
+from ..errors import DagError, StoreError
 from ..model import Call
 from ._shared import (
     check_edges,
@@ -38,6 +38,7 @@ from ._shared import (
     is_visible_in,
     merged_metadata,
     node_body,
+    not_found,
     unknown_keys,
 )
 from ._sqlite_commits import Commits
@@ -223,11 +224,7 @@ class SQLiteStore(GuardAndKv, Commits):
             f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ?", (session_id,)
         ).fetchone()
         if row is None:
-            raise NotFoundError(
-                f"no session {session_id!r}",
-                where=self.location,
-                hint="`ctxrules sessions` lists the sessions of this store",
-            )
+            raise not_found("session", session_id, self.location)
         return row
 
     def create_session(self, **spec: Unpack[NewSession]) -> SessionInfo:
@@ -401,11 +398,7 @@ class SQLiteStore(GuardAndKv, Commits):
         """A node by id; ``NotFoundError`` if unknown."""
         row = self._conn.execute("SELECT body FROM nodes WHERE id = ?", (node_id,)).fetchone()
         if row is None:
-            raise NotFoundError(
-                f"no node {node_id!r}",
-                where=self.location,
-                hint="`ctxrules log SESSION` lists node ids",
-            )
+            raise not_found("node", node_id, self.location)
         return decode_node(row[0])
 
     def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
