@@ -191,3 +191,42 @@ def test_a_named_memory_store_is_shared_in_the_process_and_private_otherwise():
     finally:
         ctxrules.store.memory.forget("shared-test")
     assert open_store("memory:shared-test").list_sessions() == []
+
+
+class Racing:
+    """A store where another writer commits the same head just before the first put."""
+
+    def __init__(self, inner, race):
+        self._inner, self._race = inner, race
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def put_commit(self, row, **kw):
+        race, self._race = self._race, None
+        if race is not None:
+            race()
+        return self._inner.put_commit(row, **kw)
+
+
+def test_a_commit_lost_to_another_writer_is_planned_again(any_store):
+    s = dag.create_session(any_store)
+    dag.append(any_store, s.id, "user", "hi")
+    theirs = []
+    racing = Racing(
+        any_store, lambda: theirs.append(ensure_latest_commit(s.id, now=1.0, store=any_store))
+    )
+    mine = ensure_latest_commit(s.id, now=2.0, store=racing)
+    assert theirs and mine == theirs[0]  # the head's commit, made once, by whoever came first
+    assert [r.id for r in any_store.session_commits(s.id)] == [mine.id]
+
+
+def test_generating_at_the_same_now_again_finds_the_commit(any_store):
+    s = dag.create_session(any_store)
+    dag.append(any_store, s.id, "user", "hi")
+    first = generate_commit(s.id, now=10.0, store=any_store)
+    assert generate_commit(s.id, now=10.0, store=any_store) == first
+    assert ensure_latest_commit(s.id, now=99.0, store=any_store) == first
+    later = generate_commit(s.id, now=20.0, store=any_store)
+    assert later.parent_ids == (first.id,) and later.created_at == 20.0
+    assert [r.id for r in any_store.session_commits(s.id)] == [first.id, later.id]
