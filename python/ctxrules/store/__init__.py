@@ -72,8 +72,8 @@ def open_store(
 ) -> CommitStore:
     """Open (creating if needed) the store at ``path`` (see ``store_location``).
 
-    ``busy_timeout``: seconds a write waits for another process's write (default
-    ``$CTXRULES_BUSY_TIMEOUT``, else 60).  ``StoreError`` if the location cannot hold a
+    ``busy_timeout`` (SQLite): seconds a write waits for another process's write
+    (default ``$CTXRULES_BUSY_TIMEOUT``, else 60).  ``StoreError`` if the location cannot hold a
     store (not writable, another program's file, a schema this ctxrules does not know).
     """
     if path is None and os.environ.get(ENV_STORE, "").startswith(MEMORY_PREFIX):
