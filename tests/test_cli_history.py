@@ -49,7 +49,9 @@ def test_import_json_and_sessions(corpus, imported):
     assert set(s) == {"id", "calls", "source"}  # the shape issue 3 specifies
     assert s["source"] == str(corpus / CC)
     listed = json.loads(cli("sessions", "--json", store=store).stdout)
-    assert [set(r) for r in listed] == [{"id", "calls", "head", "source"}]
+    every = {"id", "created_at", "head", "source", "import_key", "base_session", "base_node"}
+    every |= {"base_seq", "metadata", "calls", "created", "model", "title"}
+    assert [set(r) for r in listed] == [every]  # every SessionInfo field, and the derived ones
     assert [(r["id"], r["calls"], r["source"]) for r in listed] == [
         (s["id"], s["calls"], s["source"])
     ]

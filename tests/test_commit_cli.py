@@ -10,6 +10,7 @@ import pytest
 
 from ctxrules.cli import main
 from ctxrules.config import PRESETS
+from ctxrules.store import open_store
 
 FILE = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 
@@ -135,6 +136,7 @@ def test_config_file_is_used_and_bad_config_is_one_line(session, capsys, tmp_pat
 
 
 def test_unknown_session_is_a_clear_error(tmp_path, capsys):
+    open_store(tmp_path / "s").close()
     assert main(["commit", "nope", "--store", str(tmp_path / "s"), "--preset", "off"]) == 1
     err = capsys.readouterr().err
     assert "nope" in err and "Traceback" not in err

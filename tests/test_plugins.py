@@ -178,8 +178,12 @@ def test_the_listing_shows_models_as_their_own_group(fresh_plugins, capsys):
     assert rows["example"]["provides"] == {"tokenizers": ["chars4"], "models": ["example-models"]}
     assert main(["plugins"]) == 0
     text = capsys.readouterr().out
-    assert "    models: example-models\n" in text
-    assert "    providers: anthropic, openai-chat, openai-responses, gemini\n" in text
+    models = text.split("\nmodels (")[1].split("\nplugins (")[0]
+    assert "\n    example: example-models\n" in models + "\n"
+    providers = text.split("\nproviders (4)\n")[1].split("\nimporters (")[0]
+    assert providers == (
+        "    builtin_providers (built-in): anthropic, openai-chat, openai-responses, gemini"
+    )
 
 
 # ``python -c`` puts "" (the working directory) first on sys.path, ``-m`` its full path.

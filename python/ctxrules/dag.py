@@ -16,6 +16,10 @@ Retry, edit and fork are one idea — a divergent sibling under the same parent:
 * ``fork(node)`` makes a new session whose HEAD is that node; it shares the old
   session's nodes without copying them.
 
+``resolve_session`` / ``resolve_node`` / ``resolve_commit`` turn what a person typed
+(a full id or, as in git, a unique prefix of one) into the id; every command line
+argument naming a session, node or commit goes through them.
+
 ``branch_path`` is *the* traversal from root to HEAD; the commit layer, the CLI and the
 viewer all use it, so they can never disagree about what a branch contains.
 
@@ -29,16 +33,16 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
-from .errors import AgentRunActiveError, DagError
+from .errors import AgentRunActiveError, AmbiguousIdError, DagError, NotFoundError
 from .model import Call, Content, Role
-from .store import RunInfo, SessionInfo, Store
+from .store import CommitStore, RunInfo, SessionInfo, Store
 
 __all__ = [
     "Graph",
@@ -51,6 +55,9 @@ __all__ = [
     "fork",
     "load_graph",
     "new_id",
+    "resolve_commit",
+    "resolve_node",
+    "resolve_session",
     "retry",
     "siblings",
     "variant_key",
@@ -396,3 +403,90 @@ def branch_path(
         out.append(node)
         calls_of(node)
     return out
+
+
+# -- ids as people type them -------------------------------------------------------------
+
+#: How many candidates an ambiguous prefix's error names.
+SHOWN_CANDIDATES = 5
+
+
+def _one(kind: str, text: str, ids: Iterable[str], where: str, lists: str) -> str | None:
+    """The one id of ``ids`` starting with ``text``; ``None`` if none does."""
+    found = [i for i in ids if i.startswith(text)]
+    if len(found) <= 1:
+        return found[0] if found else None
+    shown = ", ".join(found[:SHOWN_CANDIDATES])
+    more = f" and {len(found) - SHOWN_CANDIDATES} more" if len(found) > SHOWN_CANDIDATES else ""
+    raise AmbiguousIdError(
+        f"{kind} id prefix {text!r} is ambiguous: {len(found)} {kind}s start with it "
+        f"({shown}{more})",
+        candidates=found,
+        where=where,
+        hint=f"type more characters of the id; {lists}",
+    )
+
+
+def _not_empty(kind: str, text: str, where: str, lists: str) -> None:
+    if not text:
+        raise DagError(f"empty {kind} id", where=where, hint=lists)
+
+
+def resolve_session(store: Store, text: str) -> SessionInfo:
+    """The session whose id is ``text``, or the only one whose id starts with it.
+
+    ``NotFoundError`` if no id starts with it, ``AmbiguousIdError`` (listing some of
+    the candidates) if several do, ``DagError`` for an empty ``text``.
+    """
+    lists = "`ctxrules sessions` lists them"
+    _not_empty("session", text, store.location, lists)
+    try:
+        return store.get_session(text)
+    except NotFoundError:
+        sid = _one("session", text, (s.id for s in store.list_sessions()), store.location, lists)
+        if sid is None:
+            raise
+        return store.get_session(sid)
+
+
+def resolve_node(store: Store, session_id: str, text: str) -> Call:
+    """The node of ``session_id`` (its inherited ones included) whose id is ``text``, or
+    the only one whose id starts with it.
+
+    A full id of a node outside the session is a ``DagError``; otherwise as
+    ``resolve_session``.
+    """
+    lists = f"`ctxrules log {session_id}` lists them"
+    where = f"session {session_id}"
+    _not_empty("node", text, where, lists)
+    try:
+        return _visible(store, session_id, text)
+    except NotFoundError:
+        nodes = {n.id: n for n in store.nodes(session_id, inherited=True)}
+        nid = _one("node", text, nodes, where, lists)
+        if nid is None:
+            raise
+        return nodes[nid]
+
+
+def resolve_commit(store: CommitStore, session_id: str, text: str) -> str:
+    """The id of the commit ``text`` names: a full id (of any session), or a prefix of
+    exactly one commit of ``session_id`` or of the sessions it was forked from.
+
+    As ``resolve_session`` for unknown, ambiguous and empty ``text``.
+    """
+    lists = f"`ctxrules commit {session_id} --json` shows the current commit's id"
+    where = f"session {session_id}"
+    _not_empty("commit", text, where, lists)
+    ids: list[str] = []
+    sid: str | None = session_id
+    while sid is not None:  # the fork chain: a fork's base commits are its history too
+        ids += [r.id for r in store.session_commits(sid)]
+        sid = store.get_session(sid).base_session
+    if text in ids:
+        return text
+    found = _one("commit", text, ids, where, lists)
+    if found is None:
+        store.commit_chain(text)  # another session's commit, or NotFoundError
+        return text
+    return found

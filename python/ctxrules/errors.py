@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "AgentRunActiveError",
+    "AmbiguousIdError",
     "ConfigError",
     "CtxrulesError",
     "DagError",
@@ -105,3 +106,21 @@ class PromptTooLongError(ProviderError):
 class PluginWarning(UserWarning):
     """Something about the installed plugins deserves attention but does not stop loading
     (e.g. an allow-list entry that matches no installed plugin)."""
+
+
+class AmbiguousIdError(CtxrulesError):
+    """An id prefix that starts more than one session, node or commit id.
+
+    ``candidates`` lists the matching ids (all of them, in the store's order).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        candidates: list[str],
+        where: str | None = None,
+        hint: str | None = None,
+    ):
+        self.candidates = candidates
+        super().__init__(message, where=where, hint=hint)

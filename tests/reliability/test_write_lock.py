@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ctxrules.cli import main
+from ctxrules.store import open_store
 
 CC = "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 
@@ -69,6 +70,7 @@ def test_a_write_that_times_out_names_the_holder(locked, capsys):
 
 
 def test_a_bad_busy_timeout_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    open_store(tmp_path / "s").close()
     monkeypatch.setenv("CTXRULES_BUSY_TIMEOUT", "soon")
     assert main(["sessions", "--store", str(tmp_path / "s")]) == 1
     assert "CTXRULES_BUSY_TIMEOUT" in capsys.readouterr().err

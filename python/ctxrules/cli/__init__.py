@@ -1,9 +1,14 @@
 """The ``ctxrules`` command line.
 
 Each subcommand lives in its own module of this package and exposes
-``add_parser(subparsers)``; the parser it adds sets ``func`` to a callable taking the
-parsed arguments and returning an exit code.  A ``CtxrulesError`` prints one line to
-stderr and exits 1; no traceback is shown for user errors.
+``add_parser(subparsers)``; the parser it adds (``_common.subcommand``: a description
+and examples in ``--help``) sets ``func`` to a callable taking the parsed arguments and
+returning an exit code.  A ``CtxrulesError`` prints one line to stderr and exits 1; a
+usage error prints one line and exits 2; no traceback is shown for user errors.
+
+Arguments naming a session or node take the full id or, as in git, a unique prefix of
+it.  Only ``import`` and ``demo`` create a store; every other command needs an existing
+one and names the location when there is none.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ..errors import CtxrulesError, PluginWarning
+from ._common import Parser
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -38,8 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The full argument parser, every subcommand included."""
     from .. import __version__
 
-    parser = argparse.ArgumentParser(
-        prog="ctxrules", description="Decide what an LLM is fed on every call."
+    parser = Parser(
+        prog="ctxrules",
+        description="Decide what an LLM is fed on every call.",
+        epilog="`ctxrules COMMAND --help` describes a command, with examples.",
     )
     parser.add_argument("--version", action="version", version=f"ctxrules {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -14,7 +14,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "checkout",
         run,
         help="move a session's HEAD to a node or sibling (never reruns anything)",
-        positionals=("session", "node"),
+        description="Move a session's HEAD to NODE (a tool call: show that variant).  "
+        "Display only: nothing is rerun, nothing appended, no files are touched.",
+        examples="""
+ctxrules checkout s_67f3 n_b930     # HEAD to that node (unique id prefixes are enough)
+ctxrules checkout s_67f3 n_b930 --leaf --json   # on to the newest end of its branch
+""",
+        ids=(("session", "session"), ("node", "node")),
     )
     p.add_argument(
         "--leaf", action="store_true", help="go on to the newest end of the branch below NODE"

@@ -1,12 +1,14 @@
 """``ctxrules commit SESSION``: the ContextCommit at a head, its items, totals and notes.
 
-``--now EPOCH`` runs the rules again at that time (idle clearing is measured
-against it) and saves the resulting commit.  ``--json`` prints the commit with every
-item (state, tokens, reason, locked, merged_into, attached_from, is_anchor) and totals
-per state; without it, a table of items by state with token counts, the notes (what
-each rule did or could not do, e.g. a failed summarizer) and the last items.
+``--now TIME`` (epoch seconds or ISO 8601) runs the rules again at that time (idle
+clearing is measured against it) and saves the resulting commit.  ``--json`` prints
+the commit with every item (state, tokens, reason, locked, merged_into,
+attached_from, is_anchor) and totals per state; without it, a table of items by state
+with token counts, the notes (what each rule did or could not do, e.g. a failed
+summarizer) and the last items.
 ``--diff OTHER`` compares another commit (a commit id, a node id whose commit is used,
-or ``parent``) with this one.
+or ``parent``) with this one.  Session, node and commit ids may be unique prefixes.
+The store must exist (``ctxrules import`` creates one).
 
 ``step_commits`` is the demo's step: the bundled session through the pipeline turn by
 turn.
@@ -29,10 +31,21 @@ from ..commit import (
     generate_commit,
     load_commit,
 )
-from ..config import PipelineConfig, find_config, load_config
+from ..config import PipelineConfig
+from ..dag import resolve_commit, resolve_node
 from ..errors import CtxrulesError
 from ..model import ContextCommit
-from ._common import add_now_option, add_store_option, now_of, open_store_from, print_json
+from ._common import (
+    add_config_options,
+    add_id_argument,
+    add_now_option,
+    add_store_option,
+    config_of,
+    now_of,
+    open_store_from,
+    print_json,
+    subcommand,
+)
 
 if TYPE_CHECKING:
     from .demo import DemoState
@@ -54,15 +67,39 @@ ITEM_FIELDS = (
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``commit`` subcommand."""
-    p = sub.add_parser("commit", help="show the context commit at a head")
-    p.add_argument("session")
-    p.add_argument("--head", metavar="NODE", help="node id (default: the session's HEAD)")
+    p = subcommand(
+        sub,
+        "commit",
+        run,
+        help="show the context commit at a head",
+        description="Show the ContextCommit at a head (made and saved if there is none "
+        "yet): items by state with token totals, what each rule did, the last items.  "
+        "With --now the rules run again at that time; with --diff, how another commit "
+        "differs from this one.",
+        examples="""
+ctxrules commit s_67f3                               # the current commit at HEAD
+ctxrules commit s_67f3 --now 2026-01-01T00:00:00Z    # rules at that time (idle clearing)
+ctxrules commit s_67f3 --preset aggressive --head n_b930 --json
+ctxrules commit s_67f3 --diff parent                 # or a commit id / node id (prefix)
+""",
+    )
+    add_id_argument(p, "session", kind="session")
+    add_id_argument(
+        p,
+        "--head",
+        kind="node",
+        metavar="NODE",
+        help="node id or unique prefix (default: the session's HEAD)",
+    )
     add_now_option(
         p, "run the rules again at this time (idle clearing), saving the commit it makes"
     )
-    p.add_argument("--config", metavar="FILE", help="ctxrules.toml or pyproject.toml")
-    p.add_argument("--preset", metavar="NAME", help="a shipped configuration instead of a file")
-    p.add_argument("--diff", metavar="OTHER", help="commit id, node id or 'parent' to diff with")
+    add_config_options(p)
+    p.add_argument(
+        "--diff",
+        metavar="OTHER",
+        help="'parent', a commit id (cc_…) or a node id, or a unique prefix of one, to diff with",
+    )
     p.add_argument(
         "--items",
         type=int,
@@ -72,17 +109,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="print the commit as JSON")
-    p.set_defaults(func=run)
-
-
-def _config(args: argparse.Namespace) -> PipelineConfig:
-    if args.config and args.preset:
-        raise CtxrulesError("give --config or --preset, not both")
-    if args.config:
-        return load_config(args.config)
-    if args.preset:
-        return PipelineConfig.preset(args.preset)
-    return find_config()
 
 
 def totals(commit: ContextCommit) -> dict[str, dict[str, int]]:
@@ -118,8 +144,9 @@ def _other(args: argparse.Namespace, store: Any, commit: ContextCommit, config: 
             raise CtxrulesError("this commit has no parent to diff with", where=commit.id)
         return load_commit(commit.parent_ids[0], store=store)
     if other.startswith("cc_"):
-        return load_commit(other, store=store)
-    return ensure_latest_commit(args.session, other, now=now_of(args), store=store, config=config)
+        return load_commit(resolve_commit(store, args.session, other), store=store)
+    node = resolve_node(store, args.session, other).id
+    return ensure_latest_commit(args.session, node, now=now_of(args), store=store, config=config)
 
 
 def _print_diff(console: Console, d: CommitDiff) -> None:
@@ -189,7 +216,7 @@ def print_commit(console: Console, commit: ContextCommit, *, last: int = 30) -> 
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules commit``; returns the exit code."""
-    config = _config(args)
+    config = config_of(args)
     store = open_store_from(args)
     try:
         # Without --now the current commit is shown; with it the rules run at that time

@@ -6,11 +6,24 @@ import argparse
 import sys
 
 from ..tokenizers import DEFAULT_ENCODING, get_tokenizer
-from ._common import print_json, read_text
+from ._common import print_json, read_text, subcommand
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("count", help="count tokens of files (stdin when none)")
+    """Add the ``count`` subcommand."""
+    p = subcommand(
+        sub,
+        "count",
+        run,
+        help="count tokens of files (stdin when none)",
+        description="Count the tokens of UTF-8 text files (or stdin) with a registered "
+        "tokenizer; several files print one line each and the total.",
+        examples="""
+ctxrules count README.md docs/*.md
+echo "hello world" | ctxrules count --json
+ctxrules count --encoding tiktoken:cl100k_base notes.txt   # the tiktoken oracle
+""",
+    )
     p.add_argument("files", nargs="*", metavar="FILE")
     p.add_argument(
         "--encoding",
@@ -18,10 +31,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"a registered tokenizer (default {DEFAULT_ENCODING}; tiktoken:NAME for the oracle)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules count``; returns the exit code."""
     tok = get_tokenizer(args.encoding)
     paths = args.files or ["-"]
     texts = [read_text(p) for p in paths]

@@ -17,17 +17,32 @@ from rich.table import Table
 from ..model import Call, content_text
 from ..store import CommitStore
 from ..tokenizers import DEFAULT_ENCODING, get_tokenizer
-from ._common import add_store_option, open_store_from
+from ._common import add_store_option, open_store_from, subcommand
 
 BUNDLED_SESSION = "claude_code_init.jsonl"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``demo`` subcommand."""
-    p = sub.add_parser("demo", help="run the pipeline on a bundled real session")
-    p.add_argument("--encoding", default=DEFAULT_ENCODING)
-    add_store_option(p)
-    p.set_defaults(func=run)
+    p = subcommand(
+        sub,
+        "demo",
+        run,
+        help="run the pipeline on a bundled real session",
+        description="Import a bundled Claude Code session (created in the store if "
+        "missing, found if imported already), count its tokens, make its commits turn by "
+        "turn under the aggressive preset and render each turn for every built-in provider.",
+        examples="""
+ctxrules demo                       # into ./.ctxrules (or $CTXRULES_STORE)
+ctxrules demo --store memory:demo   # leave nothing on disk
+""",
+    )
+    p.add_argument(
+        "--encoding",
+        default=DEFAULT_ENCODING,
+        help=f"tokenizer of the token table (default {DEFAULT_ENCODING})",
+    )
+    add_store_option(p, creates=True)
 
 
 def bundled_session_path() -> str:

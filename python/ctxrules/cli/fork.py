@@ -14,7 +14,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "fork",
         run,
         help="start a new session at a node (history shared, not copied)",
-        positionals=("session", "node"),
+        description="Start a new session whose HEAD is NODE of SESSION.  The history up "
+        "to there is shared, not copied; what either session appends later is its own.",
+        examples="""
+ctxrules fork s_67f3 n_b930         # prints the new session's id
+ctxrules fork s_67f3 n_b930 --json  # id, head, base_session, base_node
+""",
+        ids=(("session", "session"), ("node", "node")),
     )
 
 

@@ -18,8 +18,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "import",
         run,
         help="import transcripts (Claude Code, OpenAI / Anthropic messages, SWE-agent, …)",
-        description="Import transcript files into the store.  Every file is parsed before "
-        "anything is written; a file already imported (same bytes) is found, not duplicated.",
+        description="Import transcript files into the store (created if missing).  Every "
+        "file is parsed before anything is written; a file already imported (same bytes) "
+        "is found, not duplicated.",
+        examples="""
+ctxrules import ~/.claude/projects/*/*.jsonl          # Claude Code sessions
+ctxrules import run.traj --format swe-agent --json    # name the format, print the ids
+ctxrules import cassettes/*.yaml --store ./replay     # recorded provider traffic
+""",
+        creates_store=True,
     )
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument(

@@ -20,7 +20,20 @@ PREVIEW = 70
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``log`` subcommand."""
-    add_command(sub, "log", run, help="show a session's history graph", positionals=("session",))
+    add_command(
+        sub,
+        "log",
+        run,
+        help="show a session's history graph",
+        description="Show every node of a session as a tree: the conversation, the calls "
+        "each node made indented under it, where the graph branches (branch 1/2), the "
+        "current branch (*) and HEAD.  Reads only.",
+        examples="""
+ctxrules log s_67f3                 # a unique start of the session id is enough
+ctxrules log s_67f31855b89c98c6 --json   # every field of every node, in seq order
+""",
+        ids=(("session", "session"),),
+    )
 
 
 def call_fields(call: Call) -> dict[str, object]:

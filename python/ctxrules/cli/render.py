@@ -1,7 +1,8 @@
 """``ctxrules render SESSION --provider P``: the request body exactly as it would be sent.
 
-The commit at ``--head`` (default HEAD) under ``--config`` (default: the nearest
-ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``;
+The commit at ``--head`` (default HEAD) under ``--config`` or ``--preset`` (default:
+the nearest ctxrules.toml / pyproject, else the default preset) is found or generated
+at ``--now``;
 the situation layer (L1) is built from the call tree (``ctxrules.situation``) and the
 commit rendered with it.  Without options the body bytes are printed as they are;
 ``--json`` wraps them with the provider, model and endpoint; ``--explain`` adds the
@@ -17,7 +18,17 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ._common import add_now_option, add_store_option, now_of, print_json, store_of
+from ._common import (
+    add_config_options,
+    add_id_argument,
+    add_now_option,
+    add_store_option,
+    config_of,
+    now_of,
+    print_json,
+    store_of,
+    subcommand,
+)
 
 if TYPE_CHECKING:
     from .demo import DemoState
@@ -26,8 +37,21 @@ PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("render", help="render a session's commit into a provider request")
-    p.add_argument("session")
+    p = subcommand(
+        sub,
+        "render",
+        run,
+        help="render a session's commit into a provider request",
+        description="Render the commit at a head into one provider's request body, "
+        "exactly as it would be sent (the commit is found, or made at --now).  --json "
+        "wraps the body with provider, model and endpoint; --explain breaks it down.",
+        examples="""
+ctxrules render s_67f3 --provider anthropic                 # the body bytes
+ctxrules render s_67f3 --provider openai-chat --json --preset aggressive
+ctxrules render s_67f3 --provider gemini --explain --now 2026-01-01T00:00:00Z
+""",
+    )
+    add_id_argument(p, "session", kind="session")
     p.add_argument(
         "--provider",
         required=True,
@@ -36,27 +60,30 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--model", default=None, help="model (default: the session's, else the provider's)"
     )
-    p.add_argument(
-        "--head", default=None, metavar="NODE", help="render at this node (default HEAD)"
+    add_id_argument(
+        p,
+        "--head",
+        kind="node",
+        default=None,
+        metavar="NODE",
+        help="render at this node, an id or unique prefix (default HEAD)",
     )
     add_now_option(p, "clock for the rules (default: now)")
-    p.add_argument("--config", default=None, metavar="FILE", help="rule configuration (TOML)")
+    add_config_options(p)
     add_store_option(p)
     p.add_argument("--json", action="store_true", help="print JSON with the body inside")
     p.add_argument("--explain", action="store_true", help="add a breakdown of the request")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..commit import ensure_latest_commit, load_commit
-    from ..config import find_config, load_config
     from ..errors import NotFoundError
     from ..providers import get_provider
     from ..render import explain, render, session_defaults
     from ..situation import commit_situation
 
     provider = get_provider(args.provider)
-    config = load_config(args.config) if args.config else find_config()
+    config = config_of(args)
     with store_of(args) as store:
         info = store.get_session(args.session)
         commit = ensure_latest_commit(

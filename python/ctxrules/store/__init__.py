@@ -6,7 +6,9 @@ interfaces, the embedded SQLite backend and the in-memory one.
 file (``ctxrules.db``), created complete on first use; an existing file is inspected
 before anything writes to it and refused, untouched, unless it is a ctxrules store.
 A location ``memory:NAME`` opens the in-memory store of that name in this process
-(``memory:`` alone: a private one), for batch workers and tests.
+(``memory:`` alone: a private one), for batch workers and tests.  With
+``create=False`` (what read-only commands use) a store that does not exist yet is an
+error and nothing is made: no directory, no file, no named memory store.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ._sqlite_open import APPLICATION_ID
 from .base import CommitRow, CommitStore, Edge, NewSession, RunInfo, SessionInfo, Store
 from .memory import PREFIX as MEMORY_PREFIX
 from .memory import MemoryStore
+from .memory import exists as _memory_exists
 from .migrations import MIGRATIONS, Migration, register_migration
 from .sqlite import BUSY_TIMEOUT_S, DB_NAME, ENV_BUSY_TIMEOUT, SQLiteStore, database_path
 
@@ -68,19 +71,31 @@ def store_location(path: str | os.PathLike[str] | None = None) -> Path:
 
 
 def open_store(
-    path: str | os.PathLike[str] | None = None, *, busy_timeout: float | None = None
+    path: str | os.PathLike[str] | None = None,
+    *,
+    busy_timeout: float | None = None,
+    create: bool = True,
 ) -> CommitStore:
     """Open (creating if needed) the store at ``path`` (see ``store_location``).
 
     ``busy_timeout`` (SQLite): seconds a write waits for another process's write
     (default ``$CTXRULES_BUSY_TIMEOUT``, else 60).  ``StoreError`` if the location cannot hold a
     store (not writable, another program's file, a schema this ctxrules does not know).
+    With ``create=False`` a location holding no store yet is a ``StoreError`` naming it,
+    and nothing is created there.
     """
     if path is None and os.environ.get(ENV_STORE, "").startswith(MEMORY_PREFIX):
         path = os.environ[ENV_STORE]
     if isinstance(path, str) and path.startswith(MEMORY_PREFIX):
-        return MemoryStore(path[len(MEMORY_PREFIX) :])
-    db = database_path(store_location(path))
+        name = path[len(MEMORY_PREFIX) :]
+        if not create and name and not _memory_exists(name):
+            raise _no_store(path, "no in-memory store of that name in this process")
+        return MemoryStore(name)
+    location = store_location(path)
+    db = database_path(location)
+    if not create and not db.exists():
+        what = "holds no ctxrules store" if location.is_dir() else "no ctxrules store there"
+        raise _no_store(str(location), what)
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -90,3 +105,12 @@ def open_store(
             hint=f"pass --store PATH or set {ENV_STORE} to a writable place",
         ) from None
     return SQLiteStore(db, busy_timeout=busy_timeout)
+
+
+def _no_store(location: str, what: str) -> StoreError:
+    return StoreError(
+        what,
+        where=location,
+        hint="`ctxrules import FILE --store PATH` creates a store and imports into it; "
+        f"check the path, --store and ${ENV_STORE}",
+    )

@@ -51,7 +51,7 @@ from .base import CommitRow, Edge, NewSession, RunInfo, SessionInfo
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["PREFIX", "MemoryStore", "forget"]
+__all__ = ["PREFIX", "MemoryStore", "exists", "forget"]
 
 #: Store locations starting with this name in-memory data.
 PREFIX = "memory:"
@@ -96,6 +96,12 @@ def forget(name: str) -> None:
     """Drop the named memory store's data (handles still open keep what they hold)."""
     with _named_lock:
         _named.pop(name, None)
+
+
+def exists(name: str) -> bool:
+    """Whether this process holds memory store data named ``name``."""
+    with _named_lock:
+        return name in _named
 
 
 def _data_for(name: str) -> _Data:
