@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,7 +78,7 @@ def subcommand(
     p = sub.add_parser(
         name,
         help=help,
-        description=description,
+        description=textwrap.fill(" ".join(description.split()), width=88),
         epilog="examples:\n" + "\n".join(f"  {line}" for line in examples.strip().splitlines()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -157,8 +158,13 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
         help="rule configuration: ctxrules.toml or pyproject.toml "
         "(default: the nearest one, else the default preset)",
     )
+    from ..config import PRESETS
+
     parser.add_argument(
-        "--preset", metavar="NAME", default=None, help="a shipped configuration instead of a file"
+        "--preset",
+        metavar="NAME",
+        default=None,
+        help=f"a shipped configuration instead of a file ({', '.join(PRESETS)})",
     )
 
 

@@ -89,7 +89,10 @@ def open_store(
     if isinstance(path, str) and path.startswith(MEMORY_PREFIX):
         name = path[len(MEMORY_PREFIX) :]
         if not create and name and not _memory_exists(name):
-            raise _no_store(path, "no in-memory store of that name in this process")
+            raise _no_store(
+                path,
+                "no ctxrules store of that name in this process (memory stores end with it)",
+            )
         return MemoryStore(name)
     location = store_location(path)
     db = database_path(location)
