@@ -6,6 +6,8 @@ test that passes here passes for any backend implementing it.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ctxrules.store import CommitStore, open_store
@@ -89,3 +91,20 @@ def make_store(store_location):
 def any_store(make_store):
     """An empty store of each backend, seen only through the Protocol."""
     return make_store()
+
+
+@pytest.fixture
+def cli_import(tmp_path, corpus, capsys):
+    """``cli_import(*files)``: ``ctxrules import`` corpus files (paths relative to the
+    corpus) into a new store under ``tmp_path``; returns the store path and the ids of
+    the sessions, in the order the command printed them."""
+
+    def run(*files: str) -> tuple[str, list[str]]:
+        from ctxrules.cli import main
+
+        store = str(tmp_path / "store")
+        argv = ["import", *(str(corpus / f) for f in files), "--store", store, "--json"]
+        assert main(argv) == 0, capsys.readouterr().err
+        return store, [s["id"] for s in json.loads(capsys.readouterr().out)["sessions"]]
+
+    return run

@@ -79,10 +79,8 @@ def test_every_now_option_takes_iso_8601():
 
 
 @pytest.fixture
-def imported(tmp_path, corpus, capsys):
-    store = str(tmp_path / "store")
-    assert main(["import", str(corpus / CC), "--store", store, "--json"]) == 0
-    sid = json.loads(capsys.readouterr().out)["sessions"][0]["id"]
+def imported(cli_import):
+    store, (sid,) = cli_import(CC)
     return store, sid
 
 

@@ -13,10 +13,9 @@ CC = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 
 
 @pytest.fixture
-def session(tmp_path, corpus, capsys):
-    store = str(tmp_path / "store")
-    assert main(["import", str(corpus / CC), "--store", store, "--json"]) == 0
-    return store, json.loads(capsys.readouterr().out)["sessions"][0]["id"]
+def session(cli_import):
+    store, (sid,) = cli_import(CC)
+    return store, sid
 
 
 def _json(capsys, *argv):
