@@ -1,8 +1,7 @@
 """``ctxrules render SESSION --provider P``: the request body exactly as it would be sent.
 
-The commit at ``--head`` (default HEAD) under ``--config`` or ``--preset`` (default:
-the nearest ctxrules.toml / pyproject, else the default preset) is found or generated
-at ``--now``;
+The commit at ``--head`` (default HEAD) under ``--config`` / ``--preset`` (default: the nearest
+ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``;
 the situation layer (L1) is built from the call tree (``ctxrules.situation``) and the
 commit rendered with it.  Without options the body bytes are printed as they are;
 ``--json`` wraps them with the provider, model and endpoint; ``--explain`` adds the
