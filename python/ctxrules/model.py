@@ -74,6 +74,23 @@ class ImageSource(msgspec.Struct, frozen=True, omit_defaults=True):
     data: str = ""
     url: str = ""
 
+    def __post_init__(self) -> None:
+        # Decoding checks the field types, constructing does not: an image built with a
+        # non-string URL would otherwise only fail later, inside a renderer.
+        for field in ("media_type", "data", "url"):
+            value = getattr(self, field)
+            if not isinstance(value, str):
+                raise ValidationError(
+                    f"an image source's {field!r} must be a string, got {type(value).__name__}",
+                    where=f"image source ({self.type})",
+                    hint="pass base64 text in data, or a URL string in url",
+                )
+        if self.type not in ("base64", "url"):
+            raise ValidationError(
+                f"an image source's type must be 'base64' or 'url', got {self.type!r}",
+                hint="use ImageSource(type='url', url=...) or ImageSource(data=...)",
+            )
+
 
 class ImageBlock(_Block, tag="image", frozen=True):
     """An image, inline or by URL."""

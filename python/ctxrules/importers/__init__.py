@@ -9,11 +9,18 @@ same bytes finds the sessions already there instead of duplicating them.
 ``--format auto`` asks every importer's ``detect`` in registration order and parses
 with the first that claims the file; if that parse fails it tries the next claimant,
 and the final error names every format it tried.
+
+Before anything is written, every parsed node passes ``limits.check_node`` (the store's
+own write check) and every session's metadata ``limits.check_metadata``, so a node the
+store would refuse is named by file:line; and one file may store at most
+``limits.import_budget(file size)`` bytes, so content repeated by reference cannot
+turn a small file into a huge store.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -21,9 +28,11 @@ from typing import Protocol, runtime_checkable
 import msgspec
 
 from ..errors import CtxrulesError, DagError, ImportFormatError, ValidationError
+from ..limits import IMPORT_EXPANSION, check_metadata, check_node, import_budget
 from ..plugins import registry
 from ..store import SessionInfo, Store
-from ._common import ImportedSession, read_bytes
+from ._common import ImportedSession, fail, read_bytes
+from ._json import JsonImporter, detached, forget_json
 
 __all__ = [
     "HEAD_BYTES",
@@ -45,10 +54,10 @@ class Importer(Protocol):
     """A transcript format.
 
     ``detect(path, head)`` answers quickly from the first ``HEAD_BYTES`` (it may parse
-    the file; ``_common.load_json`` caches that for ``parse``); ``parse(path)`` returns
+    the file; ``_json.load_json`` caches that for ``parse``); ``parse(path)`` returns
     the sessions or raises ``ImportFormatError`` naming file, line and what to do.
     ``auto`` says whether ``--format auto`` may pick this importer.  A format stored
-    as one JSON document can subclass ``_common.JsonImporter`` and write only
+    as one JSON document can subclass ``_json.JsonImporter`` and write only
     ``claims(data)`` and ``sessions(path, data, key)``.
     """
 
@@ -98,25 +107,94 @@ def _detect(path: str) -> tuple[list[str], list[ImportFormatError]]:
             if imp.detect(path, head):
                 found.append(imp.name)
         except ImportFormatError as exc:
-            errors.append(exc)
+            errors.append(detached(exc))
         except CtxrulesError:
             continue
+        except _UNANTICIPATED as exc:  # a detector that could not read the file
+            errors.append(_unanticipated(imp, path, exc))
     return found, errors
+
+
+# What a parser raises on a structure it did not anticipate; anything else is a bug.
+_UNANTICIPATED = (
+    KeyError,
+    TypeError,
+    AttributeError,
+    ValueError,
+    IndexError,
+    RecursionError,
+    OverflowError,
+)
+
+
+def _unanticipated(imp: Importer, path: str, exc: BaseException) -> ImportFormatError:
+    if isinstance(exc, RecursionError):
+        why = "values nest deeper than Python can read"
+    else:
+        why = f"{type(exc).__name__}: {exc}"
+    return ImportFormatError(
+        f"unknown structure for format {imp.name!r}: {why}",
+        where=path,
+        hint="check that the file is a complete transcript of that format; nothing was imported",
+    )
 
 
 def _parse_with(imp: Importer, path: str) -> list[ImportedSession]:
     try:
-        return imp.parse(path)
+        sessions = imp.parse(path)
     except CtxrulesError:
         raise
-    except (KeyError, TypeError, AttributeError, ValueError, IndexError, RecursionError) as exc:
-        # Last line of defence: a structure the importer did not anticipate.
-        raise ImportFormatError(
-            f"unknown structure for format {imp.name!r}: {type(exc).__name__}: {exc}",
-            where=path,
-            hint="check that the file is a complete transcript of that format; "
-            "nothing was imported",
-        ) from None
+    except _UNANTICIPATED as exc:  # last line of defence
+        raise _unanticipated(imp, path, exc) from None
+    _check(path, sessions)
+    return sessions
+
+
+def _check(path: str, sessions: list[ImportedSession]) -> None:
+    """Refuse, before anything is written, what the store would refuse, and more than
+    ``import_budget`` bytes in all: every node and metadata is encoded once here."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        size = 0
+    budget, used = import_budget(size), 0
+    for s in sessions:
+        for n in s.nodes:
+            origin = s.origins.get(n.id)
+            line = origin if isinstance(origin, int) else None
+            at = origin if isinstance(origin, str) else None
+            try:
+                used += len(check_node(n))
+            except ValidationError as exc:
+                raise fail(
+                    path, line, f"node {n.id}: {exc.message}", exc.hint or "fix it", at=at
+                ) from None
+            if used > budget:
+                raise fail(
+                    path,
+                    line,
+                    f"importing the file would store more than {budget:,} bytes, over "
+                    f"{IMPORT_EXPANSION}x its {size:,} bytes (limits.import_budget): its "
+                    "content repeats (one tool call answered many times, say)",
+                    "import a file whose content is written out once",
+                    at=at,
+                )
+        try:
+            used += len(check_metadata({**s.metadata, "format": s.format}, where=path))
+        except ValidationError as exc:
+            raise ImportFormatError(
+                f"the session metadata cannot be stored: {exc.message}",
+                where=path,
+                hint=f"{exc.hint or 'fix the file'}; nothing was imported",
+            ) from None
+        if used > budget:
+            raise fail(
+                path,
+                None,
+                f"importing the file would store more than {budget:,} bytes, over "
+                f"{IMPORT_EXPANSION}x its {size:,} bytes (limits.import_budget)",
+                "import a file whose content is written out once",
+            )
 
 
 def _why_unknown(head: bytes) -> str:
@@ -134,6 +212,13 @@ def _why_unknown(head: bytes) -> str:
 
 def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSession]]:
     """Parse one file; returns ``(format used, sessions)``; writes nothing."""
+    try:
+        return _parse_file(path, format)
+    finally:
+        forget_json()  # the decoded document served this file's detection and parse
+
+
+def _parse_file(path: str, format: str) -> tuple[str, list[ImportedSession]]:
     if format != "auto":
         imp = registry("importers").get(format)
         return imp.name, _parse_with(imp, path)
@@ -153,8 +238,13 @@ def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSe
         )
     first: ImportFormatError | None = None
     for name in candidates:
+        imp = registry("importers").get(name)
+        if not isinstance(imp, JsonImporter):
+            # A JSON detector may have decoded the file whole (a one-line JSONL file is
+            # a JSON document too); a parser that streams it must not pay for that copy.
+            forget_json()
         try:
-            return name, _parse_with(registry("importers").get(name), path)
+            return name, _parse_with(imp, path)
         except ImportFormatError as exc:
             first = first or exc
     assert first is not None

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import re
-from datetime import datetime
-from functools import lru_cache
+import math
+from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
@@ -24,11 +22,11 @@ from ..model import Call, ContentBlock, TextBlock
 
 __all__ = [
     "ImportedSession",
-    "JsonImporter",
     "SessionBuilder",
+    "decode_text",
     "fail",
     "file_key",
-    "load_json",
+    "file_key_of",
     "parse_time",
     "read_bytes",
     "split_tool_results",
@@ -42,7 +40,9 @@ class ImportedSession(msgspec.Struct, kw_only=True):
 
     ``key`` makes re-imports idempotent (a hash of the file's bytes plus the session's
     place in the file); ``nodes`` are in an order where every edge points backwards;
-    ``head`` is the node HEAD should point at.
+    ``head`` is the node HEAD should point at.  ``origins`` says where in the file a
+    node came from — its line (a JSONL line) or its path in the document
+    (``messages[3]``) — so a node refused before it is stored can be named by file:line.
     """
 
     key: str
@@ -51,6 +51,7 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     nodes: list[Call]
     head: str | None
     metadata: dict[str, Any] = {}
+    origins: dict[str, int | str] = {}
 
 
 def fail(
@@ -58,63 +59,27 @@ def fail(
 ) -> ImportFormatError:
     """The error every importer raises: what, where (file:line and JSON path) and what to do.
 
-    For a JSON document ``at`` (e.g. ``[12].traj[5]``) names the element and the line
-    is looked up from it.
+    For a JSON or YAML document ``at`` (e.g. ``[12].traj[5]``) names the element and
+    the line is looked up from it.
     """
     if at and line is None:
-        line = json_line(path, at)
+        line = document_line(path, at)
     where = f"{path}:{line}" if line else path
     if at:
         where = f"{where} at {at}"
     return ImportFormatError(message, where=where, hint=f"{hint}; nothing was imported")
 
 
-_PATH_STEP = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]")
-_WS = re.compile(r"[ \t\n\r]*")
+def document_line(path: str, at: str) -> int | None:
+    """The line where the element ``at`` starts in a JSON or YAML file (error path only)."""
+    from ._json import json_line
 
+    line = json_line(path, at)
+    if line is None and path.endswith((".yaml", ".yml")):
+        from ._yaml import yaml_line
 
-def json_line(path: str, at: str) -> int | None:
-    """The line where the element ``at`` (``key[3].other``) starts in a JSON file.
-
-    Only used on the error path, so it simply re-reads the file and hops over sibling
-    values with the stdlib decoder; ``None`` if the file is not such JSON.
-    """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-    dec = json.JSONDecoder()
-
-    def ws(i: int) -> int:
-        m = _WS.match(text, i)
-        return m.end() if m else i
-
-    pos = ws(0)
-    try:
-        for step in _PATH_STEP.finditer(at):
-            key, index = step.group(1), step.group(2)
-            if key is not None and text.startswith("{", pos):
-                pos = ws(pos + 1)
-                while not text.startswith("}", pos):
-                    name, end = dec.raw_decode(text, pos)
-                    pos = ws(ws(end) + 1)  # past the colon
-                    if name == key:
-                        break
-                    pos = ws(dec.raw_decode(text, pos)[1])
-                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
-                else:
-                    return None
-            elif index is not None and text.startswith("[", pos):
-                pos = ws(pos + 1)
-                for _ in range(int(index)):
-                    pos = ws(dec.raw_decode(text, pos)[1])
-                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
-            else:
-                return None  # not JSON of that shape (a YAML cassette, say)
-    except (json.JSONDecodeError, IndexError):
-        return None
-    return text.count("\n", 0, pos) + 1
+        line = yaml_line(path, at)
+    return line
 
 
 def read_bytes(path: str, limit: int = -1) -> bytes:
@@ -136,120 +101,63 @@ def file_key(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:32]
 
 
-def decode_text(path: str, data: bytes) -> str:
-    """UTF-8 text of a file, or an error naming the line of the first bad byte."""
+def file_key_of(path: str) -> str:
+    """``file_key`` of a file's bytes, read in chunks (the file is never held whole)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        read_bytes(path, 0)  # raises the precise error
+        raise
+    return digest.hexdigest()[:32]
+
+
+def decode_text(path: str, data: bytes, *, line: int = 1) -> str:
+    """UTF-8 text of a file (or of its part starting on ``line``), or an error naming the
+    line of the first bad byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
+        line += data.count(b"\n", 0, exc.start)
         raise fail(path, line, "not UTF-8 text", "convert the file to UTF-8") from None
 
 
-# JSON may escape half of a surrogate pair ("\\ud83d" from a cut-off emoji): Python
-# decodes it into a str that cannot be written as UTF-8.  Such halves are replaced by
-# U+FFFD at import, the one change an importer makes to content, because no store
-# (nor any provider) can hold them.
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+def parse_time(value: Any, *, path: str, line: int | None = None, at: str | None = None) -> float:
+    """Epoch seconds from an ISO-8601 string or a number; 0.0 when absent or unreadable.
 
-
-def repair_surrogates(value: Any, raw: str) -> Any:
-    """``value`` with lone surrogates replaced by U+FFFD (a no-op unless ``raw`` escapes one)."""
-    if not _SURROGATE_ESCAPE.search(raw):
-        return value
-    return _repair(value)
-
-
-def _repair(value: Any) -> Any:
-    if isinstance(value, str):
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_repair(v) for v in value]
-    if isinstance(value, dict):
-        return {_repair(k): _repair(v) for k, v in value.items()}
-    return value
-
-
-@lru_cache(maxsize=4)
-def _load_json_cached(path: str, mtime_ns: int, size: int) -> Any:
-    data = read_bytes(path)
-    try:
-        return msgspec.json.decode(data)
-    except msgspec.DecodeError:
-        pass
-    text = decode_text(path, data)
-    try:  # the stdlib parser says which line is wrong
-        return repair_surrogates(json.loads(text), text)
-    except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()):
+    A number that is not finite (``NaN``, ``inf``, ``1e999``) or too large for a float
+    (``10**400``) is an ``ImportFormatError`` naming ``path``:``line`` (or ``at``): a
+    time ctxrules cannot compare with another is refused, not stored.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            seconds = math.inf
+        if not math.isfinite(seconds):
+            shown = (
+                repr(value)
+                if isinstance(value, float)  # str() of a huge int hits Python's digit limit
+                else f"10**{int(abs(value).bit_length() * math.log10(2))} (an integer)"
+            )
             raise fail(
                 path,
-                exc.lineno,
-                "the JSON ends early: the file looks truncated",
-                "re-copy the complete file",
-            ) from None
-        raise fail(
-            path,
-            exc.lineno,
-            f"bad JSON: {exc.msg} (column {exc.colno})",
-            "fix the JSON or pass the right file",
-        ) from None
-
-
-def load_json(path: str) -> Any:
-    """Parse a JSON file once (detection and parsing share the result)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return _load_json_cached(path, 0, -1)  # read_bytes raises the precise error
-    return _load_json_cached(path, st.st_mtime_ns, st.st_size)
-
-
-class JsonImporter:
-    """Base of the importers whose file is one JSON document.
-
-    A subclass sets ``name`` / ``description`` and implements ``claims(data)`` (is this
-    decoded document mine?) and ``sessions(path, data, key)``.  Detection and parsing
-    share one decode (``load_json``), and every session's import key starts with
-    ``"<name>:<hash of the file's bytes>"`` so the same bytes name the same sessions.
-    """
-
-    name: str
-    description: str
-    auto = True
-
-    def claims(self, data: Any) -> bool:
-        """Whether the decoded document is of this format."""
-        raise NotImplementedError
-
-    def sessions(self, path: str, data: Any, key: str) -> list[ImportedSession]:
-        """The sessions of the decoded document; ``ImportFormatError`` if it is not one."""
-        raise NotImplementedError
-
-    def detect(self, path: str, head: bytes) -> bool:
-        """The file starts like JSON and ``claims`` its document."""
-        return head.lstrip()[:1] in (b"[", b"{") and self.claims(load_json(path))
-
-    def parse(self, path: str) -> list[ImportedSession]:
-        """Decode the file (once) and build its sessions."""
-        key = f"{self.name}:{file_key(read_bytes(path))}"
-        return self.sessions(path, load_json(path), key)
-
-
-def parse_time(value: Any) -> float:
-    """Epoch seconds from an ISO-8601 string or a number; 0.0 when absent or unreadable."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
+                line,
+                f"the timestamp {shown} is not a finite number of epoch seconds",
+                "fix the timestamp or remove it",
+                at=at,
+            )
+        return seconds
     if isinstance(value, str) and value:
         try:
             dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=timezone.utc)
+            return dt.timestamp()
+        except (ValueError, OverflowError):
             return 0.0
-        if dt.tzinfo is None:
-            from datetime import timezone
-
-            dt = dt.replace(tzinfo=timezone.utc)
-        return dt.timestamp()
     return 0.0
 
 
@@ -307,11 +215,12 @@ def tool_result_output(res: dict[str, Any], meta: dict[str, Any]) -> Any:
 class _Record:
     """A node under construction (mutable until ``SessionBuilder.build``)."""
 
-    __slots__ = ("fields", "pos")
+    __slots__ = ("fields", "origin", "pos")
 
-    def __init__(self, pos: float, fields: dict[str, Any]):
+    def __init__(self, pos: float, fields: dict[str, Any], origin: int | str | None):
         self.pos = pos
         self.fields = fields
+        self.origin = origin
 
 
 class SessionBuilder:
@@ -343,8 +252,11 @@ class SessionBuilder:
         caller: str | None = None,
         metadata: dict[str, Any] | None = None,
         created_at: float = 0.0,
+        line: int | None = None,
+        at: str | None = None,
     ) -> str:
-        """Add a node; returns its id.  ``pos`` orders it (file line or index)."""
+        """Add a node; returns its id.  ``pos`` orders it (file line or index); ``line``
+        (a JSONL line) or ``at`` (a path in the document) says where it came from."""
         self._count += 1
         nid = self.node_id(local if local is not None else f"auto:{self._count}")
         self.records[nid] = _Record(
@@ -361,6 +273,7 @@ class SessionBuilder:
                 "caller": caller,
                 "metadata": metadata or {},
             },
+            line or at,
         )
         return nid
 
@@ -375,6 +288,7 @@ class SessionBuilder:
         by_pos = sorted(self.records, key=lambda nid: self.records[nid].pos)
         for start in by_pos:
             stack = [start]
+            on_stack = {start}  # a set beside the stack: membership stays O(1)
             while stack:  # iterative DFS: emit a node after the nodes its edges name
                 nid = stack[-1]
                 if nid in done:
@@ -384,10 +298,11 @@ class SessionBuilder:
                 deps = [
                     d
                     for d in (f["predecessor"], f["caller"])
-                    if d is not None and d not in done and d in self.records and d not in stack
+                    if d is not None and d not in done and d in self.records and d not in on_stack
                 ]
                 if deps:
                     stack.extend(deps)
+                    on_stack.update(deps)
                     continue
                 stack.pop()
                 done.add(nid)
@@ -400,4 +315,5 @@ class SessionBuilder:
             nodes=nodes,
             head=self.head,
             metadata=self.metadata,
+            origins={nid: r.origin for nid, r in self.records.items() if r.origin is not None},
         )

@@ -24,6 +24,14 @@ from ._common import SessionBuilder, fail, split_tool_results, to_blocks, tool_r
 __all__ = ["anthropic_messages", "gemini_contents", "openai_messages"]
 
 
+def _beside(at: str, key: str) -> str | None:
+    """The path of ``key`` next to the message list at ``at`` (the request's system)."""
+    head, _, last = at.rpartition(".")
+    if last in ("messages", "contents"):
+        return f"{head}.{key}" if head else key
+    return None
+
+
 def _text_of(content: Any) -> str:
     if content is None:
         return ""
@@ -34,7 +42,15 @@ def _text_of(content: Any) -> str:
     return json.dumps(content, ensure_ascii=False)
 
 
-def _image_from_url(url: str) -> ImageBlock:
+def _image_from_url(url: Any, path: str, at: str) -> ImageBlock:
+    if not isinstance(url, str):
+        raise fail(
+            path,
+            None,
+            f"an image URL must be a string, got {type(url).__name__}",
+            "give the image as a URL or a data: URL string",
+            at=at,
+        )
     if url.startswith("data:") and ";base64," in url:
         media, data = url[5:].split(";base64,", 1)
         return ImageBlock(source=ImageSource(type="base64", media_type=media, data=data))
@@ -56,11 +72,11 @@ def _openai_parts(content: Any, path: str, at: str) -> Any:
             at=at,
         )
     blocks: list[ContentBlock] = []
-    for part in content:
+    for k, part in enumerate(content):
         if isinstance(part, dict) and part.get("type") == "image_url":
             img = part.get("image_url")
-            url = img.get("url", "") if isinstance(img, dict) else str(img or "")
-            blocks.append(_image_from_url(url))
+            url = img.get("url", "") if isinstance(img, dict) else img or ""
+            blocks.append(_image_from_url(url, path, f"{at}.content[{k}]"))
         elif isinstance(part, dict) and "text" in part:
             blocks.append(TextBlock(text=str(part["text"])))
         else:
@@ -120,11 +136,22 @@ def openai_messages(
             if role == "developer":
                 meta["openai_role"] = role
             last = b.add(
-                "system", "", pos=i, input=_text_of(content), predecessor=last, metadata=meta
+                "system",
+                "",
+                pos=i,
+                input=_text_of(content),
+                predecessor=last,
+                metadata=meta,
+                at=where,
             )
         elif role == "user":
             last = b.add(
-                "user", _openai_parts(content, path, where), pos=i, predecessor=last, metadata=meta
+                "user",
+                _openai_parts(content, path, where),
+                pos=i,
+                predecessor=last,
+                metadata=meta,
+                at=where,
             )
         elif role == "assistant":
             nid = b.node_id(f"{at}#{i}")
@@ -166,6 +193,7 @@ def openai_messages(
                 name=model,
                 predecessor=last,
                 metadata=meta,
+                at=where,
             )
         elif role == "tool":
             ids = msg.get("tool_call_ids")
@@ -198,6 +226,7 @@ def openai_messages(
                     input=args,
                     caller=caller,
                     metadata={**meta, "tool_use_id": str(cid), "is_error": False},
+                    at=where,
                 )
         else:
             raise fail(
@@ -225,7 +254,9 @@ def anthropic_messages(
         meta: dict[str, Any] = {}
         if isinstance(system, list):
             meta["system_blocks"] = system
-        last = b.add("system", "", pos=-1, input=_text_of(system), metadata=meta)
+        last = b.add(
+            "system", "", pos=-1, input=_text_of(system), metadata=meta, at=_beside(at, "system")
+        )
     uses: dict[str, tuple[str, dict[str, Any]]] = {}
     for i, msg in enumerate(messages):
         where = f"{at}[{i}]"
@@ -247,6 +278,7 @@ def anthropic_messages(
                 name=model if msg["role"] == "assistant" else "",
                 predecessor=last,
                 metadata=meta,
+                at=where,
             )
             continue
         if not isinstance(content, list):
@@ -259,7 +291,9 @@ def anthropic_messages(
             )
         if msg["role"] == "assistant":
             blocks = to_blocks(content, meta)
-            last = b.add("assistant", blocks, pos=i, name=model, predecessor=last, metadata=meta)
+            last = b.add(
+                "assistant", blocks, pos=i, name=model, predecessor=last, metadata=meta, at=where
+            )
             for blk in content:
                 if isinstance(blk, dict) and blk.get("type") == "tool_use":
                     uses[str(blk.get("id"))] = (last, blk)
@@ -292,10 +326,11 @@ def anthropic_messages(
                 input=use[1].get("input"),
                 caller=use[0],
                 metadata=rmeta,
+                at=f"{where}.content",
             )
         if others or not results:
             blocks = to_blocks(others, meta)
-            last = b.add("user", blocks, pos=i + 0.9, predecessor=last, metadata=meta)
+            last = b.add("user", blocks, pos=i + 0.9, predecessor=last, metadata=meta, at=where)
     b.head = last
 
 
@@ -324,6 +359,7 @@ def gemini_contents(
             pos=-1,
             input=_text_of(system.get("parts")),
             metadata={"gemini_parts": system.get("parts")},
+            at=_beside(at, "systemInstruction"),
         )
     open_calls: list[tuple[str, str, str, dict[str, Any]]] = []  # (id, name, node, args)
     for i, content in enumerate(contents):
@@ -364,13 +400,17 @@ def gemini_contents(
                 responses.append((j, part["functionResponse"] or {}))
             elif "inlineData" in part:
                 data = part["inlineData"] or {}
-                blocks.append(
-                    ImageBlock(
-                        source=ImageSource(
-                            media_type=str(data.get("mimeType", "")), data=str(data.get("data", ""))
-                        )
+                inline = data.get("data", "") if isinstance(data, dict) else data
+                if not isinstance(inline, str):
+                    raise fail(
+                        path,
+                        None,
+                        f"inlineData.data must be base64 text, got {type(inline).__name__}",
+                        "give the image bytes as a base64 string",
+                        at=f"{where}.parts[{j}]",
                     )
-                )
+                media = data.get("mimeType", "") if isinstance(data, dict) else ""
+                blocks.append(ImageBlock(source=ImageSource(media_type=str(media), data=inline)))
             elif part.get("thought") is True and role == "assistant":
                 # A thought summary: the model's reasoning, not text the user saw.
                 blocks.append(ThinkingBlock(thinking=str(part.get("text", "")), vendor="gemini"))
@@ -398,6 +438,7 @@ def gemini_contents(
                 input=match[3],
                 caller=match[2],
                 metadata={"index": i, "tool_use_id": match[0], "is_error": False},
+                at=f"{where}.parts[{j}]",
             )
         if blocks or not responses:
             last = b.add(
@@ -408,5 +449,6 @@ def gemini_contents(
                 name=model if role == "assistant" else "",
                 predecessor=last,
                 metadata={"index": i, "gemini_parts": parts},
+                at=where,
             )
     b.head = last

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import ImportedSession, JsonImporter, SessionBuilder, fail
+from ._common import ImportedSession, SessionBuilder, fail
+from ._json import JsonImporter
 from ._messages import anthropic_messages
 from .openai_chat import anthropic_features, messages_of, openai_features
 

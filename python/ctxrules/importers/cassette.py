@@ -23,26 +23,17 @@ from ._common import (
     file_key,
     read_bytes,
 )
+from ._json import loads_strict
 from ._messages import anthropic_messages, gemini_contents, openai_messages
+from ._yaml import load_yaml
 from .openai_chat import anthropic_features
 
 __all__ = ["CassetteImporter"]
 
 
-def _yaml_load(path: str, text: str) -> Any:
-    import yaml  # type: ignore[import-untyped]
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    try:
-        return yaml.load(text, Loader=loader)
-    except yaml.MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
-        raise fail(path, line, f"bad YAML: {exc.problem}", "fix the cassette") from None
-    except yaml.YAMLError as exc:
-        raise fail(path, None, f"bad YAML: {exc}", "fix the cassette") from None
-
-
-def _body(part: Any) -> Any:
+def _body(path: str, part: Any, at: str) -> Any:
+    """The JSON body of a recorded request or response (``at`` names the part), or
+    ``None`` when it has none (a streamed or binary body)."""
     if not isinstance(part, dict):
         return None
     if isinstance(part.get("parsed_body"), (dict, list)):
@@ -54,9 +45,20 @@ def _body(part: Any) -> Any:
         body = body.decode("utf-8", "replace")
     if isinstance(body, str) and body.strip():
         try:
-            return json.loads(body)
+            return loads_strict(body)
         except json.JSONDecodeError:
             return None
+        except RecursionError:
+            why = "its JSON nests deeper than Python can read"
+        except ValueError as exc:  # an integer past Python's digit limit, NaN, inf
+            why = str(exc)
+        raise fail(
+            path,
+            None,
+            f"the recorded body cannot be read: {why}",
+            "fix or remove that interaction",
+            at=f"{at}.body",
+        )
     return None
 
 
@@ -94,17 +96,18 @@ class CassetteImporter:
     def parse(self, path: str) -> list[ImportedSession]:
         """The last (or every) request with a conversation body."""
         data = read_bytes(path)
-        doc = _yaml_load(path, decode_text(path, data))
+        doc = load_yaml(path, decode_text(path, data))
         inter = doc.get("interactions") if isinstance(doc, dict) else None
         if not isinstance(inter, list):
             raise fail(path, None, "no 'interactions' list", "pass a VCR cassette")
         picked = []
         for i, it in enumerate(inter):
             req = it.get("request") if isinstance(it, dict) else None
-            body = _body(req)
+            body = _body(path, req, f"interactions[{i}].request")
             uri = str(req.get("uri", "")) if isinstance(req, dict) else ""
             if isinstance(body, dict) and _kind(uri, body):
-                picked.append((i, uri, body, _body(it.get("response"))))
+                response = _body(path, it.get("response"), f"interactions[{i}].response")
+                picked.append((i, uri, body, response))
         if not picked:
             raise fail(
                 path,
@@ -120,7 +123,11 @@ class CassetteImporter:
             b = SessionBuilder(f"{key}#{i}", path, self.name)
             kind = _kind(uri, body)
             model = str(body.get("model", ""))
-            at = f"interactions[{i}].request"
+            # Where the messages are, for error messages: a YAML mapping, or JSON text
+            # inside the request's ``body`` (whose line is then the closest one known).
+            req = inter[i]["request"]
+            at = f"interactions[{i}].request."
+            at += "parsed_body" if isinstance(req.get("parsed_body"), (dict, list)) else "body"
             if kind == "anthropic":
                 anthropic_messages(
                     b,

@@ -25,28 +25,38 @@ Every line's own fields except ``message`` are kept in the node metadata under
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
+from ..model import ToolUseBlock
 from ._common import (
     ImportedSession,
     SessionBuilder,
-    decode_text,
     fail,
-    file_key,
+    file_key_of,
     parse_time,
     read_bytes,
-    repair_surrogates,
     split_tool_results,
     to_blocks,
     tool_result_output,
 )
+from ._json import decode_json
 
 __all__ = ["ClaudeCodeImporter"]
 
 TASK_TOOLS = ("Task", "Agent")
+#: Line fields whose few values repeat on every line.
+_REPEATED = ("type", "userType", "cwd", "sessionId", "version", "gitBranch")
+_ABSENT = object()
 _MESSAGE_TYPES = ("user", "assistant")
+
+
+def _prompt(args: Any) -> str | None:
+    """The prompt a Task call hands its sub-agent (``None`` if it has none)."""
+    prompt = args.get("prompt") if isinstance(args, dict) else None
+    return prompt if isinstance(prompt, str) else None
 
 
 def _line_meta(entry: dict[str, Any]) -> dict[str, Any]:
@@ -54,57 +64,56 @@ def _line_meta(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Parser:
-    def __init__(self, path: str, data: bytes):
+    def __init__(self, path: str):
         self.path = path
-        self.text = decode_text(path, data)
-        self.b = SessionBuilder(f"claude-code:{file_key(data)}", path, "claude-code")
+        self.b = SessionBuilder(f"claude-code:{file_key_of(path)}", path, "claude-code")
         self.anchor: dict[str, str] = {}  # line uuid -> node the conversation continues from
         self.by_message: dict[str, str] = {}  # API message id -> assistant node
-        self.tool_uses: dict[str, tuple[str, dict[str, Any], int]] = {}  # id -> (node, block, line)
-        self.tool_nodes: dict[str, str] = {}  # tool_use_id -> tool node
+        # tool_use id -> (assistant node, tool name, its input, line)
+        self.tool_uses: dict[str, tuple[str, str, Any, int]] = {}
         self.task_of_sidechain: set[str] = set()
+        # Task calls no sidechain has claimed yet, oldest first, and the same by prompt:
+        # a sidechain finds its Task in O(1) instead of scanning every tool call so far.
+        self.open_tasks: dict[str, None] = {}
+        self.tasks_by_prompt: dict[str, list[str]] = {}
         self.extra: list[dict[str, Any]] = []
         self.last_main: str | None = None
-        self._entries: list[tuple[int, dict[str, Any]]] = []
+        self.session_ids: set[str] = set()
+        self.same: dict[str, str] = {}
+        self.versions: set[str] = set()
 
-    def entries(self) -> list[tuple[int, dict[str, Any]]]:
-        lines = self.text.split("\n")
-        out = []
-        for no, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            try:
-                entry = repair_surrogates(json.loads(raw), raw)
-            except json.JSONDecodeError as exc:
-                last = all(not rest.strip() for rest in lines[no:])
-                if last and not self.text.endswith("\n"):
+    def entries(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The file's lines as JSON objects, read one at a time (the file is never held
+        whole, so an import holds the nodes, not the text they came from)."""
+        try:
+            fh = open(self.path, "rb")
+        except OSError:
+            read_bytes(self.path, 0)  # raises the precise error
+            raise
+        found = False
+        with fh:
+            for no, raw in enumerate(fh, 1):
+                if not raw or raw.isspace():  # (strip() would copy a long line)
+                    continue
+                # A last line without its newline that does not parse was cut off.
+                entry = decode_json(self.path, raw, line=no, cut=not raw.endswith(b"\n"))
+                del raw
+                if not isinstance(entry, dict):
                     raise fail(
                         self.path,
                         no,
-                        "the last line is cut off: the file looks truncated",
-                        "re-copy the complete transcript (or drop its last line)",
-                    ) from None
-                raise fail(
-                    self.path,
-                    no,
-                    f"bad JSON: {exc.msg} (column {exc.colno})",
-                    "fix or remove that line",
-                ) from None
-            if not isinstance(entry, dict):
-                raise fail(
-                    self.path,
-                    no,
-                    f"expected a JSON object, got {type(entry).__name__}",
-                    "pass a Claude Code .jsonl transcript",
-                )
-            out.append((no, entry))
-        if not out:
+                        f"expected a JSON object, got {type(entry).__name__}",
+                        "pass a Claude Code .jsonl transcript",
+                    )
+                found = True
+                yield no, entry
+        if not found:
             raise fail(self.path, None, "the file holds no lines", "pass a non-empty transcript")
-        return out
 
     def add(self, role: str, output: Any, no: int, entry: dict[str, Any], **kw: Any) -> str:
         """Add the node of line ``no``; its time is the line's timestamp."""
-        return self.b.add(role, output, pos=no, created_at=parse_time(entry.get("timestamp")), **kw)
+        when = parse_time(entry.get("timestamp"), path=self.path, line=no)
+        return self.b.add(role, output, pos=no, created_at=when, line=no, **kw)
 
     def parent(self, entry: dict[str, Any], meta: dict[str, Any]) -> str | None:
         pu = entry.get("parentUuid")
@@ -117,7 +126,11 @@ class _Parser:
         return self.anchor[pu]
 
     def message(self, no: int, entry: dict[str, Any]) -> None:
-        msg = entry.get("message")
+        # What remains of the line once its message (and a tool result's toolUseResult)
+        # is taken out is the node metadata's ``claude_code``: the decoded line itself,
+        # not a copy of it.
+        msg = entry.pop("message", None)
+        result = entry.pop("toolUseResult", _ABSENT)
         uuid = entry.get("uuid")
         if not isinstance(msg, dict) or not isinstance(uuid, str):
             raise fail(
@@ -130,7 +143,7 @@ class _Parser:
         if entry["type"] == "assistant":
             self.assistant(no, entry, msg, content)
         else:
-            self.user(no, entry, content)
+            self.user(no, entry, content, result)
         if not entry.get("isSidechain"):
             self.last_main = self.anchor.get(uuid)
 
@@ -140,7 +153,7 @@ class _Parser:
         nid = self.by_message.get(mid)
         if nid is None:
             meta: dict[str, Any] = {
-                "claude_code": _line_meta(entry),
+                "claude_code": entry,
                 "uuids": [],
                 "message_id": msg.get("id"),
             }
@@ -157,26 +170,67 @@ class _Parser:
             self.by_message[mid] = nid
         fields = self.b.get(nid)
         meta = fields["metadata"]
-        fields["output"].extend(to_blocks(raw, meta, offset=len(fields["output"])))
+        blocks = to_blocks(raw, meta, offset=len(fields["output"]))
+        fields["output"].extend(blocks)
         meta["uuids"].append(entry["uuid"])
         for key in ("usage", "stop_reason", "stop_sequence"):
             if msg.get(key) is not None:
                 meta[key] = msg[key]  # the last line of a message carries the final values
-        for block in raw:
-            if isinstance(block, dict) and block.get("type") == "tool_use":
-                self.tool_uses[str(block.get("id"))] = (nid, block, no)
+        for item, block in zip(raw, blocks):
+            if isinstance(item, dict) and item.get("type") == "tool_use":
+                # The converted block's name and input, not the line's dict: the tool
+                # node shares them instead of keeping a second copy.
+                args: Any
+                if isinstance(block, ToolUseBlock):
+                    name, args = block.name, block.input
+                else:
+                    name, args = str(item.get("name", "")), item.get("input")
+                self.tool_use(str(item.get("id")), nid, name, args, no)
         self.anchor[entry["uuid"]] = nid
 
-    def user(self, no: int, entry: dict[str, Any], content: Any) -> None:
+    def tool_use(self, tid: str, nid: str, name: str, args: Any, no: int) -> None:
+        known = self.tool_uses.get(tid)
+        self.tool_uses[tid] = (nid, name, args, no)
+        if name not in TASK_TOOLS or tid in self.task_of_sidechain:
+            return
+        self.open_tasks.setdefault(tid, None)
+        prompt = _prompt(args)
+        if prompt is not None and (known is None or _prompt(known[2]) != prompt):
+            self.tasks_by_prompt.setdefault(prompt, []).append(tid)
+
+    def is_open_task(self, tid: str) -> bool:
+        return tid in self.open_tasks and self.tool_uses[tid][1] in TASK_TOOLS
+
+    def claim_task(self, prompt: str) -> str | None:
+        """The latest unclaimed Task call whose prompt is ``prompt``, else the latest
+        unclaimed one; claimed entries are dropped lazily as they surface."""
+        stack = self.tasks_by_prompt.get(prompt, [])
+        while stack and not (
+            self.is_open_task(stack[-1]) and _prompt(self.tool_uses[stack[-1]][2]) == prompt
+        ):
+            stack.pop()
+        tid = stack[-1] if stack else None
+        while tid is None and self.open_tasks:
+            last = next(reversed(self.open_tasks))
+            if self.is_open_task(last):
+                tid = last
+            else:
+                del self.open_tasks[last]
+        if tid is not None:
+            del self.open_tasks[tid]
+            self.task_of_sidechain.add(tid)
+        return tid
+
+    def user(self, no: int, entry: dict[str, Any], content: Any, result: Any) -> None:
         uuid = entry["uuid"]
-        meta: dict[str, Any] = {"claude_code": _line_meta(entry)}
+        meta: dict[str, Any] = {"claude_code": entry}
         if entry.get("isSidechain") and entry.get("parentUuid") is None:
             self.sidechain_root(no, entry, content, meta)
             return
         results, others = split_tool_results(content) if isinstance(content, list) else ([], [])
         answered: str | None = None
         for res in results:
-            answered = self.tool_result(no, entry, res)
+            answered = self.tool_result(no, entry, res, result)
         if answered is not None:
             self.anchor[uuid] = answered
         if others or not results:
@@ -184,7 +238,7 @@ class _Parser:
             pred = answered if answered is not None else self.parent(entry, meta)
             self.anchor[uuid] = self.add("user", output, no, entry, predecessor=pred, metadata=meta)
 
-    def tool_result(self, no: int, entry: dict[str, Any], res: dict[str, Any]) -> str:
+    def tool_result(self, no: int, entry: dict[str, Any], res: dict[str, Any], result: Any) -> str:
         tid = str(res.get("tool_use_id"))
         use = self.tool_uses.get(tid)
         if use is None:
@@ -194,15 +248,15 @@ class _Parser:
                 f"tool_result for {tid!r} has no tool_use before it",
                 "the transcript is incomplete or out of order; import the full file",
             )
-        caller, block, _ = use
+        caller, name, args, _ = use
         meta: dict[str, Any] = {
             "tool_use_id": tid,
             "is_error": bool(res.get("is_error", False)),
-            "claude_code": _line_meta(entry),
+            "claude_code": entry,
         }
         out = tool_result_output(res, meta)
-        if "toolUseResult" in entry:
-            meta["tool_use_result"] = entry["toolUseResult"]
+        if result is not _ABSENT:
+            meta["tool_use_result"] = result
         nid = self.b.node_id(f"tool:{tid}")
         if nid in self.b.records:
             raise fail(self.path, no, f"a second tool_result for {tid!r}", "remove the duplicate")
@@ -212,12 +266,11 @@ class _Parser:
             no,
             entry,
             local=f"tool:{tid}",
-            name=str(block.get("name", "")),
-            input=block.get("input"),
+            name=name,
+            input=args,
             caller=caller,
             metadata=meta,
         )
-        self.tool_nodes[tid] = nid
         return caller
 
     def sidechain_root(
@@ -228,18 +281,9 @@ class _Parser:
             output: Any = to_blocks(content, meta)
         else:
             text = output = str(content)
-        tasks = [
-            (tid, use)
-            for tid, use in self.tool_uses.items()
-            if use[1].get("name") in TASK_TOOLS and tid not in self.task_of_sidechain
-        ]
-        match = [t for t in tasks if (t[1][1].get("input") or {}).get("prompt") == text]
-        candidates = match or tasks
-        pick = candidates[-1] if candidates else None
+        tid = self.claim_task(text)
         caller = None
-        if pick is not None:
-            tid = pick[0]
-            self.task_of_sidechain.add(tid)
+        if tid is not None:
             caller = self.b.node_id(f"tool:{tid}")
             meta["task_tool_use_id"] = tid
         else:
@@ -277,34 +321,39 @@ class _Parser:
         for tid in self.task_of_sidechain:
             nid = self.b.node_id(f"tool:{tid}")
             if nid not in self.b.records:
-                caller, block, line = self.tool_uses[tid]
+                caller, name, args, line = self.tool_uses[tid]
                 self.b.add(
                     "tool",
                     "",
                     pos=line + 0.5,
                     local=f"tool:{tid}",
-                    name=str(block.get("name", "")),
-                    input=block.get("input"),
+                    name=name,
+                    input=args,
                     caller=caller,
                     metadata={"tool_use_id": tid, "is_error": False, "result_missing": True},
                     created_at=self.b.get(caller)["created_at"],
+                    line=line,
                 )
         self.b.head = self.last_main
-        sessions = sorted(
-            {str(e["sessionId"]) for _, e in self._entries if isinstance(e.get("sessionId"), str)}
-        )
+        sessions = sorted(self.session_ids)
         meta = self.b.metadata
         meta["claude_code_session"] = sessions[0] if len(sessions) == 1 else sessions
-        versions = sorted({str(e["version"]) for _, e in self._entries if "version" in e})
-        if versions:
-            meta["claude_code_versions"] = versions
+        if self.versions:
+            meta["claude_code_versions"] = sorted(self.versions)
         if self.extra:
             meta["extra_lines"] = self.extra
         return self.b.build()
 
     def run(self) -> ImportedSession:
-        self._entries = self.entries()
-        for no, entry in self._entries:
+        for no, entry in self.entries():
+            for key in _REPEATED:  # one string object for what every line repeats
+                value = entry.get(key)
+                if isinstance(value, str):
+                    entry[key] = self.same.setdefault(value, value)
+            if isinstance(entry.get("sessionId"), str):
+                self.session_ids.add(entry["sessionId"])
+            if "version" in entry:
+                self.versions.add(str(entry["version"]))
             kind = entry.get("type")
             if not isinstance(kind, str):
                 raise fail(
@@ -333,7 +382,7 @@ class ClaudeCodeImporter:
         first = head.lstrip().split(b"\n", 1)[0]
         try:
             entry = msgspec.json.decode(first)
-        except msgspec.DecodeError:
+        except (msgspec.DecodeError, RecursionError):
             # A broken first line of a .jsonl file: claim it, so the parse says which
             # line is bad instead of "unknown format".
             return path.endswith(".jsonl") and first.startswith(b"{")
@@ -345,4 +394,4 @@ class ClaudeCodeImporter:
 
     def parse(self, path: str) -> list[ImportedSession]:
         """One session with the whole tree of the file."""
-        return [_Parser(path, read_bytes(path)).run()]
+        return [_Parser(path).run()]

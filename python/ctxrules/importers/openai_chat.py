@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import ImportedSession, JsonImporter, SessionBuilder, fail
+from ._common import ImportedSession, SessionBuilder, fail
+from ._json import JsonImporter
 from ._messages import openai_messages
 
 __all__ = ["OpenAIChatImporter", "anthropic_features", "messages_of", "openai_features"]

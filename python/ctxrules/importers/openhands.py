@@ -17,7 +17,8 @@ import json
 from typing import Any
 
 from ..model import ContentBlock, TextBlock, ToolUseBlock
-from ._common import ImportedSession, JsonImporter, SessionBuilder, fail, parse_time
+from ._common import ImportedSession, SessionBuilder, fail, parse_time
+from ._json import JsonImporter
 from ._messages import _arguments, _image_from_url
 
 __all__ = ["OpenHandsImporter"]
@@ -31,14 +32,18 @@ def _response_message(tcm: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
 
 
 class _Parser:
-    def __init__(self, path: str, events: list[Any], key: str):
+    def __init__(self, path: str, events: list[Any], key: str, base: str = ""):
         self.path = path
         self.events = events
+        self.base = base  # the events' path in the document: "" or "events"
         self.b = SessionBuilder(key, path, "openhands")
         self.last: str | None = None
         self.responses: dict[str, str] = {}  # model_response id -> assistant node
         self.calls: dict[str, tuple[str, str, dict[str, Any]]] = {}  # call id -> node, name, args
         self.kept: list[Any] = []
+
+    def time(self, i: int, ev: dict[str, Any]) -> float:
+        return parse_time(ev.get("timestamp"), path=self.path, at=f"{self.base}[{i}].timestamp")
 
     def conversation(self, role: str, output: Any, i: int, ev: dict[str, Any], **kw: Any) -> None:
         self.last = self.b.add(
@@ -47,7 +52,8 @@ class _Parser:
             pos=i,
             predecessor=self.last,
             metadata={"openhands": {k: v for k, v in ev.items() if k != "tool_call_metadata"}},
-            created_at=parse_time(ev.get("timestamp")),
+            created_at=self.time(i, ev),
+            at=f"{self.base}[{i}]",
             **kw,
         )
 
@@ -88,7 +94,8 @@ class _Parser:
             name=str(resp.get("model", "")),
             predecessor=self.last,
             metadata=meta,
-            created_at=parse_time(ev.get("timestamp")),
+            created_at=self.time(i, ev),
+            at=f"{self.base}[{i}]",
         )
         self.responses[rid] = self.last
 
@@ -101,7 +108,7 @@ class _Parser:
                 None,
                 f"observation for tool call {cid!r} has no action before it",
                 "the event list is incomplete; import the full trajectory",
-                at=f"[{i}]",
+                at=f"{self.base}[{i}]",
             )
         caller, name, args = call
         content = ev.get("content", "")
@@ -119,7 +126,8 @@ class _Parser:
                     k: v for k, v in ev.items() if k not in ("tool_call_metadata", "content")
                 },
             },
-            created_at=parse_time(ev.get("timestamp")),
+            created_at=self.time(i, ev),
+            at=f"{self.base}[{i}]",
         )
 
     def run(self) -> ImportedSession:
@@ -130,7 +138,7 @@ class _Parser:
                     None,
                     "an event that is not an object",
                     "each event is an object with 'action' or 'observation'",
-                    at=f"[{i}]",
+                    at=f"{self.base}[{i}]",
                 )
             tcm = ev.get("tool_call_metadata")
             action, source = ev.get("action"), ev.get("source")
@@ -138,7 +146,10 @@ class _Parser:
             args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
             if action == "message" and source in ("user", "agent") and not tcm:
                 text = str(args.get("content", ev.get("message", "")))
-                images = [_image_from_url(u) for u in args.get("image_urls") or []]
+                images = [
+                    _image_from_url(u, self.path, f"[{i}].args.image_urls[{k}]")
+                    for k, u in enumerate(args.get("image_urls") or [])
+                ]
                 output: Any = [TextBlock(text=text), *images] if images else text
                 self.conversation("user" if source == "user" else "assistant", output, i, ev)
             elif action == "system" and not tcm:
@@ -153,7 +164,7 @@ class _Parser:
                     None,
                     "an event that is neither action nor observation",
                     "pass an OpenHands event list",
-                    at=f"[{i}]",
+                    at=f"{self.base}[{i}]",
                 )
             else:
                 self.kept.append(ev)
@@ -189,4 +200,5 @@ class OpenHandsImporter(JsonImporter):
         events = _events(data)
         if events is None:
             raise fail(path, None, "expected a list of events", "pass an OpenHands trajectory")
-        return [_Parser(path, events, key).run()]
+        base = "events" if isinstance(data, dict) else ""
+        return [_Parser(path, events, key, base).run()]

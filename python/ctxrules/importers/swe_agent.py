@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._common import ImportedSession, JsonImporter, SessionBuilder, fail
+from ._common import ImportedSession, SessionBuilder, fail
+from ._json import JsonImporter
 from ._messages import openai_messages
 
 __all__ = ["SweAgentImporter"]

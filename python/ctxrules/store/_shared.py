@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from ..errors import AgentRunActiveError, DagError, NotFoundError, StoreError, ValidationError
+from ..limits import check_node
 from ..model import Call
 from .base import CommitRow, RunInfo
 
@@ -36,19 +37,6 @@ __all__ = [
 ]
 
 _json_decoder = msgspec.json.Decoder(Call)
-# What a write checks: a body decodes back into a Call.  ``input`` and ``metadata`` are
-# free JSON (any value reads back), and decoding them is most of the cost, so the check
-# decodes a struct derived from Call without them (derived, so it cannot drift).
-_checked_decoder = msgspec.json.Decoder(
-    msgspec.defstruct(
-        "_CheckedCall",
-        [
-            (f.name, f.type) if f.required else (f.name, f.type, f.default)
-            for f in msgspec.structs.fields(Call)
-            if f.name not in ("input", "metadata")
-        ],
-    )
-)
 
 
 def decode_node(body: bytes) -> Call:
@@ -56,32 +44,10 @@ def decode_node(body: bytes) -> Call:
     return _json_decoder.decode(body)
 
 
-def _check_node(stored: Call) -> bytes:
-    # ``Call(...)`` does not type-check its fields, and a stored node can never be fixed
-    # or deleted, so a body that fails to decode (a dict as ``output``, say) is refused
-    # here instead of breaking every later read of the session.  JSON has no NaN or
-    # infinity (msgspec writes null), so a non-finite time would not read back either.
-    if not isinstance(stored.metadata, dict):
-        raise TypeError(f"metadata must be a dict, got {type(stored.metadata).__name__}")
-    if not isinstance(stored.created_at, (int, float)) or not math.isfinite(stored.created_at):
-        raise ValueError(f"created_at must be a finite number, got {stored.created_at!r}")
-    body = msgspec.json.encode(stored)
-    _checked_decoder.decode(body)
-    return body
-
-
 def node_body(stored: Call) -> bytes:
-    """The JSON body a backend stores for a node; ``ValidationError`` if it would not read
-    back (the one write check of every backend)."""
-    try:
-        return _check_node(stored)
-    except (msgspec.ValidationError, msgspec.EncodeError, TypeError, ValueError) as exc:
-        raise ValidationError(
-            f"node {stored.id!r} cannot be stored: {exc}",
-            where=f"session {stored.session_id}",
-            hint="content is text or a list of content blocks; input and metadata are JSON; "
-            "times are finite seconds since the epoch",
-        ) from None
+    """The JSON body a backend stores for a node; ``ValidationError`` if it is not
+    storable (``limits.check_node``: the one write check of every backend)."""
+    return check_node(stored)
 
 
 def continuing(call: Call, head: str | None) -> Call:

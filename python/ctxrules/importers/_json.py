@@ -1,0 +1,338 @@
+"""Reading JSON for the importers: bounded decoding with errors that name the line.
+
+Every JSON value an importer reads (a whole document or one JSONL line) goes through
+``decode_json``: msgspec first (fast, and it refuses lone surrogates, numbers out of
+range and nesting deeper than the interpreter's recursion), the stdlib parser only
+when msgspec refuses, to say which line is wrong or to repair a cut-off surrogate pair.
+Whatever Python's own limits refuse (nesting, integers of thousands of digits, floats
+that overflow to ``inf``, ``NaN``) becomes one ``ImportFormatError`` naming file:line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from functools import lru_cache
+from typing import Any
+
+import msgspec
+
+from ..errors import ImportFormatError
+from ..limits import MAX_NESTING
+from ._common import ImportedSession, decode_text, fail, file_key_of, read_bytes
+
+__all__ = [
+    "JsonImporter",
+    "decode_json",
+    "detached",
+    "forget_json",
+    "json_line",
+    "load_json",
+    "loads_strict",
+    "repair_surrogates",
+]
+
+_decoder = msgspec.json.Decoder()
+
+# JSON may escape half of a surrogate pair ("\\ud83d" from a cut-off emoji): Python
+# decodes it into a str that cannot be written as UTF-8.  Such halves are replaced by
+# U+FFFD at import, the one change an importer makes to content, because no store
+# (nor any provider) can hold them.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def repair_surrogates(value: Any, raw: str) -> Any:
+    """``value`` with lone surrogates replaced by U+FFFD (a no-op unless ``raw`` escapes one)."""
+    if not _SURROGATE_ESCAPE.search(raw):
+        return value
+    return _repair(value)
+
+
+def _repair(value: Any) -> Any:
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_repair(v) for v in value]
+    if isinstance(value, dict):
+        return {_repair(k): _repair(v) for k, v in value.items()}
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"the number {text[:40]} is too large for a 64-bit float")
+    return value
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses what JSON has no number for: ``NaN``, ``Infinity`` and
+    floats overflowing to ``inf`` raise ``ValueError`` (stored, they would turn into
+    ``null``)."""
+    return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+# One token of JSON text, for the error path only: strings are skipped whole.
+_TOKEN = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[{]|[\]}]|NaN|-?Infinity|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?'
+)
+
+
+def _deepest(text: str) -> tuple[int, int]:
+    """The deepest nesting in JSON text and the offset where it is first reached."""
+    depth = best = at = 0
+    for m in _TOKEN.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            if depth > best:
+                best, at = depth, m.start()
+        elif c in "]}":
+            depth -= 1
+    return best, at
+
+
+def _bad_number(text: str) -> tuple[int, str] | None:
+    """The first number Python cannot read as JSON reads it, and why."""
+    digits = sys.get_int_max_str_digits() or math.inf
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if tok[0] in '"[]{}':
+            continue
+        if tok in ("NaN", "Infinity", "-Infinity"):
+            return m.start(), f"{tok} is not a JSON number"
+        if any(c in tok for c in ".eE"):
+            if math.isinf(float(tok)):
+                return m.start(), f"the number {tok[:40]} is too large for a 64-bit float"
+        elif len(tok.lstrip("-")) > digits:
+            return m.start(), (
+                f"an integer of {len(tok.lstrip('-')):,} digits (Python reads at most {digits:,})"
+            )
+    return None
+
+
+def _line_at(text: str, pos: int, first: int) -> int:
+    return first + text.count("\n", 0, pos)
+
+
+def _too_deep(path: str, text: str, first: int) -> Exception:
+    depth, pos = _deepest(text)
+    return fail(
+        path,
+        _line_at(text, pos, first),
+        f"JSON nested {depth:,} levels deep; ctxrules reads at most {MAX_NESTING} levels "
+        "of lists/objects in a value (limits.MAX_NESTING)",
+        "flatten that value or remove it",
+    )
+
+
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_AT_BYTE = re.compile(r"^(?:JSON is malformed: )?(.*?)(?: \(byte (\d+)\))?$")
+
+
+def decode_json(path: str, data: bytes, *, line: int = 1, cut: bool | None = None) -> Any:
+    """Decode one JSON value of a file; any failure is an ``ImportFormatError``.
+
+    ``line`` is the file line ``data`` starts on (a JSONL line's number).  ``cut`` says
+    whether a syntax error means the data was cut off (the last line of a file without
+    its newline); ``None`` decides by whether the error is at the very end.  A syntax
+    error is located from msgspec's byte offset, so a big file is never decoded to text
+    just to say where it is broken.
+    """
+    try:
+        return _decoder.decode(data)
+    except msgspec.ValidationError:
+        pass  # a number msgspec cannot hold: the stdlib reads it or says why not
+    except msgspec.DecodeError as exc:
+        # Surrogate halves (msgspec calls them "truncated") and bad UTF-8: the stdlib
+        # repairs the first and locates the second; everything else is a syntax error.
+        if not _SURROGATE_BYTES.search(data) and "UTF-8" not in str(exc):
+            raise _syntax_error(path, data, str(exc), line, cut) from None
+    except RecursionError:
+        raise _too_deep(path, decode_text(path, data, line=line), line) from None
+    # Without the final line break, an error at the end is on the last line of text.
+    text = decode_text(path, data, line=line).rstrip("\r\n")
+    try:
+        return repair_surrogates(loads_strict(text), text)
+    except json.JSONDecodeError as exc:
+        raise _syntax_error(path, text.encode(), exc.msg, line, cut, exc.pos) from None
+    except RecursionError:
+        raise _too_deep(path, text, line) from None
+    except ValueError as exc:  # an integer past Python's digit limit, inf, NaN
+        found = _bad_number(text)
+        pos, why = found if found is not None else (0, str(exc))
+        raise fail(
+            path,
+            _line_at(text, pos, line),
+            why,
+            "write such values as strings, or remove them",
+        ) from None
+
+
+def _syntax_error(
+    path: str, data: bytes, message: str, line: int, cut: bool | None, pos: int | None = None
+) -> Exception:
+    m = _AT_BYTE.match(message)
+    reason = m.group(1) if m else message
+    if pos is None:
+        pos = int(m.group(2)) if m and m.group(2) else len(data)
+    body = data.rstrip()
+    at_end = pos >= len(body) or reason == "Input data was truncated"
+    pos = min(pos, len(body))
+    lineno = line + body.count(b"\n", 0, pos)
+    if cut if cut is not None else at_end:
+        return fail(
+            path,
+            lineno,
+            "the JSON ends early: the file looks truncated",
+            "re-copy the complete file" + (" (or drop its last line)" if cut else ""),
+        )
+    column = pos - (body.rfind(b"\n", 0, pos) + 1) + 1
+    return fail(
+        path,
+        lineno,
+        f"bad JSON: {reason} (column {column})",
+        "fix the JSON or pass the right file",
+    )
+
+
+def detached(exc: ImportFormatError) -> ImportFormatError:
+    """``exc`` without its traceback and context, whose frames may hold a file's bytes
+    (for an error kept after its parse: a cached or a detection error)."""
+    exc.__traceback__ = exc.__context__ = exc.__cause__ = None
+    return exc
+
+
+@lru_cache(maxsize=4)
+def _load_json_cached(path: str, mtime_ns: int, size: int) -> tuple[Any, ImportFormatError | None]:
+    # A failure is cached too: every JSON detector asks about the same file.  Without
+    # its traceback, the error does not keep the file's bytes alive in its frames.
+    try:
+        return decode_json(path, read_bytes(path)), None
+    except ImportFormatError as exc:
+        return None, detached(exc)
+
+
+def forget_json() -> None:
+    """Drop the decoded documents ``load_json`` keeps for a parse after its detection."""
+    _load_json_cached.cache_clear()
+
+
+def load_json(path: str) -> Any:
+    """Parse a JSON file once (detection and parsing share the result)."""
+    try:
+        st = os.stat(path)
+        value, error = _load_json_cached(path, st.st_mtime_ns, st.st_size)
+    except OSError:
+        value, error = _load_json_cached(path, 0, -1)  # read_bytes names the problem
+    if error is not None:
+        raise detached(error)
+    return value
+
+
+_PATH_STEP = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]")
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def json_line(path: str, at: str) -> int | None:
+    """The line where the element ``at`` (``key[3].other``) starts in a JSON file.
+
+    Only used on the error path, so it simply re-reads the file and hops over sibling
+    values with the stdlib decoder; ``None`` if the file is not such JSON.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    dec = json.JSONDecoder()
+
+    def ws(i: int) -> int:
+        m = _WS.match(text, i)
+        return m.end() if m else i
+
+    pos = ws(0)
+    try:
+        for step in _PATH_STEP.finditer(at):
+            key, index = step.group(1), step.group(2)
+            if key is not None and text.startswith("{", pos):
+                pos = ws(pos + 1)
+                while not text.startswith("}", pos):
+                    name, end = dec.raw_decode(text, pos)
+                    pos = ws(ws(end) + 1)  # past the colon
+                    if name == key:
+                        break
+                    pos = ws(dec.raw_decode(text, pos)[1])
+                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
+                else:
+                    return None
+            elif index is not None and text.startswith("[", pos):
+                pos = ws(pos + 1)
+                for _ in range(int(index)):
+                    pos = ws(dec.raw_decode(text, pos)[1])
+                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
+            else:
+                return None  # not JSON of that shape (a YAML cassette, say)
+    except (ValueError, IndexError, RecursionError):
+        return None
+    return text.count("\n", 0, pos) + 1
+
+
+# A value closing at the end of a line and one opening on the next: outside a string
+# that is two values, and a JSON string cannot hold a raw newline.
+_TWO_VALUES = re.compile(rb"[}\]][ \t\r]*\n[ \t\r\n]*[{\[]")
+
+
+class JsonImporter:
+    """Base of the importers whose file is one JSON document.
+
+    A subclass sets ``name`` / ``description`` and implements ``claims(data)`` (is this
+    decoded document mine?) and ``sessions(path, data, key)``.  Detection and parsing
+    share one decode (``load_json``), and every session's import key starts with
+    ``"<name>:<hash of the file's bytes>"`` so the same bytes name the same sessions.
+    A JSON document is decoded whole, so its import holds the decoded document (a few
+    times the file's size in Python objects) while it runs.
+    """
+
+    name: str
+    description: str
+    auto = True
+
+    def claims(self, data: Any) -> bool:
+        """Whether the decoded document is of this format."""
+        raise NotImplementedError
+
+    def sessions(self, path: str, data: Any, key: str) -> list[ImportedSession]:
+        """The sessions of the decoded document; ``ImportFormatError`` if it is not one."""
+        raise NotImplementedError
+
+    def detect(self, path: str, head: bytes) -> bool:
+        """The file starts like JSON and ``claims`` its document.
+
+        A value ending a line and another starting the next (JSON Lines) is never one
+        document, so such a file is refused from its head, without reading it whole.
+        """
+        if head.lstrip()[:1] not in (b"[", b"{"):
+            return False
+        lines = _TWO_VALUES.search(head)
+        if lines is not None:
+            raise fail(
+                path,
+                head.count(b"\n", 0, lines.end()) + 1,
+                "bad JSON: a second value starts here (JSON Lines, not one document)",
+                "pass one JSON document, or a JSONL format with --format",
+            )
+        return self.claims(load_json(path))
+
+    def parse(self, path: str) -> list[ImportedSession]:
+        """Decode the file (once) and build its sessions."""
+        key = f"{self.name}:{file_key_of(path)}"
+        return self.sessions(path, load_json(path), key)
