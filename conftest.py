@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,196 @@ def plugin_site(tmp_path: Path, fresh_plugins: pytest.MonkeyPatch):
     yield PluginSite(tmp_path)
     for mod in [m for m in sys.modules if m.startswith("fake_")]:
         del sys.modules[mod]
+
+
+# -- generated Claude Code transcripts (tests of import cost, benches/bench_import.py) --
+
+_CC_LINE = {
+    "isSidechain": False,
+    "userType": "external",
+    "cwd": "/path/to/Demo",
+    "sessionId": "5c0375b4-57a5-4f26-b12d-d022ee4e51b7",
+    "version": "1.0.108",
+    "gitBranch": "main",
+}
+_CC_USAGE = {
+    "input_tokens": 8,
+    "cache_creation_input_tokens": 422,
+    "cache_read_input_tokens": 19019,
+    "output_tokens": 31,
+    "service_tier": "standard",
+}
+
+
+def write_task_transcript(path: Path, tasks: int) -> Path:
+    """A Claude Code 1.0.x transcript with ``tasks`` Task sub-agent calls, each shaped
+    like those of the corpus file ccviewer_5c0375b4…: the Task tool_use, its sidechain
+    inline (root prompt, one assistant answer), then the Task's tool_result with its
+    toolUseResult.  Four lines per Task; ids and timestamps differ per line."""
+    import json
+    import uuid
+
+    count = 0
+
+    def line(kind: str, parent: str | None, message: dict, **extra: object) -> str:
+        nonlocal count
+        count += 1
+        entry = {
+            "parentUuid": parent,
+            **_CC_LINE,
+            "isSidechain": bool(extra.pop("side", False)),
+            "type": kind,
+            "message": message,
+            "uuid": str(uuid.UUID(int=count)),
+            "timestamp": f"2025-09-07T{9 + count // 3600 % 12:02d}:{count // 60 % 60:02d}:"
+            f"{count % 60:02d}.{count % 1000:03d}Z",
+            **extra,
+        }
+        return json.dumps(entry)
+
+    def uid(n: int) -> str:
+        return str(uuid.UUID(int=n))
+
+    out = [line("user", None, {"role": "user", "content": "Analyse the project in parts."})]
+    prev = uid(1)
+    for i in range(tasks):
+        tid = f"toolu_{i:020d}"
+        prompt = f"Examine part {i} of the project and report what you find."
+        out.append(
+            line(
+                "assistant",
+                prev,
+                {
+                    "id": f"msg_{i:020d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-20250514",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": tid,
+                            "name": "Task",
+                            "input": {
+                                "subagent_type": "general-purpose",
+                                "description": f"Part {i}",
+                                "prompt": prompt,
+                            },
+                        }
+                    ],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": _CC_USAGE,
+                },
+                requestId=f"req_{i:020d}",
+            )
+        )
+        task_line = uid(count)
+        out.append(line("user", None, {"role": "user", "content": prompt}, side=True))
+        answer = [{"type": "text", "text": f"Part {i} is in order; nothing to change."}]
+        out.append(
+            line(
+                "assistant",
+                uid(count),
+                {
+                    "id": f"msg_side_{i:015d}",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-sonnet-4-20250514",
+                    "content": answer,
+                    "stop_reason": "end_turn",
+                    "stop_sequence": None,
+                    "usage": _CC_USAGE,
+                },
+                side=True,
+                requestId=f"req_side_{i:015d}",
+            )
+        )
+        out.append(
+            line(
+                "user",
+                task_line,
+                {
+                    "role": "user",
+                    "content": [{"tool_use_id": tid, "type": "tool_result", "content": answer}],
+                },
+                toolUseResult={
+                    "content": answer,
+                    "totalDurationMs": 1200 + i,
+                    "totalTokens": 300,
+                    "totalToolUseCount": 0,
+                    "usage": _CC_USAGE,
+                },
+            )
+        )
+        prev = uid(count)
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def write_replicated_transcript(path: Path, source: Path, copies: int) -> Path:
+    """``copies`` of a real Claude Code transcript, one after the other as one session:
+    every uuid, message id and tool id renamed per copy, each copy's first line
+    continuing the previous copy's last main-chain line."""
+    import json
+    import uuid
+
+    entries = [json.loads(raw) for raw in source.read_text().splitlines() if raw.strip()]
+    last: str | None = None
+    with open(path, "w", encoding="utf-8") as fh:
+        for k in range(copies):
+
+            def rename(u: str | None, k: int = k) -> str | None:
+                return None if u is None else str(uuid.uuid5(uuid.NAMESPACE_OID, f"{k}:{u}"))
+
+            for original in entries:
+                e = json.loads(json.dumps(original))
+                if "uuid" in e:
+                    e["uuid"] = rename(e["uuid"])
+                if "parentUuid" in e:
+                    e["parentUuid"] = rename(e["parentUuid"])
+                    if e["parentUuid"] is None and not e.get("isSidechain") and k:
+                        e["parentUuid"] = last
+                msg = e.get("message")
+                if isinstance(msg, dict):
+                    if "id" in msg:
+                        msg["id"] = f"{msg['id']}_{k}"
+                    for b in msg.get("content") if isinstance(msg.get("content"), list) else []:
+                        if b.get("type") == "tool_use":
+                            b["id"] = f"{b['id']}_{k}"
+                        if b.get("type") == "tool_result":
+                            b["tool_use_id"] = f"{b['tool_use_id']}_{k}"
+                if e.get("type") in ("user", "assistant") and not e.get("isSidechain"):
+                    last = e["uuid"]
+                fh.write(json.dumps(e, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_single_line_transcript(path: Path, size: int) -> Path:
+    """A one-line Claude Code transcript: a user message of ``size`` characters of text
+    (mixed ASCII with some non-ASCII, so the JSON holds escapes and UTF-8)."""
+    import json
+
+    unit = 'The quick brown fox jumps over the lazy dog. Größe: 12 °C. "quoted"\n'
+    text = (unit * (size // len(unit) + 1))[:size]
+    entry = {
+        "parentUuid": None,
+        **_CC_LINE,
+        "type": "user",
+        "message": {"role": "user", "content": text},
+        "uuid": "00000000-0000-0000-0000-000000000001",
+        "timestamp": "2025-09-07T09:52:03.071Z",
+    }
+    path.write_text(json.dumps(entry, ensure_ascii=False) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def claude_code_generator() -> Any:
+    """The generators of Claude Code transcripts (Task calls, replicated, one line)."""
+    import types
+
+    return types.SimpleNamespace(
+        tasks=write_task_transcript,
+        replicated=write_replicated_transcript,
+        single_line=write_single_line_transcript,
+    )

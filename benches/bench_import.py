@@ -9,6 +9,17 @@ Groups, each compared inside the group by pytest-benchmark's table:
   (``appendFileSync``: no fsync, so not durable) and the same append followed by
   ``fsync`` (the durable equivalent), in the same run on the same disk.
 
+- ``tasks``: a generated Claude Code transcript with 1k and 8k Task sub-agent calls
+  (four lines each, shaped like the corpus's ccviewer_5c0375b4 file: sidechains
+  inline), imported into a fresh store, beside the floor of decoding its lines with
+  ``json.loads`` alone; t(8k) / t(1k) is ≈ 8 when the import is linear;
+- ``memory``: tracemalloc's peak of Python allocations during one import, ÷ the file
+  size, and the growth of the peak RSS of a fresh process doing the same import, for
+  a large Claude Code transcript (the corpus's ccviewer_5c0375b4 file repeated), one
+  very long line, and a large JSON document (tau-bench runs repeated).  Under
+  ``--benchmark-disable`` (``make test``) the files are small and only the bounds are
+  checked.
+
 Every benchmark checks its result (counts, stored ids), so a fast wrong answer fails.
 """
 
@@ -16,6 +27,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -23,6 +37,9 @@ import pytest
 from ctxrules import dag
 from ctxrules.importers import import_paths
 from ctxrules.store import open_store
+
+REAL_CC = "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+TAU = "openai-chat-json/taubench_gpt-4o-airline.json"
 
 
 def corpus_files(corpus: Path) -> list[Path]:
@@ -88,3 +105,147 @@ def test_append_jsonl(benchmark, tmp_path, fsync):
 
     benchmark(append)
     assert path.read_bytes().endswith(line)
+
+
+# -- cost against the input: Task sub-agent calls --------------------------------------
+
+
+@pytest.fixture(scope="module", params=[1000, 8000], ids=["1k_tasks", "8k_tasks"])
+def task_transcript(request, claude_code_generator, tmp_path_factory):
+    path = tmp_path_factory.mktemp("tasks") / f"tasks_{request.param}.jsonl"
+    return request.param, claude_code_generator.tasks(path, request.param)
+
+
+@pytest.mark.benchmark(group="tasks")
+def test_import_task_calls(benchmark, task_transcript, tmp_path):
+    tasks, path = task_transcript
+    rounds = iter(range(10_000))
+
+    def setup():
+        return (open_store(tmp_path / f"s{next(rounds)}"),), {}
+
+    def run(store):
+        (result,) = import_paths(store, [str(path)])
+        store.close()
+        return result
+
+    result = benchmark.pedantic(run, setup=setup, rounds=3, iterations=1)
+    assert result.calls == 4 * tasks + 1  # prompt; per Task: call, result, sidechain of 2
+    benchmark.extra_info.update(tasks=tasks, bytes=path.stat().st_size, calls=result.calls)
+
+
+@pytest.mark.benchmark(group="tasks")
+def test_decode_task_lines_floor(benchmark, task_transcript):
+    """What any importer of the file pays at least: decoding every line."""
+    tasks, path = task_transcript
+
+    def run():
+        with open(path, "rb") as fh:
+            return [json.loads(line) for line in fh]
+
+    lines = benchmark.pedantic(run, rounds=3, iterations=1)
+    assert len(lines) == 4 * tasks + 1
+    benchmark.extra_info.update(tasks=tasks, bytes=path.stat().st_size)
+
+
+# -- memory against the file size --------------------------------------------------
+
+
+def traced_peak(path: Path, store_dir: Path) -> int:
+    """tracemalloc's peak of Python allocations while ``path`` is imported."""
+    store = open_store(store_dir)
+    tracemalloc.start()
+    try:
+        import_paths(store, [str(path)])
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        store.close()
+
+
+_RSS_CHILD = """
+import sys
+from ctxrules.importers import import_paths
+from ctxrules.store import open_store
+
+def status(field):
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) for l in fh if l.startswith(field))
+
+store = open_store(sys.argv[2])
+import_paths(store, [sys.argv[3]])  # a first import loads plugins and modules
+before = status("VmRSS:")
+with open("/proc/self/clear_refs", "w") as fh:
+    fh.write("5")  # the peak (VmHWM) starts again from the current RSS
+import_paths(store, [sys.argv[1]])
+print(status("VmHWM:") - before)
+"""
+
+
+def rss_growth(path: Path, store_dir: Path, warm: Path) -> int:
+    """How much a fresh process's peak RSS grows while it imports ``path`` (bytes).
+
+    Read from /proc (``ru_maxrss`` would carry the parent's peak across the exec).
+    """
+    out = subprocess.run(
+        [sys.executable, "-c", _RSS_CHILD, str(path), str(store_dir), str(warm)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(out.stdout.strip()) * 1024  # kB in /proc/self/status
+
+
+def _tau_document(corpus: Path, path: Path, copies: int) -> Path:
+    runs = json.loads((corpus / TAU).read_text())
+    path.write_text(json.dumps([run for _ in range(copies) for run in runs]))
+    return path
+
+
+MEMORY_CASES = {
+    # name: (how to write the file at (bench size, test size), Python-allocation bound)
+    "claude_code_lines": (lambda g, c, p, n: g.replicated(p, c / REAL_CC, n), (200, 20), 4.0),
+    "claude_code_one_line": (
+        lambda g, c, p, n: g.single_line(p, n),
+        (50_000_000, 4_000_000),
+        4.0,
+    ),
+    "json_document": (lambda g, c, p, n: _tau_document(c, p, n), (10, 1), None),
+}
+
+
+@pytest.mark.benchmark(group="memory")
+@pytest.mark.parametrize("case", sorted(MEMORY_CASES))
+def test_import_peak_memory(benchmark, case, claude_code_generator, corpus, tmp_path):
+    write, (big, small), bound = MEMORY_CASES[case]
+    suffix = ".json" if case == "json_document" else ".jsonl"
+    path = write(
+        claude_code_generator,
+        corpus,
+        tmp_path / f"{case}{suffix}",
+        big if benchmark.enabled else small,
+    )
+    size = path.stat().st_size
+    traced = traced_peak(path, tmp_path / "traced")
+    rss = rss_growth(path, tmp_path / "rss", corpus / REAL_CC)
+    benchmark.extra_info.update(
+        bytes=size,
+        traced_peak=traced,
+        traced_ratio=traced / size,
+        rss_growth=rss,
+        rss_ratio=rss / size,
+    )
+    # And the time of one import without tracing, so the figures sit in the same table.
+    rounds = iter(range(10_000))
+
+    def setup():
+        return (open_store(tmp_path / f"timed{next(rounds)}"),), {}
+
+    def run(store):
+        results = import_paths(store, [str(path)])
+        store.close()
+        return results
+
+    assert benchmark.pedantic(run, setup=setup, rounds=1, iterations=1)
+    if bound is not None:
+        assert traced / size <= bound, f"{case}: peak {traced / size:.2f}x the file"

@@ -1,6 +1,10 @@
 """Fuzzing the importers with mutated corpus files (set CTXRULES_FUZZ_EXAMPLES for a
-longer run): only ctxrules' typed errors may
-escape, and a failed import leaves the store exactly as it was."""
+longer run): only ctxrules' typed errors may escape, a failed import leaves the store
+exactly as it was, and a session that imports can be committed and rendered.
+
+Besides odd values, a mutation may plant what reaches Python's own limits: a value
+nested far deeper than ``limits.MAX_NESTING``, an integer of 5,000 digits, a float
+that overflows, ``NaN``, a YAML alias."""
 
 from __future__ import annotations
 
@@ -11,8 +15,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxrules.commit import ensure_latest_commit
 from ctxrules.errors import CtxrulesError
 from ctxrules.importers import import_paths
+from ctxrules.limits import check_metadata, check_node
+from ctxrules.render import render, session_defaults
 from ctxrules.store import open_store
 
 SMALL = {
@@ -44,6 +51,32 @@ ODD_VALUES = [
     {"type": 5},
     1e308,
 ]
+HOSTILE = [f"__HOSTILE_{kind}__" for kind in ("DEEP", "WIDE_DEEP", "INT", "INF", "NAN", "ALIAS")]
+PROVIDERS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
+
+
+def plant(kind: str, raw: str) -> str:
+    """Replace the hostile markers a mutation left in the dumped text."""
+    deep = {"DEEP": 1000, "WIDE_DEEP": 150}
+    for name in ("DEEP", "WIDE_DEEP", "INT", "INF", "NAN", "ALIAS"):
+        marker = f"__HOSTILE_{name}__"
+        if marker not in raw:
+            continue
+        if name in deep:
+            value = '{"k": ' * deep[name] + "1" + "}" * deep[name]
+        elif name == "INT":
+            value = "7" * 5000
+        elif name == "INF":
+            value = "1e999"
+        elif name == "NAN":
+            value = ".nan" if kind == "yaml" else "NaN"
+        else:
+            value = "*planted" if kind == "yaml" else "null"
+            if kind == "yaml":
+                raw = "planted_anchor: &planted [1, 2]\n" + raw
+        raw = raw.replace(f'"{marker}"', value).replace(f"'{marker}'", value)
+        raw = raw.replace(marker, value)
+    return raw
 
 
 def load(corpus, name):
@@ -66,7 +99,7 @@ def dump(kind, doc):
     return json.dumps(doc)
 
 
-def mutate_tree(data, doc):
+def mutate_tree(data, doc, values=ODD_VALUES):
     """Replace, delete or retype one value somewhere in the document."""
     node, parent, key = doc, None, None
     for _ in range(data.draw(st.integers(0, 6))):
@@ -85,7 +118,7 @@ def mutate_tree(data, doc):
     elif action == "duplicate" and isinstance(parent, list):
         parent.insert(key, json.loads(json.dumps(parent[key])))
     else:
-        parent[key] = json.loads(json.dumps(data.draw(st.sampled_from(ODD_VALUES))))
+        parent[key] = json.loads(json.dumps(data.draw(st.sampled_from(values))))
 
 
 def mutate_bytes(data, text):
@@ -113,12 +146,13 @@ def mutate_bytes(data, text):
 def test_mutated_files_fail_only_with_typed_errors(corpus, tmp_path_factory, snapshot, data):
     name = data.draw(st.sampled_from(sorted(SMALL)))
     kind, doc = load(corpus, name)
-    if data.draw(st.booleans()):
-        for _ in range(data.draw(st.integers(1, 3))):
-            mutate_tree(data, doc)
-        raw = dump(kind, doc).encode()
-    else:
+    how = data.draw(st.sampled_from(["tree", "hostile", "bytes"]))
+    if how == "bytes":
         raw = mutate_bytes(data, dump(kind, doc))
+    else:
+        for _ in range(data.draw(st.integers(1, 3))):
+            mutate_tree(data, doc, HOSTILE if how == "hostile" else ODD_VALUES)
+        raw = plant(kind, dump(kind, doc)).encode()
     folder = tmp_path_factory.mktemp("fuzz")
     path = folder / name.rsplit("/", 1)[-1]
     path.write_bytes(raw)
@@ -129,12 +163,25 @@ def test_mutated_files_fail_only_with_typed_errors(corpus, tmp_path_factory, sna
         before = snapshot(store)
         fmt = data.draw(st.sampled_from(["auto", SMALL[name]]))
         try:
-            import_paths(store, [str(path)], format=fmt)
+            results = import_paths(store, [str(path)], format=fmt)
         except CtxrulesError:
             assert snapshot(store) == before
         else:
             for s in store.list_sessions():
                 for n in store.nodes(s.id):
                     assert not (n.predecessor and n.caller)
+                    check_node(n)  # within every bound a later read relies on
+                check_metadata(s.metadata, where=s.id)
+            # What was stored stays usable: it commits, and renders or says why not.
+            provider = data.draw(st.sampled_from(PROVIDERS))
+            for r in results[:3]:
+                info = store.get_session(r.id)
+                if info.head is None:
+                    continue
+                commit = ensure_latest_commit(r.id, store=store, now=0)
+                try:
+                    render(commit, provider, store=store, **session_defaults(info.metadata))
+                except CtxrulesError:
+                    pass
     finally:
         store.close()

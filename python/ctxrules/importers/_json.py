@@ -10,11 +10,16 @@ that overflow to ``inf``, ``NaN``) becomes one ``ImportFormatError`` naming file
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import mmap
 import os
 import re
+import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -22,7 +27,7 @@ import msgspec
 
 from ..errors import ImportFormatError
 from ..limits import MAX_NESTING
-from ._common import ImportedSession, decode_text, fail, file_key_of, read_bytes
+from ._common import ImportedSession, decode_text, fail, file_key, file_key_of, read_bytes
 
 __all__ = [
     "JsonImporter",
@@ -32,6 +37,7 @@ __all__ = [
     "json_line",
     "load_json",
     "loads_strict",
+    "open_jsonl",
     "repair_surrogates",
 ]
 
@@ -102,7 +108,8 @@ def _deepest(text: str) -> tuple[int, int]:
 
 def _bad_number(text: str) -> tuple[int, str] | None:
     """The first number Python cannot read as JSON reads it, and why."""
-    digits = sys.get_int_max_str_digits() or math.inf
+    # The digit limit exists since Python 3.11 (and 3.10.7); without one, any length reads.
+    digits = getattr(sys, "get_int_max_str_digits", lambda: 0)() or math.inf
     for m in _TOKEN.finditer(text):
         tok = m.group()
         if tok[0] in '"[]{}':
@@ -138,7 +145,9 @@ _SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _AT_BYTE = re.compile(r"^(?:JSON is malformed: )?(.*?)(?: \(byte (\d+)\))?$")
 
 
-def decode_json(path: str, data: bytes, *, line: int = 1, cut: bool | None = None) -> Any:
+def decode_json(
+    path: str, data: bytes | memoryview, *, line: int = 1, cut: bool | None = None
+) -> Any:
     """Decode one JSON value of a file; any failure is an ``ImportFormatError``.
 
     ``line`` is the file line ``data`` starts on (a JSONL line's number).  ``cut`` says
@@ -155,11 +164,11 @@ def decode_json(path: str, data: bytes, *, line: int = 1, cut: bool | None = Non
         # Surrogate halves (msgspec calls them "truncated") and bad UTF-8: the stdlib
         # repairs the first and locates the second; everything else is a syntax error.
         if not _SURROGATE_BYTES.search(data) and "UTF-8" not in str(exc):
-            raise _syntax_error(path, data, str(exc), line, cut) from None
+            raise _syntax_error(path, bytes(data), str(exc), line, cut) from None
     except RecursionError:
-        raise _too_deep(path, decode_text(path, data, line=line), line) from None
+        raise _too_deep(path, decode_text(path, bytes(data), line=line), line) from None
     # Without the final line break, an error at the end is on the last line of text.
-    text = decode_text(path, data, line=line).rstrip("\r\n")
+    text = decode_text(path, bytes(data), line=line).rstrip("\r\n")
     try:
         return repair_surrogates(loads_strict(text), text)
     except json.JSONDecodeError as exc:
@@ -196,6 +205,9 @@ def _syntax_error(
             "re-copy the complete file" + (" (or drop its last line)" if cut else ""),
         )
     column = pos - (body.rfind(b"\n", 0, pos) + 1) + 1
+    for word in (b"NaN", b"Infinity", b"-Infinity"):
+        if body.startswith(word, pos):
+            reason = f"{word.decode()} is not a JSON number"
     return fail(
         path,
         lineno,
@@ -209,6 +221,63 @@ def detached(exc: ImportFormatError) -> ImportFormatError:
     (for an error kept after its parse: a cached or a detection error)."""
     exc.__traceback__ = exc.__context__ = exc.__cause__ = None
     return exc
+
+
+_NONBLANK = re.compile(rb"[^ \t\r\n]")
+
+
+@contextmanager
+def open_jsonl(path: str) -> Iterator[tuple[str, Iterator[tuple[int, Any]]]]:
+    """A JSON Lines file: its ``file_key`` and its values with their line numbers.
+
+    The file is mapped read-only and each line decoded straight from the mapping, so
+    the import holds the values, never the file's bytes or text (a line of 50 MB is
+    not copied before it is decoded); blank lines are skipped, and a last line without
+    its newline that does not parse is reported as cut off.
+    """
+    try:
+        fh = open(path, "rb")
+    except OSError:
+        read_bytes(path, 0)  # raises the precise error
+        raise
+    with fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise fail(
+                path,
+                None,
+                "not a regular file (a pipe?): it is read twice",
+                "save the transcript to a file and import that",
+            )
+        if info.st_size == 0:
+            yield file_key(b""), iter(())
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                yield hashlib.sha256(mapped).hexdigest()[:32], _lines(path, mapped, view)
+            finally:
+                view.release()
+
+
+def _lines(path: str, mapped: mmap.mmap, view: memoryview) -> Iterator[tuple[int, Any]]:
+    pos, no, size = 0, 0, len(mapped)
+    while pos < size:
+        end = mapped.find(b"\n", pos)
+        stop = size if end < 0 else end + 1
+        no += 1
+        if _NONBLANK.search(mapped, pos, stop) is not None:
+            line = view[pos:stop]
+            # Released before the mapping closes, also when the line is refused: an
+            # error's frames may still refer to it.
+            try:
+                value = decode_json(path, line, line=no, cut=end < 0)
+            except ImportFormatError as exc:
+                raise detached(exc) from None
+            finally:
+                line.release()
+            yield no, value
+        pos = stop
 
 
 @lru_cache(maxsize=4)
@@ -317,10 +386,11 @@ class JsonImporter:
     def detect(self, path: str, head: bytes) -> bool:
         """The file starts like JSON and ``claims`` its document.
 
-        A value ending a line and another starting the next (JSON Lines) is never one
-        document, so such a file is refused from its head, without reading it whole.
+        A ``.jsonl`` file, or a value ending a line and another starting the next (JSON
+        Lines), is never one document: such a file is refused from its name or head,
+        without reading it whole.
         """
-        if head.lstrip()[:1] not in (b"[", b"{"):
+        if head.lstrip()[:1] not in (b"[", b"{") or path.endswith(".jsonl"):
             return False
         lines = _TWO_VALUES.search(head)
         if lines is not None:

@@ -35,14 +35,12 @@ from ._common import (
     ImportedSession,
     SessionBuilder,
     fail,
-    file_key_of,
     parse_time,
-    read_bytes,
     split_tool_results,
     to_blocks,
     tool_result_output,
 )
-from ._json import decode_json
+from ._json import open_jsonl
 
 __all__ = ["ClaudeCodeImporter"]
 
@@ -64,9 +62,9 @@ def _line_meta(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Parser:
-    def __init__(self, path: str):
+    def __init__(self, path: str, key: str):
         self.path = path
-        self.b = SessionBuilder(f"claude-code:{file_key_of(path)}", path, "claude-code")
+        self.b = SessionBuilder(f"claude-code:{key}", path, "claude-code")
         self.anchor: dict[str, str] = {}  # line uuid -> node the conversation continues from
         self.by_message: dict[str, str] = {}  # API message id -> assistant node
         # tool_use id -> (assistant node, tool name, its input, line)
@@ -82,31 +80,19 @@ class _Parser:
         self.same: dict[str, str] = {}
         self.versions: set[str] = set()
 
-    def entries(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        """The file's lines as JSON objects, read one at a time (the file is never held
-        whole, so an import holds the nodes, not the text they came from)."""
-        try:
-            fh = open(self.path, "rb")
-        except OSError:
-            read_bytes(self.path, 0)  # raises the precise error
-            raise
+    def entries(self, lines: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The file's lines as JSON objects (``lines`` from ``open_jsonl``)."""
         found = False
-        with fh:
-            for no, raw in enumerate(fh, 1):
-                if not raw or raw.isspace():  # (strip() would copy a long line)
-                    continue
-                # A last line without its newline that does not parse was cut off.
-                entry = decode_json(self.path, raw, line=no, cut=not raw.endswith(b"\n"))
-                del raw
-                if not isinstance(entry, dict):
-                    raise fail(
-                        self.path,
-                        no,
-                        f"expected a JSON object, got {type(entry).__name__}",
-                        "pass a Claude Code .jsonl transcript",
-                    )
-                found = True
-                yield no, entry
+        for no, entry in lines:
+            if not isinstance(entry, dict):
+                raise fail(
+                    self.path,
+                    no,
+                    f"expected a JSON object, got {type(entry).__name__}",
+                    "pass a Claude Code .jsonl transcript",
+                )
+            found = True
+            yield no, entry
         if not found:
             raise fail(self.path, None, "the file holds no lines", "pass a non-empty transcript")
 
@@ -344,8 +330,8 @@ class _Parser:
             meta["extra_lines"] = self.extra
         return self.b.build()
 
-    def run(self) -> ImportedSession:
-        for no, entry in self.entries():
+    def run(self, lines: Iterator[tuple[int, Any]]) -> ImportedSession:
+        for no, entry in self.entries(lines):
             for key in _REPEATED:  # one string object for what every line repeats
                 value = entry.get(key)
                 if isinstance(value, str):
@@ -394,4 +380,5 @@ class ClaudeCodeImporter:
 
     def parse(self, path: str) -> list[ImportedSession]:
         """One session with the whole tree of the file."""
-        return [_Parser(path).run()]
+        with open_jsonl(path) as (key, lines):
+            return [_Parser(path, key).run(lines)]
