@@ -48,8 +48,9 @@ MAX_NODE_BYTES = 64 * 1024 * 1024
 #: What one import may store: at most ``IMPORT_EXPANSION`` bytes of nodes and session
 #: metadata per byte of the file, plus ``IMPORT_SLACK_BYTES``.  Importers copy little
 #: (a tool call's arguments into its result's node, a converted block's original into
-#: metadata): the corpus stores at most 2.1 bytes per byte of file.  More means the file
-#: repeats content by reference (YAML aliases, one tool call answered a thousand times).
+#: metadata): the corpus files store 0.1-1.1 bytes per byte of file (1.3 with
+#: ``cassette-all``).  Far more means the file repeats content by reference (YAML
+#: aliases, one tool call answered a thousand times).
 IMPORT_EXPANSION = 8
 IMPORT_SLACK_BYTES = 1024 * 1024
 
