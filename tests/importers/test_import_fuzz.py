@@ -20,6 +20,7 @@ from ctxrules.errors import CtxrulesError
 from ctxrules.importers import import_paths
 from ctxrules.limits import check_metadata, check_node
 from ctxrules.render import render, session_defaults
+from ctxrules.situation import commit_situation
 from ctxrules.store import open_store
 
 SMALL = {
@@ -180,7 +181,9 @@ def test_mutated_files_fail_only_with_typed_errors(corpus, tmp_path_factory, sna
                     continue
                 commit = ensure_latest_commit(r.id, store=store, now=0)
                 try:
-                    render(commit, provider, store=store, **session_defaults(info.metadata))
+                    situation = commit_situation(store, commit)
+                    defaults = session_defaults(info.metadata)
+                    render(commit, provider, situation=situation, **defaults)
                 except CtxrulesError:
                     pass
     finally:
