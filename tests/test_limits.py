@@ -13,7 +13,6 @@ from ctxrules import dag, limits
 from ctxrules.errors import ValidationError
 from ctxrules.limits import MAX_NESTING, check_metadata, check_node, nesting_path
 from ctxrules.model import Call, ToolUseBlock
-from ctxrules.store import open_store
 
 
 def nest(depth: int, leaf: object = "leaf", *, lists: bool = False) -> object:
@@ -25,13 +24,6 @@ def nest(depth: int, leaf: object = "leaf", *, lists: bool = False) -> object:
 
 def node(**fields: object) -> Call:
     return Call(id="n1", seq=1, created_at=0.0, role="assistant", **fields)
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = open_store(tmp_path / "store")
-    yield s
-    s.close()
 
 
 @pytest.mark.parametrize("lists", [False, True], ids=["maps", "lists"])
@@ -83,7 +75,9 @@ def test_times_must_be_finite(when):
         check_node(Call(id="n1", seq=1, created_at=when, role="user"))
 
 
-def test_the_dag_api_is_checked_and_a_refusal_writes_nothing(store):
+def test_the_dag_api_is_checked_and_a_refusal_writes_nothing(any_store):
+    """Both backends run the same check (``store._shared.node_body``)."""
+    store = any_store
     sid = dag.create_session(store).id
     first = dag.append(store, sid, "user", "hello")
     before = (store.get_session(sid), store.nodes(sid))
