@@ -113,8 +113,9 @@ def test_a_branch_builds_on_the_fork_point_not_on_the_other_branch(store):
     assert again.id == left.id and count_rows(store) == rows
 
 
-def test_a_new_commit_counts_only_its_new_items(store, monkeypatch):
-    from ctxrules.commit import derive as commit_mod
+def test_a_new_commit_counts_only_its_new_items(store):
+    import dataclasses
+
     from ctxrules.tokenizers import get_tokenizer
 
     # No rules: nothing older changes, so nothing older may be counted again.
@@ -134,9 +135,9 @@ def test_a_new_commit_counts_only_its_new_items(store, monkeypatch):
             counted.extend(texts)
             return real.count_batch(texts)
 
-    monkeypatch.setattr(commit_mod, "get_tokenizer", lambda name: Recording())
+    recording = dataclasses.replace(OFF, tokenizer=Recording())  # the same rule set
     add_turn(store, s.id, 20)
-    c = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=OFF)
+    c = ctxrules.ensure_latest_commit(s.id, now=2.0, store=store, config=recording)
     assert len(c.items) == 63
     # the new turn: request, answer, the result and its arguments; nothing older
     assert sorted(counted) == sorted(

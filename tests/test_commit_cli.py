@@ -177,14 +177,39 @@ def test_head_option_commits_the_branch_up_to_that_node(session, capsys):
     assert all(seqs[it["source_node_id"]] <= second_user["seq"] for it in out["items"])
 
 
-def test_a_failed_summarizer_is_shown_by_the_cli(session, capsys, tmp_path):
+def test_an_unknown_summarizer_is_refused_before_anything_is_derived(session, capsys, tmp_path):
     store, sid = session
     cfg = tmp_path / "ctxrules.toml"
     cfg.write_text(
         "[rules.summarize]\nthreshold_tokens = 50\nsummarizer = 'missing'\n", encoding="utf-8"
     )
-    assert main(["commit", sid, "--store", store, "--config", str(cfg)]) == 0
-    text = " ".join(capsys.readouterr().out.split())
-    assert "note summarize: no folding: no summarizer named 'missing'" in text
-    out = run_json(capsys, "commit", sid, "--store", store, "--config", str(cfg), "--json")
+    assert main(["commit", sid, "--store", store, "--config", str(cfg)]) == 1
+    err = capsys.readouterr().err
+    assert "no summarizer named 'missing'" in err and "rules.summarize.summarizer" in err
+    assert str(cfg) in err and "Traceback" not in err
+
+
+def test_a_failed_summarizer_is_shown_by_the_cli(session, capsys, tmp_path):
+    from ctxrules.plugins import registry
+
+    class Failing:
+        name = "test-failing"
+
+        def summarize(self, items, *, budget):
+            raise RuntimeError("model unavailable")
+
+    store, sid = session
+    cfg = tmp_path / "ctxrules.toml"
+    cfg.write_text(
+        "[rules.summarize]\nthreshold_tokens = 50\nsummarizer = 'test-failing'\n",
+        encoding="utf-8",
+    )
+    registry("summarizers").items["test-failing"] = Failing()
+    try:
+        assert main(["commit", sid, "--store", store, "--config", str(cfg)]) == 0
+        text = " ".join(capsys.readouterr().out.split())
+        assert "note summarize: no folding: summarizer 'test-failing' failed: RuntimeError" in text
+        out = run_json(capsys, "commit", sid, "--store", store, "--config", str(cfg), "--json")
+    finally:
+        registry("summarizers").items.pop("test-failing", None)
     assert not [it for it in out["items"] if it["state"] in ("summary", "summarized")]

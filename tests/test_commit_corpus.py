@@ -1,19 +1,18 @@
-"""Invariants 1-8 over every session imported from tests/data/corpus, turn by turn, for the
-built-in rules in every shipped configuration."""
+"""Invariants 1-8 and every rule's promise over every session imported from
+tests/data/corpus, turn by turn, for the built-in rules in every shipped configuration."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import msgspec
 import pytest
 
-from ctxrules.commit import Pipeline, derive_commit
+from ctxrules.commit import Pipeline
 from ctxrules.config import PRESETS, PipelineConfig
 from ctxrules.dag import branch_path
 from ctxrules.importers import import_paths
 from ctxrules.store import open_store
-from ctxrules.testing import check_commits
+from ctxrules.testing import check_commits, drive_branch
 
 PIPELINES = {name: Pipeline.from_config(PipelineConfig.preset(name)) for name in PRESETS}
 
@@ -27,35 +26,9 @@ def corpus_store(corpus: Path, tmp_path_factory):
     store.close()
 
 
-def _turns(path):
-    """The branch cut after every conversation node: (head, calls added by this turn)."""
-    out = []
-    for call in path:
-        if call.caller is None:
-            out.append((call.id, [call]))
-        elif out:
-            out[-1][1].append(call)
-    return out
-
-
 def _replay(store, session_id, pipeline):
     path = branch_path(store, session_id)
-    runs, parent, seen = [], None, set()
-    for head, calls in _turns(path):
-        seen.update(c.id for c in calls)
-        before = [msgspec.msgpack.encode(c) for c in calls]
-        gen = derive_commit(
-            parent,
-            calls,
-            session_id=session_id,
-            head_node_id=head,
-            pipeline=pipeline,
-            now=calls[-1].created_at + 3600.0,
-        )
-        assert [msgspec.msgpack.encode(c) for c in calls] == before  # invariant 1
-        runs.append((parent, gen, set(seen)))
-        parent = gen.commit
-    return path, runs
+    return path, drive_branch(path, pipeline, session_id=session_id, delay=3600.0)
 
 
 @pytest.mark.parametrize("preset", list(PRESETS))

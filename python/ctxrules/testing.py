@@ -9,12 +9,15 @@
 
 ``check_rule`` generates sessions with hypothesis (tool calls of protected and ordinary
 tools, huge and failing results, branches, attach pointers, locked and pinned nodes,
-time gaps), derives commits turn by turn through the pipeline and asserts SPEC §3
-invariants 1–8 plus the consistency a renderer relies on (tool pairing, token totals,
-the task anchor, attach blocks folded whole).  ``check_commits`` runs the same checks
-on commits you produced yourself, e.g. from a real transcript; ``tool_turn`` +
-``commit_of`` build one hand-written case in two lines.  A failure raises
-``InvariantViolation`` naming the invariant, the rule set and the item.
+time gaps), derives commits turn by turn through the pipeline (summary requests
+answered by the registered summarizers) and asserts invariants 1–8 (docs/rules.md)
+plus the consistency a renderer relies on (tool pairing, token totals, the task
+anchor, attach blocks folded whole) and the promise of every rule in the pipeline
+(``Rule.check_promise``).  ``check_commits`` runs the same checks on commits you
+produced yourself, e.g. from a real transcript; ``check_promises`` only the promises;
+``tool_turn`` + ``commit_of`` build one hand-written case in two lines.  A failure
+raises ``InvariantViolation`` naming the invariant or promise, the rule set and the
+item.
 
 Installed as a pytest plugin (entry point ``pytest11: ctxrules``): the fixture
 ``ctxrules_kit`` is this module.  hypothesis is imported only when a check runs.
@@ -29,7 +32,7 @@ from typing import Any
 
 import msgspec
 
-from .commit import Generated, Pipeline, derive_commit
+from .commit import Generated, Pipeline, derive_with_summaries
 from .commit.context import item_text_for_tokens
 from .commit.delta import Delta, replay
 from .config import PRESETS, PipelineConfig
@@ -42,9 +45,11 @@ __all__ = [
     "Script",
     "Step",
     "check_commits",
+    "check_promises",
     "check_rule",
     "commit_of",
     "drive",
+    "drive_branch",
     "pipelines_with",
     "scripts",
     "tool_turn",
@@ -59,13 +64,28 @@ class InvariantViolation(AssertionError):
 
 def _fail(number: str, message: str, pipeline: Pipeline, commit: ContextCommit) -> None:
     rules = ", ".join(r.name for r in pipeline.rules) or "no rules"
+    what = number if number.startswith("promise") else f"invariant {number}"
     raise InvariantViolation(
-        f"invariant {number}: {message} (commit {commit.id} at {commit.head_node_id}; "
-        f"rules: {rules})"
+        f"{what}: {message} (commit {commit.id} at {commit.head_node_id}; rules: {rules})"
     )
 
 
 # -- checks ------------------------------------------------------------------------------
+
+
+def check_promises(commit: ContextCommit, pipeline: Pipeline) -> None:
+    """Assert that ``commit`` keeps the promise of every rule of ``pipeline`` (the
+    pipeline that derived it, from the start of its chain)."""
+    for rule in pipeline.rules:
+        broken = rule.check_promise(commit)
+        if broken:
+            more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+            _fail(
+                f"promise of rule {rule.name!r}",
+                f"{rule.promise or 'its promise'} — broken: {broken[0]}{more}",
+                pipeline,
+                commit,
+            )
 
 
 def _key(it: ContextItem) -> tuple[str, str | None]:
@@ -83,6 +103,9 @@ def check_step(
 ) -> None:
     """Assert the invariants for one derived commit against its parent."""
     c = gen.commit
+    if gen.requests:
+        rules = sorted({r.rule for r in gen.requests})
+        _fail("summaries", f"summary requests of {rules} left unanswered", pipeline, c)
     if parent is not None and parent_bytes is not None:
         if msgspec.msgpack.encode(parent) != parent_bytes:
             _fail("2", "deriving a child changed the saved parent commit", pipeline, c)
@@ -313,14 +336,23 @@ def commit_of(
     at the last conversation node."""
     pipeline = rules if isinstance(rules, Pipeline) else Pipeline.of(rules)
     head = next(c.id for c in reversed(calls) if c.caller is None)
-    return derive_commit(
+    return derive_with_summaries(
         None, calls, session_id="s", head_node_id=head, pipeline=pipeline, now=now
     ).commit
 
 
 def _filler(size: int, seed: int) -> str:
-    base = f"line {seed}: /repo/src/mod{seed % 7}.py ok value={seed * 31 % 997}\n"
-    return (base * (size // len(base) + 1))[:size]
+    """``size`` characters of log-like text, as token-dense as real tool output (every
+    line differs), so a few large results reach the summarize thresholds."""
+    lines = []
+    n = 0
+    k = 0
+    while n < size:
+        line = f"{seed}.{k} /repo/src/mod{seed % 7}.py v={(seed * 7919 + k * 104729) % 1000003:x}\n"
+        lines.append(line)
+        n += len(line)
+        k += 1
+    return "".join(lines)[:size]
 
 
 def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> list[Any]:
@@ -412,36 +444,81 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
     return out
 
 
+def drive_branch(
+    path: Sequence[Call], pipeline: Pipeline, *, session_id: str = "s", delay: float = 0.0
+) -> list[Any]:
+    """Derive the commits of a recorded branch head by head, each from the previous one;
+    returns ``[(parent, generated, node_ids)]`` for ``check_commits``.
+
+    ``path`` is a branch in ``dag.branch_path`` order (e.g. of an imported transcript);
+    a commit is made at every conversation node, with the calls under it, at ``now`` =
+    the turn's last ``created_at`` + ``delay`` seconds.
+    """
+    turns: list[tuple[str, list[Call]]] = []
+    for call in path:
+        if call.caller is None:
+            turns.append((call.id, [call]))
+        elif turns:
+            turns[-1][1].append(call)
+    runs: list[Any] = []
+    parent: ContextCommit | None = None
+    seen: set[str] = set()
+    for head, calls in turns:
+        seen.update(c.id for c in calls)
+        before = [msgspec.msgpack.encode(c) for c in calls]
+        gen = _derive(
+            parent,
+            calls,
+            session_id=session_id,
+            head_node_id=head,
+            pipeline=pipeline,
+            now=calls[-1].created_at + delay,
+        )
+        if [msgspec.msgpack.encode(c) for c in calls] != before:
+            _fail(
+                "1", f"a node of the turn at {head} changed during generation", pipeline, gen.commit
+            )
+        runs.append((parent, gen, set(seen)))
+        parent = gen.commit
+    return runs
+
+
 def _derive(*args: Any, **kwargs: Any) -> Generated:
     try:
-        return derive_commit(*args, **kwargs)
+        return derive_with_summaries(*args, **kwargs)
     except CtxrulesError as exc:
         raise InvariantViolation(f"generation failed: {exc}") from exc
 
 
 def check_commits(runs: Iterable[Any], pipeline: Pipeline) -> int:
-    """Check every ``(parent, generated, node_ids)`` of ``drive`` (or your own); returns
-    how many commits were checked."""
-    from .tokenizers import get_tokenizer
-
-    counter = get_tokenizer(pipeline.encoding)
+    """Check every ``(parent, generated, node_ids)`` of ``drive`` (or your own) against
+    the invariants and the promises of ``pipeline``'s rules; returns how many commits
+    were checked."""
+    counter = pipeline.tokenizer
     n = 0
     for parent, gen, node_ids in runs:
         pb = msgspec.msgpack.encode(parent) if parent is not None else None
         check_step(
             parent, gen, pipeline=pipeline, node_ids=node_ids, parent_bytes=pb, counter=counter
         )
+        check_promises(gen.commit, pipeline)
         _check_render(gen.commit, pipeline)
         n += 1
     return n
 
 
 def pipelines_with(rule: Rule | None = None) -> list[Pipeline]:
-    """Every shipped configuration, each with ``rule`` added in front (or as is)."""
+    """Every shipped configuration, each with ``rule`` added in front — or in the place
+    of the configuration's rule of the same name — plus ``rule`` alone."""
     out = []
     for name in PRESETS:
         built = PipelineConfig.preset(name).build()
-        rules: Sequence[Rule] = [rule, *built] if rule is not None else built
+        rules: Sequence[Rule] = built
+        if rule is not None:
+            same = [i for i, r in enumerate(built) if r.name == rule.name]
+            rules = [rule if i in same else r for i, r in enumerate(built)]
+            if not same:
+                rules.insert(0, rule)
         out.append(Pipeline.of(rules))
     if rule is not None:
         out.append(Pipeline.of([rule]))
@@ -456,7 +533,8 @@ def check_rule(
     max_steps: int = 10,
 ) -> None:
     """Property-test ``rule`` (alone and in front of every shipped configuration) against
-    the invariants on ``examples`` generated sessions per pipeline."""
+    the invariants and every rule's promise on ``examples`` generated sessions per
+    pipeline."""
     for pipeline in pipelines if pipelines is not None else pipelines_with(rule):
         _property(pipeline, examples, max_steps)()
 

@@ -10,12 +10,15 @@ from ctxrules.testing import Script, Step, check_rule, drive
 
 
 def test_oversized_result_is_cut_to_head_and_tail_even_in_the_tail_window():
-    runs = drive(
-        Script([Step(tools=[("Read", 6000, False), ("Grep", 100, False)])]),
-        Pipeline.of([ResultCap(max_tool_result_chars=1000)]),
-    )
+    script = Script([Step(tools=[("Read", 6000, False), ("Grep", 100, False)])])
+    runs = drive(script, Pipeline.of([ResultCap(max_tool_result_chars=1000)]))
     big, small = [it for it in runs[-1][1].commit.items if it.role == "tool"]
-    raw = "".join("line 0: /repo/src/mod0.py ok value=0\n" * 200)[:6000]
+    raw = next(  # the same result with no rules
+        it.rendered
+        for it in drive(script, Pipeline.of([]))[-1][1].commit.items
+        if it.role == "tool"
+    )
+    assert len(raw) == 6000
     assert big.state == "full" and big.reason == "result_cap:1000"
     m = re.search(r"\[… ([\d,]+) of ([\d,]+) characters cut …\]", big.rendered)
     assert m and int(m.group(1).replace(",", "")) == 5000
@@ -28,3 +31,13 @@ def test_oversized_result_is_cut_to_head_and_tail_even_in_the_tail_window():
 
 def test_result_cap_keeps_the_invariants():
     check_rule(ResultCap(max_tool_result_chars=500), examples=15)
+
+
+def test_promise_holds_and_catches_an_uncapped_result():
+    rule = ResultCap(max_tool_result_chars=1000)
+    script = Script([Step(tools=[("Read", 6000, False), ("Grep", 2000, False)])])
+    capped = drive(script, Pipeline.of([rule]))[-1][1].commit
+    assert rule.check_promise(capped) == []
+    plain = drive(script, Pipeline.of([]))[-1][1].commit  # the same results, not capped
+    broken = rule.check_promise(plain)
+    assert len(broken) == 2 and "6,000 characters > 1,000" in broken[0]

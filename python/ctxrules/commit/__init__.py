@@ -8,7 +8,8 @@ stores it.
 
 The package's modules: ``pipeline`` (the built rules and their version), ``context``
 (the ``RuleContext`` rules work through), ``items`` (a node → its item), ``derive``
-(the pure derivation), ``delta`` (the stored format of a commit against its parent),
+(the pure derivation, and ``derive_with_summaries``, which answers its summary
+requests), ``delta`` (the stored format of a commit against its parent),
 ``persist`` (a commit ↔ its stored row, through ``ctxrules.store.CommitStore``),
 ``plan`` (what to derive, from the store), ``generate`` (plan, derive, save) and
 ``diff`` (two commits compared, in Rust).  No module here speaks SQL: the store does.
@@ -16,21 +17,21 @@ The package's modules: ``pipeline`` (the built rules and their version), ``conte
 
 from __future__ import annotations
 
-from .context import NOT_POSITIONS, RuleContext, item_text_for_tokens
+from .context import RuleContext, item_text_for_tokens
 from .delta import Delta, folded_item, replay
-from .derive import Generated, derive_commit
+from .derive import Generated, derive_commit, derive_with_summaries
 from .diff import CommitDiff, diff_commits
 from .generate import ensure_latest_commit, generate_commit, load_commit
 from .pipeline import Pipeline, rules_version
 
 __all__ = [
-    "NOT_POSITIONS",
     "CommitDiff",
     "Delta",
     "Generated",
     "Pipeline",
     "RuleContext",
     "derive_commit",
+    "derive_with_summaries",
     "diff_commits",
     "ensure_latest_commit",
     "folded_item",

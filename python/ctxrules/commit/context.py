@@ -8,27 +8,32 @@ from folding), record each change for the commit delta, and mark the item for th
 token-count batch.
 
 Rules are incremental: ``ctx.new_positions()`` lists the items added by this commit,
-and ``ctx.cursors`` is a small dict carried from commit to commit, so a rule can
-resume where it stopped instead of re-reading the whole history.  Cursor values are
-item positions; ``ctx.insert`` shifts them, so they stay valid.
+and ``ctx.cursors`` is a small dict of ints carried from commit to commit, so a rule can
+resume where it stopped instead of re-reading the whole history.  A cursor is either an
+item position or a plain value, as the rule that writes it declares
+(``Rule.position_cursors``): ``ctx.insert`` shifts positions so they keep naming the
+same item and never touches values (counts, flags, the generator's own marks).
+
+A rule that needs a summary asks ``ctx.summary(...)``: it gets the caller's answer, or
+``None`` while the request is recorded for the caller (``ctx.requests``), so deriving
+never runs a summarizer (see ``ctxrules.summarizers.request``).  docs/rules.md is the
+guide for rule authors.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from ..errors import RuleError
 from ..model import STATE_RANK, ContextItem
+from ..summarizers.request import SummaryRequest, SummaryResult, request_key
 from .delta import Delta, folded_item
 
-__all__ = ["NOT_POSITIONS", "RuleContext", "item_text_for_tokens"]
-
-#: Cursor keys (prefixes) that are flags or marks, not item positions: never shifted.
-NOT_POSITIONS = ("attach:", "anchor", "seq:", "variants:")
+__all__ = ["RuleContext", "item_text_for_tokens"]
 
 
 def item_text_for_tokens(item: ContextItem) -> list[str]:
@@ -41,8 +46,10 @@ class RuleContext:
 
     Read ``items`` (a list in conversation order: do not mutate it directly),
     ``now``, ``cursors``; change items with ``replace`` / ``fold``; report with
-    ``note``.  ``tokens()`` / ``total_tokens()`` give exact counts, counting every
-    pending changed item in one batch first.
+    ``note``; ask for summaries with ``summary``.  ``tokens()`` / ``total_tokens()``
+    give exact counts, counting every pending changed item in one batch first.
+    ``positions`` are the cursor keys that name item positions (the pipeline's
+    ``Rule.position_cursors``); ``summaries`` the caller's answers to summary requests.
     """
 
     def __init__(
@@ -56,6 +63,8 @@ class RuleContext:
         counter: Any,
         total_tokens: int,
         full_pass: bool,
+        positions: Collection[str] = (),
+        summaries: Mapping[str, SummaryResult] | None = None,
     ):
         self.items = items
         self.now = now
@@ -63,8 +72,13 @@ class RuleContext:
         self.full_pass = full_pass
         self.notes: list[str] = []
         self.rule_name = ""
+        #: Summary requests no answer was given for, in the order they were made.
+        self.requests: list[SummaryRequest] = []
+        self._positions = tuple(positions)
+        self._summaries = summaries or {}
         self._new_ids = new_ids
         self._first_new = first_new
+        self._inserted_inside = False  # whether an item was inserted before the parent's end
         self._counter = counter
         self._total = total_tokens
         self._pending: set[int] = set()
@@ -80,9 +94,12 @@ class RuleContext:
         return len(self.items)
 
     def new_positions(self) -> list[int]:
-        """Positions of the items this commit added (ascending)."""
+        """Positions of the items this commit added (ascending), wherever they were
+        inserted (a late tool result lands beside its call, before the end)."""
         items, new = self.items, self._new_ids
-        return [i for i in range(self._first_new, len(items)) if items[i].source_node_id in new]
+        if not self._inserted_inside:  # the common case: every insert was at the end
+            return [i for i in range(self._first_new, len(items)) if items[i].source_node_id in new]
+        return sorted(p for p in self._inserted if items[p].source_node_id in new)
 
     def scan_positions(self) -> Sequence[int]:
         """What a rule that looks at each item once should scan: new items, or all of
@@ -184,16 +201,20 @@ class RuleContext:
 
     def insert(self, pos: int, item: ContextItem) -> None:
         """Insert a new item at ``pos`` (the generator's new items and fold's summary);
-        cursors at or after ``pos`` shift by one so they keep naming the same item."""
+        position cursors at or after ``pos`` shift by one so they keep naming the same
+        item.  Value cursors are never touched."""
         if pos >= len(self.items):
             self.items.append(item)  # the common case: nothing after it to shift
         else:
             self.items.insert(pos, item)
-            for key, value in self.cursors.items():
-                if value >= pos and not key.startswith(NOT_POSITIONS):
-                    self.cursors[key] = value + 1
+            cursors = self.cursors
+            for key in self._positions:
+                value = cursors.get(key)
+                if value is not None and value >= pos:
+                    cursors[key] = value + 1
             if pos < self._first_new:
                 self._first_new += 1
+                self._inserted_inside = True
             self._pending = {p + 1 if p >= pos else p for p in self._pending}
             self._changed = {p + 1 if p >= pos else p for p in self._changed}
             self._inserted = {p + 1 if p >= pos else p for p in self._inserted}
@@ -202,6 +223,40 @@ class RuleContext:
         self._inserted.add(pos)
         if item.state != "summarized":
             self._total += item.tokens  # corrected by flush() with the real count
+
+    def summary(
+        self,
+        items: Sequence[ContextItem],
+        *,
+        summarizer: str,
+        budget: int,
+        timeout_seconds: float = 0.0,
+    ) -> SummaryResult | None:
+        """The caller's answer to a summary of ``items`` by ``summarizer``, or ``None``.
+
+        ``None`` means no answer was handed in: the request is recorded in
+        ``requests`` (the derive returns it) and the rule should change nothing it
+        would base on the summary.  The caller answers and derives again; the same
+        answer always gives the same commit.  ``timeout_seconds`` travels with the
+        request: it is the caller's time limit for obtaining the answer.
+        """
+        run = tuple(items)
+        key = request_key(summarizer, budget, run)
+        answer = self._summaries.get(key)
+        if answer is not None:
+            return answer
+        if all(r.key != key for r in self.requests):
+            self.requests.append(
+                SummaryRequest(
+                    key=key,
+                    rule=self.rule_name,
+                    summarizer=summarizer,
+                    items=run,
+                    budget=budget,
+                    timeout_seconds=timeout_seconds,
+                )
+            )
+        return None
 
     def note(self, text: str) -> None:
         """Record what the current rule did or could not do (kept on the commit)."""

@@ -1,10 +1,13 @@
 """``derive_commit``: the pure heart of commit generation.
 
-Parent commit + new nodes + rules + ``now`` → new commit.  It copies the parent's item
-list (a pointer copy: unchanged items are the same objects, never re-rendered and never
-recounted), turns the new nodes into ``full`` items, runs the pipeline through a
-``RuleContext`` and counts the tokens of every new or changed item in one batch with the
-Rust counter's content cache.
+Parent commit + new nodes + rules + ``now`` (+ the answers to summary requests) → new
+commit.  It copies the parent's item list (a pointer copy: unchanged items are the same
+objects, never re-rendered and never recounted), turns the new nodes into ``full``
+items, runs the pipeline through a ``RuleContext`` and counts the tokens of every new
+or changed item in one batch with the pipeline's tokenizer (the Rust counter's content
+cache).  It does no I/O, looks up no plugin and reads no clock: a rule that needs a
+summary gets it as an input, or returns the request (``Generated.requests``).
+``derive_with_summaries`` answers those requests and derives again, in one call.
 
 A commit's id is a hash of its parent id, its head, its rules and the *delta* it makes
 against its parent (Merkle style), so identical inputs give the identical id and the id
@@ -23,13 +26,13 @@ import msgspec
 
 from ..errors import RuleError
 from ..model import Call, ContextCommit, ContextItem
-from ..tokenizers import get_tokenizer
+from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from . import delta as cdelta
 from .context import RuleContext
 from .items import attach_items, attach_ref, find_native, item_for_call
 from .pipeline import Pipeline
 
-__all__ = ["Generated", "derive_commit"]
+__all__ = ["Generated", "derive_commit", "derive_with_summaries"]
 
 _STICKY = ("anchor", "attach:")
 #: Cursor keys describing the graph a commit was made from; each commit sets its own.
@@ -37,10 +40,12 @@ _MARKS = ("seq:", "variants:")
 
 
 class Generated(NamedTuple):
-    """A derived commit and its delta against the parent (what the store keeps)."""
+    """A derived commit, its delta against the parent (what the store keeps), and the
+    summary requests no answer was given for (empty: the commit is final)."""
 
     commit: ContextCommit
     delta: bytes
+    requests: tuple[SummaryRequest, ...] = ()
 
 
 _encoder = msgspec.msgpack.Encoder(order="sorted")
@@ -69,14 +74,19 @@ def derive_commit(
     now: float,
     load_commit: Callable[[str], ContextCommit | None] | None = None,
     marks: Mapping[str, int] | None = None,
+    summaries: Mapping[str, SummaryResult | str] | None = None,
 ) -> Generated:
     """Derive the commit at ``head_node_id``: ``parent`` plus ``calls`` through the pipeline.
 
     Pure: the same arguments give the same commit, id included.  ``calls`` are the new
-    branch nodes in branch order (``dag.branch_path`` order).  ``load_commit`` resolves
-    attach pointers.  ``marks`` (e.g. the session's seq watermark) are recorded in the
-    cursors so a later generation can tell whether the graph changed under this commit.
-    A rule that breaks its contract raises ``RuleError`` naming it.
+    branch nodes in branch order (``dag.branch_path`` order).  ``load_commit`` looks up
+    the source commits of attach pointers (give a lookup, e.g. a dict's ``get``: it is
+    called during the derive).  ``marks`` (e.g. the session's seq watermark) are
+    recorded in the cursors so a later generation can tell whether the graph changed
+    under this commit.  ``summaries`` answers summary requests by key (a
+    ``SummaryResult`` or the text); a request without an answer is returned in
+    ``Generated.requests`` and the commit then folds nothing for it (its notes say it
+    is waiting).  A rule that breaks its contract raises ``RuleError`` naming it.
     """
     items = _working_list(parent)
     cursors = (
@@ -87,17 +97,23 @@ def derive_commit(
     full_pass = parent is not None and parent.rules_version != pipeline.version
     if full_pass:
         cursors = {k: v for k, v in cursors.items() if k.startswith(_STICKY)}
-    counter = get_tokenizer(pipeline.encoding)
     new_ids: set[str] = set()
+    answers = (
+        {k: SummaryResult(text=v) if isinstance(v, str) else v for k, v in summaries.items()}
+        if summaries
+        else None
+    )
     ctx = RuleContext(
         items,
         now=now,
         cursors=cursors,
         new_ids=new_ids,
         first_new=len(items),
-        counter=counter,
+        counter=pipeline.tokenizer,
         total_tokens=parent.total_tokens if parent is not None else 0,
         full_pass=full_pass,
+        positions=pipeline.position_cursors,
+        summaries=answers,
     )
     for call in calls:
         ref = attach_ref(call)
@@ -187,7 +203,68 @@ def derive_commit(
         cursors=cursors,
     )
     _keep_working_list(commit, items)
-    return Generated(commit, delta)
+    return Generated(commit, delta, tuple(ctx.requests))
+
+
+#: How many rounds of requests ``derive_with_summaries`` answers before it gives up (a
+#: rule asking for ever new summaries would otherwise never finish).
+MAX_SUMMARY_ROUNDS = 32
+
+
+def derive_with_summaries(
+    parent: ContextCommit | None,
+    calls: Sequence[Call],
+    *,
+    session_id: str,
+    head_node_id: str,
+    pipeline: Pipeline,
+    now: float,
+    load_commit: Callable[[str], ContextCommit | None] | None = None,
+    marks: Mapping[str, int] | None = None,
+    summaries: Mapping[str, SummaryResult | str] | None = None,
+    answer: Callable[[SummaryRequest], SummaryResult] = run_summarizer,
+) -> Generated:
+    """``derive_commit``, with every summary request answered: the final commit.
+
+    Derives, answers each new request with ``answer`` (default ``run_summarizer``: the
+    registered summarizer within the request's time limit), and derives again with the
+    answers, until no request is left.  The result is exactly ``derive_commit(...,
+    summaries=answers)``: how long an answer took, or on which machine, never changes
+    the commit, only the answer itself does (a timed-out answer is an answer too: the
+    rule records it and backs off).  ``load_commit`` is called once per attach source,
+    before deriving; ``summaries`` are answers known already.
+    """
+    attached: dict[str, ContextCommit | None] = {}
+    if load_commit is not None:
+        for call in calls:
+            ref = attach_ref(call)
+            if ref is not None and ref["commit"] not in attached:
+                try:
+                    attached[ref["commit"]] = load_commit(ref["commit"])
+                except Exception:  # an unloadable source degrades to one item (attach_items)
+                    attached[ref["commit"]] = None
+    answers: dict[str, SummaryResult | str] = dict(summaries or {})
+    for _ in range(MAX_SUMMARY_ROUNDS):
+        gen = derive_commit(
+            parent,
+            calls,
+            session_id=session_id,
+            head_node_id=head_node_id,
+            pipeline=pipeline,
+            now=now,
+            load_commit=attached.get if load_commit is not None else None,
+            marks=marks,
+            summaries=answers,
+        )
+        if not gen.requests:
+            return gen
+        for request in gen.requests:
+            answers[request.key] = answer(request)
+    rules = sorted({r.rule for r in gen.requests})
+    raise RuleError(
+        f"still asking for summaries after {MAX_SUMMARY_ROUNDS} rounds of answers",
+        where=f"rule {rules[0]!r}" if rules else "pipeline",
+    )
 
 
 # The list a derive worked on holds exactly the new commit's items.  Handing it to the

@@ -18,7 +18,7 @@ from ..errors import StoreError, ValidationError
 from ..model import ContextCommit
 from ..store import CommitStore, SessionInfo
 from . import persist
-from .derive import derive_commit
+from .derive import derive_with_summaries
 from .pipeline import Pipeline
 from .plan import Plan
 from .plan import plan as plan_commit
@@ -145,7 +145,7 @@ def _derive_and_save(
         except Exception:
             return None
 
-    gen = derive_commit(
+    gen = derive_with_summaries(  # runs the summarizer for any fold the rules ask for
         plan.parent,
         plan.calls,
         session_id=plan.session_id,

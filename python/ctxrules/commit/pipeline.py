@@ -1,13 +1,16 @@
-"""A built pipeline: the rules in order plus the options of generation, and its version."""
+"""A built pipeline: the rules in order, the options of generation, its version, and the
+tokenizer it counts with (resolved once, when the pipeline is built, so deriving a
+commit looks up nothing)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..config import PipelineConfig, find_config
 from ..rules.base import Rule
+from ..tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["Pipeline", "rules_version"]
 
@@ -22,12 +25,26 @@ def rules_version(rules: Sequence[Rule], *, encoding: str, anchor_task: bool) ->
 
 @dataclass(frozen=True)
 class Pipeline:
-    """Built rules in order plus the options of generation; ``version`` is its ``rules_version``."""
+    """Built rules in order plus the options of generation; ``version`` is its ``rules_version``.
+
+    ``tokenizer`` is the counter of ``encoding``, looked up when the pipeline is built
+    (pass one to count with something else: its ``name`` should then be ``encoding``).
+    ``position_cursors`` is the union of the rules' position cursors: the cursor keys
+    that ``RuleContext.insert`` shifts.
+    """
 
     rules: tuple[Rule, ...]
     encoding: str = "o200k_base"
     anchor_task: bool = True
     version: str = ""
+    tokenizer: Tokenizer = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    position_cursors: frozenset[str] = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.tokenizer is None:
+            object.__setattr__(self, "tokenizer", get_tokenizer(self.encoding))
+        keys = frozenset(k for r in self.rules for k in r.position_cursors)
+        object.__setattr__(self, "position_cursors", keys)
 
     @classmethod
     def from_config(cls, config: PipelineConfig | None = None) -> Pipeline:

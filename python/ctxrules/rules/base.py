@@ -1,12 +1,14 @@
 """The ``Rule`` base class: a named, versioned step of the commit pipeline with typed
-parameters.
+parameters, the cursors it keeps and the promise it keeps.
 
 A rule's ``apply(ctx)`` changes items through the ``RuleContext`` it is handed
-(``ctxrules.commit.RuleContext``); see that class for what a rule may do.
+(``ctxrules.commit.RuleContext``); see that class and docs/rules.md for what a rule
+may do.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -16,6 +18,7 @@ from ..errors import ConfigError
 
 if TYPE_CHECKING:
     from ..commit.context import RuleContext
+    from ..model import ContextCommit
 
 __all__ = ["Rule"]
 
@@ -27,11 +30,20 @@ class Rule:
     the default is the accepted type) and implement ``apply(ctx)``.  Override
     ``check()`` to validate ranges (raise ``ConfigError`` via ``self.bad(key, msg)``).
     ``version`` is part of ``rules_version``: bump it when the rule's behaviour changes.
+
+    ``position_cursors`` names the keys of ``ctx.cursors`` this rule stores item
+    positions under: ``ctx.insert`` shifts those so they keep naming the same item.
+    Every other cursor is a plain value (a count, a flag) and is never changed by
+    anyone but the rule.  ``promise`` says in one sentence what the rule guarantees
+    about every commit it runs in, and ``check_promise`` checks it on a commit; the
+    test kit (``ctxrules.testing``) runs that check with every shipped pipeline.
     """
 
     name: ClassVar[str] = ""
     version: ClassVar[int] = 1
     params: ClassVar[Mapping[str, Any]] = {}
+    position_cursors: ClassVar[frozenset[str]] = frozenset()
+    promise: ClassVar[str] = ""
 
     def __init__(self, **values: Any):
         self.values: dict[str, Any] = dict(self.params)
@@ -66,7 +78,13 @@ class Rule:
             ok = isinstance(value, int) and not isinstance(value, bool)
         elif isinstance(default, float):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-            value = float(value) if ok else value
+            if ok:
+                try:
+                    value = float(value)
+                except OverflowError:  # an int too large for a float
+                    ok = False
+                else:
+                    ok = math.isfinite(value)
         elif isinstance(default, str):
             ok = isinstance(value, str)
         elif isinstance(default, (list, tuple)):
@@ -75,9 +93,10 @@ class Rule:
         else:
             ok = True
         if not ok:
+            finite = " (a finite number)" if isinstance(default, float) else ""
             raise ConfigError(
                 f"rule {self.name!r} parameter {key!r} must be "
-                f"{type(default).__name__}, got {value!r}",
+                f"{type(default).__name__}{finite}, got {value!r}",
                 where=f"{self._where}: rules.{self.name}.{key}",
             )
         self.values[key] = value
@@ -100,6 +119,16 @@ class Rule:
     def apply(self, ctx: RuleContext) -> None:
         """Change items of ``ctx``; must only use ``ctx.replace`` / ``ctx.fold``."""
         raise NotImplementedError
+
+    def check_promise(self, commit: ContextCommit) -> list[str]:
+        """Where ``commit`` (made by a pipeline holding this rule) breaks ``promise``: one
+        message per violation, naming the item; empty when the promise is kept.
+
+        Checked on chains of commits derived by one rule set from the start (a commit
+        built on another rule set's parent keeps that parent's states: they only
+        tighten).  The default promises nothing.
+        """
+        return []
 
     def __getattr__(self, key: str) -> Any:
         values = self.__dict__.get("values")

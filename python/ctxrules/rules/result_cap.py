@@ -1,9 +1,14 @@
 """Per-result cap: a tool result longer than ``max_tool_result_chars`` keeps its head and
 tail, with a marker saying how much was cut — in the tail window too, so one huge
-result cannot blow a single turn (seed §五)."""
+result cannot blow a single turn.
+
+Promise: no full, unlocked tool result shows more than ``max_tool_result_chars``
+characters besides its cut marker.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -12,14 +17,25 @@ from .base import Rule
 
 if TYPE_CHECKING:
     from ..commit.context import RuleContext
+    from ..model import ContextCommit
 
 __all__ = ["ResultCap"]
+
+_MARKER = re.compile(r"\n\[… [\d,]+ of [\d,]+ characters cut …\]\n")
+
+
+def _marker(cut: int, length: int) -> str:
+    return f"\n[… {cut:,} of {length:,} characters cut …]\n"
 
 
 class ResultCap(Rule):
     """Cut oversized tool results to head + tail (60 % / 40 % by default); state stays ``full``."""
 
     name = "result_cap"
+    promise = (
+        "no full, unlocked tool result shows more than max_tool_result_chars characters "
+        "besides its cut marker"
+    )
     params: ClassVar[Mapping[str, Any]] = {"max_tool_result_chars": 4000, "head_ratio": 0.6}
 
     def check(self) -> None:
@@ -38,7 +54,7 @@ class ResultCap(Rule):
             if it.role != "tool" or it.locked or it.state != "full" or len(it.rendered) <= limit:
                 continue
             cut = len(it.rendered) - limit
-            marker = f"\n[… {cut:,} of {len(it.rendered):,} characters cut …]\n"
+            marker = _marker(cut, len(it.rendered))
             ctx.replace(
                 pos,
                 rendered=cut_middle(it.rendered, head, tail, marker),
@@ -47,3 +63,18 @@ class ResultCap(Rule):
             capped += 1
         if capped:
             ctx.note(f"capped {capped} tool result(s) at {limit:,} characters")
+
+    def check_promise(self, commit: ContextCommit) -> list[str]:
+        """Full, unlocked tool results longer than the cap outside their cut marker."""
+        limit = self.max_tool_result_chars
+        out = []
+        for p, it in enumerate(commit.items):
+            text = it.rendered
+            if it.role != "tool" or it.locked or it.state != "full" or len(text) <= limit:
+                continue
+            if not any(len(text) - len(m.group()) <= limit for m in _MARKER.finditer(text)):
+                out.append(
+                    f"tool result {it.source_node_id} (position {p}) is full and shows "
+                    f"{len(text):,} characters > {limit:,}"
+                )
+        return out

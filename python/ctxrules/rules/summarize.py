@@ -8,35 +8,39 @@ assistant turn with its tool calls and results, an attach block (items sharing
 ``keep_tail_turns`` turns are never folded.  The previous summary, when it sits at the
 start of the run, folds into the new one, so a commit carries one running summary.
 
-The summarizer is a plugin (``summarizer``).  If it raises, times out or returns
+The summarizer is a plugin (``summarizer``, checked when the rule is built) that the
+rule never calls: it asks the context for the summary of the run (``ctx.summary``)
+and the caller answers (``ctxrules.commit.derive_with_summaries`` runs the summarizer
+within ``timeout_seconds`` and derives again).  Until answered, nothing is folded and
+the commit's notes say it is waiting.  If the summarizer raised, timed out or returned
 nothing, nothing is folded and the reason is noted on the commit; a fold that cannot
 get under the threshold says so too.  Nothing here ever loses content: folded items
 stay in the commit as ``summarized`` and the DAG keeps every original.
 
-Anti-thrash (SPEC §11, complaint 9): a summary that is not shorter than the run it
-would replace, or a summarizer that timed out, is not retried on every commit.  The
-failed run is remembered in the cursors (``summarize.failed_start`` /
-``summarize.failed_end``, item positions) and the fold from that start is tried again
-only once the run has doubled in items; until then each commit says so in its notes.
+Anti-thrash: a summary that is not shorter than the run it would replace, or a
+summarizer that timed out, is not asked for again on every commit.  The failed run is
+remembered in the cursors (``summarize.failed_start`` / ``summarize.failed_end``, item
+positions) and the fold from that start is tried again only once the run has doubled
+in items; until then each commit says so in its notes.
 
-Timeouts: Python cannot stop a thread, so a summarizer that times out keeps running on
-its daemon thread until it returns.  It cannot change anything: it was handed a tuple
-of immutable items, and what it returns goes into a dict no one reads any more.
+Promise: no locked or anchor item is ever folded, nothing from the start of the last
+``keep_tail_turns`` turns on (with the request that opened the first of them) is
+folded, and a commit left over ``threshold_tokens`` says why in its notes.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..errors import CtxrulesError
-from ..model import ContextItem
+from ..errors import ConfigError
+from ..model import ContextCommit, ContextItem
 from .base import Rule
+from .tool_aging import is_turn
 
 if TYPE_CHECKING:
     from ..commit.context import RuleContext
-from .tool_aging import is_turn
+    from ..summarizers.request import SummaryResult
 
 __all__ = ["Summarize"]
 
@@ -49,6 +53,12 @@ class Summarize(Rule):
     """Fold the oldest contiguous run of foldable units into one summary item."""
 
     name = "summarize"
+    position_cursors = frozenset({"summarize.pos", _FAILED_START, _FAILED_END})
+    promise = (
+        "no locked or anchor item is folded; nothing in the last keep_tail_turns turns "
+        "(and the request that opened them) is folded; a commit over threshold_tokens "
+        "says why in its notes"
+    )
     params: ClassVar[Mapping[str, Any]] = {
         "threshold_tokens": 100_000,
         "target_ratio": 0.6,
@@ -68,6 +78,18 @@ class Summarize(Rule):
             raise self.bad("keep_tail_turns", "must be >= 1")
         if self.summary_budget_tokens < 16:
             raise self.bad("summary_budget_tokens", "must be >= 16")
+        if self.timeout_seconds < 0:
+            raise self.bad("timeout_seconds", "must be >= 0 (0: no time limit)")
+        from ..plugins import registry
+
+        known = registry("summarizers")
+        if self.summarizer not in known:
+            raise ConfigError(
+                f"rule {self.name!r}: no summarizer named {self.summarizer!r}",
+                where=f"{self._where}: rules.{self.name}.summarizer",
+                hint=f"installed: {', '.join(known.names()) or 'none'}; install the "
+                "plugin that provides it",
+            )
 
     # -- structure -----------------------------------------------------------------
 
@@ -126,52 +148,27 @@ class Summarize(Rule):
         )
         return True
 
-    def _summarize(self, ctx: RuleContext, run: tuple[ContextItem, ...]) -> tuple[str | None, bool]:
-        """The summary text of ``run`` (None on failure, noted) and whether it timed out."""
-        from ..plugins import registry
-
-        try:
-            summarizer = registry("summarizers").get(self.summarizer)
-        except CtxrulesError as exc:
-            ctx.note(f"no folding: {exc}")
-            return None, False
-        outcome: dict[str, Any] = {}
-
-        def call() -> None:
-            try:
-                outcome["text"] = summarizer.summarize(run, budget=self.summary_budget_tokens)
-            except Exception as exc:  # reported below: a plugin failure never loses content
-                outcome["error"] = exc
-
-        if self.timeout_seconds > 0:
-            # A daemon thread: a summarizer that hangs is abandoned, and cannot keep the
-            # process from exiting (an executor's worker would be joined at exit).
-            worker = threading.Thread(target=call, name="ctxrules-summarizer", daemon=True)
-            worker.start()
-            worker.join(self.timeout_seconds)
-            if worker.is_alive():
-                ctx.note(
-                    f"no folding: summarizer {self.summarizer!r} timed out after "
-                    f"{self.timeout_seconds:g}s; all content kept; not retried until the run "
-                    f"doubles"
-                )
-                return None, True
-        else:
-            call()
-        if "error" in outcome:
-            err = outcome["error"]
+    def _outcome(self, ctx: RuleContext, answer: SummaryResult) -> str | None:
+        """The summary text of an answer, or None after noting why there is none."""
+        if answer.timed_out:
             ctx.note(
-                f"no folding: summarizer {self.summarizer!r} failed: "
-                f"{type(err).__name__}: {err}; all content kept"
+                f"no folding: summarizer {self.summarizer!r} timed out after "
+                f"{self.timeout_seconds:g}s; all content kept; not retried until the run "
+                f"doubles"
             )
-            return None, False
-        text = outcome.get("text")
-        if not isinstance(text, str) or not text.strip():
+            return None
+        if answer.error:
+            ctx.note(
+                f"no folding: summarizer {self.summarizer!r} failed: {answer.error}; "
+                f"all content kept"
+            )
+            return None
+        if not answer.text.strip():
             ctx.note(
                 f"no folding: summarizer {self.summarizer!r} returned nothing; all content kept"
             )
-            return None, False
-        return text, False
+            return None
+        return answer.text
 
     def apply(self, ctx: RuleContext) -> None:
         total = ctx.total_tokens()
@@ -219,10 +216,23 @@ class Summarize(Rule):
             if self._backing_off(ctx, run_start, end):
                 blocked_by = "a fold that did not shrink (backing off)"
                 break
-            text, timed_out = self._summarize(ctx, run)
-            if timed_out:  # a hung model would stall every commit: back off like a no-shrink
+            answer = ctx.summary(
+                run,
+                summarizer=self.summarizer,
+                budget=self.summary_budget_tokens,
+                timeout_seconds=self.timeout_seconds,
+            )
+            if answer is None:
+                ctx.note(
+                    f"waiting for a summary of {len(run)} item(s) ({run_tokens} tokens) from "
+                    f"{self.summarizer!r}: answer the request and derive again "
+                    f"(derive_with_summaries does)"
+                )
+                return
+            if answer.timed_out:  # a hung model would stall every commit: back off
                 ctx.cursors[_FAILED_START] = run_start
                 ctx.cursors[_FAILED_END] = end
+            text = self._outcome(ctx, answer)
             if text is None:
                 return
             summary_tokens = ctx.count(text)
@@ -256,3 +266,35 @@ class Summarize(Rule):
                 f"could not reach the threshold: {total} tokens > {self.threshold_tokens} "
                 f"after {'folding' if folded_any else 'trying to fold'}; stopped at {blocked_by}"
             )
+
+    # -- promise -----------------------------------------------------------------------
+
+    def check_promise(self, commit: ContextCommit) -> list[str]:
+        """Folded locked / anchor items, folded items of the kept tail, and a commit over
+        the threshold without a note of this rule saying why."""
+        items = commit.items
+        out = [
+            f"{it.source_node_id} is {'locked' if it.locked else 'an anchor'} and was folded"
+            for it in items
+            if it.state == "summarized" and (it.locked or it.is_anchor)
+        ]
+        turns = [p for p, it in enumerate(items) if is_turn(it)]
+        start = turns[-self.keep_tail_turns] if len(turns) >= self.keep_tail_turns else 0
+        while start > 0 and items[start - 1].role in ("user", "system"):
+            if items[start - 1].attached_from:
+                break
+            start -= 1  # the request that opened the first kept turn
+        out.extend(
+            f"{it.source_node_id} (position {p}) is in the last "
+            f"{self.keep_tail_turns} turn(s) and was folded"
+            for p, it in enumerate(items[start:], start)
+            if it.state == "summarized"
+        )
+        if commit.total_tokens > self.threshold_tokens and not any(
+            n.startswith(f"{self.name}: ") for n in commit.notes
+        ):
+            out.append(
+                f"{commit.total_tokens} tokens > threshold {self.threshold_tokens} and no "
+                f"note says why"
+            )
+        return out

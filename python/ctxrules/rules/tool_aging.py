@@ -10,9 +10,16 @@ Protected tools (``protected_tools`` plus ``extra_protected_tools``) are never a
 Aging does not lock items: idle clearing and summarize must still be able to reach
 them (the original design locked them and summarize silently stopped working).
 
-Incremental: the cursors ``tool_aging.pos`` / ``tool_aging.turn`` remember where the
-boundary is, so a commit scans only the items the boundary passes over.  The rule
-publishes ``aged_until`` (no item before it will newly be aged) for idle clearing.
+Incremental: the cursors remember where the boundary is — ``tool_aging.pos`` (an item
+position) and ``tool_aging.turn`` (how many turns lie before it) — and how many turns
+the commit holds (``tool_aging.turns``), so a commit scans only the items the boundary
+passes over.  The two counts are values: a summary inserted before the boundary moves
+``tool_aging.pos`` but adds no turn.  (Version 1 shifted the counts too, so every fold
+made the window one turn shorter; its commits are not built on.)  The rule publishes
+the position ``aged_until`` (no item before it will newly be aged) for idle clearing.
+
+Promise: no tool result from the start of the last ``tail_turns`` assistant turns on is
+aged or cleared (an attach block shows its source commit's states as they were).
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..model import ContextItem
+from ..model import ContextCommit, ContextItem
 from ._text import cut_end, cut_middle, one_line
 from .base import Rule
 
@@ -33,14 +40,25 @@ DEFAULT_PROTECTED_TOOLS = ("todo_create", "todo_update", "todo_list", "web_searc
 
 
 def is_turn(item: ContextItem) -> bool:
-    """Whether ``item`` starts an assistant turn (a synthesised summary does not)."""
-    return item.role == "assistant" and item.state != "summary"
+    """Whether ``item`` starts an assistant turn (a synthesised summary does not, nor
+    does one folded into a later summary: it keeps its virtual ``sm_`` id)."""
+    return (
+        item.role == "assistant"
+        and item.state != "summary"
+        and not (item.state == "summarized" and item.source_node_id.startswith("sm_"))
+    )
 
 
 class ToolAging(Rule):
     """Age tool results outside the tail window into ``[tool <name>] … output: <head>… <tail>``."""
 
     name = "tool_aging"
+    version = 2
+    position_cursors = frozenset({"tool_aging.pos", "aged_until"})
+    promise = (
+        "no tool result of the last tail_turns assistant turns is aged or cleared "
+        "(attach blocks keep their source commit's states)"
+    )
     params: ClassVar[Mapping[str, Any]] = {
         "tail_turns": 3,
         "step_turns": 4,
@@ -138,3 +156,16 @@ class ToolAging(Rule):
         cur["aged_until"] = pos
         if aged:
             ctx.note(f"aged {aged} tool result(s); window starts at turn {turn + 1} of {turns}")
+
+    def check_promise(self, commit: ContextCommit) -> list[str]:
+        """Aged or cleared tool results positioned in the last ``tail_turns`` turns."""
+        if self.tail_turns == 0:
+            return []
+        turns = [p for p, it in enumerate(commit.items) if is_turn(it)]
+        start = turns[-self.tail_turns] if len(turns) >= self.tail_turns else 0
+        return [
+            f"tool result {it.source_node_id} (position {p}) is {it.state} inside the last "
+            f"{self.tail_turns} turn(s) (they start at position {start})"
+            for p, it in enumerate(commit.items[start:], start)
+            if it.role == "tool" and it.state in ("aged", "cleared") and it.attached_from is None
+        ]
