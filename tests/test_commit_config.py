@@ -71,6 +71,16 @@ def test_without_any_file_the_default_pipeline_applies(tmp_path):
         ("pipelines = []\n", "pipelines", "unknown key"),
         ("pipeline = [\n", "", "invalid TOML"),
         ("[rules.summarize]\ntarget_ratio = 2.0\n", "rules.summarize.target_ratio", "(0, 1]"),
+        ("[rules.idle_clearing]\nidle_minutes = nan\n", "idle_clearing.idle_minutes", "finite"),
+        ("[rules.summarize]\ntimeout_seconds = nan\n", "summarize.timeout_seconds", "finite"),
+        ("[rules.summarize]\ntimeout_seconds = inf\n", "summarize.timeout_seconds", "finite"),
+        ("[rules.result_cap]\nhead_ratio = -inf\n", "result_cap.head_ratio", "finite"),
+        ("[rules.summarize]\ntimeout_seconds = -1\n", "summarize.timeout_seconds", ">= 0"),
+        (
+            "[rules.summarize]\nsummarizer = 'nope'\n",
+            "rules.summarize.summarizer",
+            "no summarizer named 'nope'",
+        ),
     ],
 )
 def test_bad_values_name_the_file_and_key(tmp_path, text, where, what):
@@ -90,3 +100,24 @@ def test_python_api_and_rules_version():
     assert a.version == Pipeline.from_config(PipelineConfig.preset("default")).version
     with pytest.raises(ConfigError, match="unknown preset"):
         PipelineConfig.preset("nope")
+
+
+@pytest.mark.parametrize(
+    ("rule", "key", "value"),
+    [
+        ("idle_clearing", "idle_minutes", float("nan")),
+        ("idle_clearing", "idle_minutes", float("inf")),
+        ("summarize", "timeout_seconds", float("nan")),
+        ("summarize", "timeout_seconds", 10**400),  # too large for a float
+    ],
+)
+def test_non_finite_numbers_are_refused_from_python_too(rule, key, value):
+    with pytest.raises(ConfigError, match=f"parameter '{key}' must be float") as err:
+        PipelineConfig.preset("default").with_params(rule, **{key: value}).build()
+    assert f"rules.{rule}.{key}" in str(err.value)
+
+
+def test_the_summarizer_is_checked_when_the_config_is_built_not_when_it_folds(tmp_path):
+    p = write(tmp_path, "ctxrules.toml", "[rules.summarize]\nsummarizer = 'nope'\n")
+    with pytest.raises(ConfigError, match="installed: extractive"):
+        Pipeline.from_config(load_config(p))

@@ -7,7 +7,15 @@ import pytest
 
 from ctxrules.commit import Pipeline, RuleContext
 from ctxrules.rules import Rule
-from ctxrules.testing import InvariantViolation, Script, Step, check_commits, check_rule, drive
+from ctxrules.testing import (
+    InvariantViolation,
+    Script,
+    Step,
+    check_commits,
+    check_promises,
+    check_rule,
+    drive,
+)
 
 
 class Shout(Rule):
@@ -162,3 +170,54 @@ def test_context_refuses_loosening_and_locked_changes_through_replace():
 
 def test_pytest_plugin_fixture(ctxrules_kit):
     assert ctxrules_kit.check_rule is check_rule
+
+
+class AgeEverything(Rule):
+    """Ages every tool result at once, the current turn's too: it keeps the invariants
+    (states only tighten, through ctx.replace) but breaks tool aging's promise."""
+
+    name = "test-age-everything"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p in ctx.new_positions():
+            it = ctx.items[p]
+            if it.role == "tool" and it.state == "full" and not it.locked and not it.is_anchor:
+                ctx.replace(p, state="aged", rendered="[old]", reason="too eager")
+
+
+class EmptyPromise(Rule):
+    """Promises that no user text is empty, and does nothing to keep it."""
+
+    name = "test-empty-promise"
+    promise = "no user item has empty text"
+
+    def apply(self, ctx: RuleContext) -> None:
+        return None
+
+    def check_promise(self, commit):
+        return [
+            f"user item {it.source_node_id} is empty"
+            for it in commit.items
+            if it.role == "user" and not it.rendered.strip()
+        ]
+
+
+def test_a_rule_that_breaks_another_rules_promise_is_caught_in_the_shipped_pipelines():
+    with pytest.raises(InvariantViolation, match=r"promise of rule 'tool_aging'.* is aged inside"):
+        check_rule(AgeEverything(), examples=10)
+
+
+def test_a_rule_that_breaks_its_own_promise_is_caught():
+    steps = [Step(user="   "), Step()]
+    pipeline = Pipeline.of([EmptyPromise()])
+    with pytest.raises(InvariantViolation, match="promise of rule 'test-empty-promise'"):
+        check_commits(drive(Script(steps), pipeline), pipeline)
+    check_promises(drive(Script([Step(user="fine")]), pipeline)[-1][1].commit, pipeline)
+
+
+def test_every_builtin_rule_states_its_promise():
+    from ctxrules.rules import BUILTIN_RULES
+
+    for cls in BUILTIN_RULES:
+        assert cls.promise, cls.name
+        assert cls.check_promise is not Rule.check_promise, cls.name

@@ -91,3 +91,38 @@ def test_pinned_and_cited_results_stay_full():
     c = commit_of([ToolAging(tail_turns=0, step_turns=1)], first + later)
     states = {it.source_node_id: (it.state, it.is_anchor) for it in c.items if it.role == "tool"}
     assert states == {"t1": ("full", True), "t2": ("full", True), "t3": ("aged", False)}
+
+
+def test_a_late_result_of_an_old_turn_is_seen_by_every_rule():
+    """A tool result that arrives after its turn left the window lands beside its call,
+    before the end: it is a new position all the same, so it is capped, aged at once and
+    cleared once idle (the idle cursor that passed its place steps back for it)."""
+    from ctxrules.commit import derive_with_summaries
+    from ctxrules.model import Call
+    from ctxrules.rules import CLEARED_PLACEHOLDER, IdleClearing, ResultCap
+
+    calls, prev = [], None
+    for i in range(4):
+        turn = tool_turn({"output": f"result {i} " * 20}, prefix=f"t{i}_", predecessor=prev)
+        calls += turn
+        prev = turn[1].id
+    late = Call(
+        id="t0_t2", seq=99, created_at=700.0, role="tool", name="Bash", caller="t0_a",
+        input={}, output="late " * 1000, metadata={"tool_use_id": "t0_t2"},
+    )  # fmt: skip
+
+    def derive(pipeline, parent, new, now):
+        return derive_with_summaries(
+            parent, new, session_id="s", head_node_id="t3_a", pipeline=pipeline, now=now
+        ).commit
+
+    cap = Pipeline.of([ResultCap(max_tool_result_chars=1000)])
+    capped = derive(cap, derive(cap, None, calls, 0.0), [late], 700.0).items[3]
+    assert capped.source_node_id == "t0_t2" and capped.reason == "result_cap:1000"
+    aging = Pipeline.of([ToolAging(tail_turns=1, step_turns=1), IdleClearing(idle_minutes=1)])
+    first = derive(aging, derive(aging, None, calls, 0.0), [], 600.0)
+    assert first.items[2].state == "cleared" and first.cursors["idle_clearing.pos"] > 3
+    child = derive(aging, first, [late], 700.0)
+    assert child.items[3].source_node_id == "t0_t2" and child.items[3].state == "aged"
+    later = derive(aging, child, [], 700.0 + 120.0)
+    assert later.items[3].state == "cleared" and later.items[3].rendered == CLEARED_PLACEHOLDER
