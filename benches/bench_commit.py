@@ -24,7 +24,13 @@ import tracemalloc
 import pytest
 
 from ctxrules import dag
-from ctxrules.commit import Pipeline, derive_commit, ensure_latest_commit, persist
+from ctxrules.commit import (
+    Pipeline,
+    derive_commit,
+    derive_with_summaries,
+    ensure_latest_commit,
+    persist,
+)
 from ctxrules.commit.plan import graph_marks
 from ctxrules.config import PipelineConfig
 from ctxrules.model import Call, TextBlock, ToolUseBlock
@@ -82,7 +88,7 @@ def _session(tmp_path_factory, n_calls: int):
     # The starting commit comes from the same derive as every other one (from scratch).
     # ``_marks`` records the graph's seq watermark, as ensure_latest_commit does; without
     # it the first measured step would (correctly) rebuild from scratch.
-    gen = derive_commit(
+    gen = derive_with_summaries(  # the fold of the long history included, as in real use
         None,
         dag.branch_path(store, info.id),
         session_id=info.id,
@@ -153,9 +159,11 @@ def test_derive_incremental(benchmark, tmp_path_factory, n):
         i = state["i"] = state["i"] + 1
         parent = state["parent"]
         calls = _turn_calls(i, parent.head_node_id, 10**8 + 3 * i)
-        state["parent"] = derive_commit(
+        gen = derive_commit(
             parent, calls, session_id=sid, head_node_id=calls[1].id, pipeline=PIPELINE, now=1e9
-        ).commit
+        )
+        assert not gen.requests  # the pure step alone: nothing waits for a summarizer
+        state["parent"] = gen.commit
 
     benchmark.pedantic(step, rounds=200, warmup_rounds=5)
     benchmark.extra_info.update(items=len(state["parent"].items))
@@ -169,7 +177,7 @@ def test_store_from_scratch(benchmark, tmp_path_factory, n):
     def step():
         _append_turn(store, sid)
         head = store.get_session(sid).head
-        gen = derive_commit(
+        gen = derive_with_summaries(
             None,
             dag.branch_path(store, sid),
             session_id=sid,
@@ -195,11 +203,11 @@ def test_memory_of_a_session_commit(benchmark, n):
         prev = nodes[-2].id
     tracemalloc.start()
     base = tracemalloc.get_traced_memory()[0]
-    commit = derive_commit(
+    commit = derive_with_summaries(
         None, nodes, session_id="m", head_node_id=prev, pipeline=PIPELINE, now=0.0
     ).commit
     held = tracemalloc.get_traced_memory()[0] - base
-    child = derive_commit(
+    child = derive_with_summaries(
         commit,
         _turn_calls(10**6, prev, 10**7),
         session_id="m",

@@ -1,6 +1,7 @@
-"""SPEC §3 invariants 1-8 as hypothesis property tests, for the built-in rules in every
-shipped configuration (the kit's generated sessions: tool calls, protected tools, huge
-and failing results, branches, attach pointers, locked / pinned / cited nodes)."""
+"""Invariants 1-8 (docs/rules.md) and every rule's promise as hypothesis property tests,
+for the built-in rules in every shipped configuration (the kit's generated sessions:
+tool calls, protected tools, huge and failing results, branches, attach pointers,
+locked / pinned / cited nodes)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ A configuration comes from Python (``PipelineConfig(...)``, ``PipelineConfig.pre
 or from TOML: a ``ctxrules.toml`` file (keys at top level) or the ``[tool.ctxrules]``
 table of a ``pyproject.toml``.  Every parameter of every rule can be set; a key that
 no rule knows, or a value of the wrong type, is a ``ConfigError`` naming the file and
-the key, so a misspelt setting is never silently ignored (SPEC §11, complaint 4).
+the key, so a misspelt setting is never silently ignored.
 
 TOML layout::
 

@@ -25,7 +25,7 @@ from rich.table import Table
 from ..commit import (
     CommitDiff,
     Pipeline,
-    derive_commit,
+    derive_with_summaries,
     diff_commits,
     ensure_latest_commit,
     generate_commit,
@@ -295,7 +295,7 @@ def step_commits(state: DemoState) -> None:
     last = heads[-1]
     # What the next generation at this head would do an hour later (computed, not stored,
     # so the demo shows the same figures every time it runs).
-    later = derive_commit(
+    later = derive_with_summaries(
         commit,
         [],
         session_id=state.session_id,

@@ -1,4 +1,4 @@
-"""ContextCommits: the immutable snapshot of the model input at a head (SPEC §3).
+"""ContextCommits: the immutable snapshot of the model input at a head (docs/items.md).
 
 ``ensure_latest_commit(session, head)`` finds the nearest commit on the head's ancestor
 chain (``plan``: an indexed lookup per node walked back, so the cost is the number of

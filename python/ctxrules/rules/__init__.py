@@ -1,4 +1,4 @@
-"""Rules: the steps of the commit pipeline (SPEC §4).
+"""Rules: the steps of the commit pipeline (docs/rules.md says how to write one).
 
 Each rule is a ``Rule`` subclass registered through the ``register_rules`` hook; the
 built-ins are registered by ``ctxrules.rules._plugin`` the same way a third-party

@@ -3,7 +3,7 @@
 The window is the tool calls of the ``tail_turns`` most recent assistant turns.  The
 boundary moves in steps of ``step_turns`` turns (and only once at least
 ``clear_at_least_tokens`` would be saved), because every rewrite of an old item
-invalidates the provider's cached prefix from that item on (SPEC §4 cache awareness):
+invalidates the provider's cached prefix from that item on (cache awareness):
 aging a batch every few turns costs one cache rewrite instead of one per turn.
 
 Protected tools (``protected_tools`` plus ``extra_protected_tools``) are never aged.
