@@ -13,10 +13,10 @@ is inserted before it) and two turn counts (plain values, never moved).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ctxrules.hookspecs import hookimpl
+from ctxrules.hookspecs import RegisterRules, hookimpl
 from ctxrules.model import ContextItem
 from ctxrules.rules import Rule
 
@@ -109,5 +109,5 @@ class AnswerAging(Rule):
 
 
 @hookimpl
-def register_rules(register: Callable[[type[Rule]], None]) -> None:
+def register_rules(register: RegisterRules) -> None:
     register(AnswerAging)
