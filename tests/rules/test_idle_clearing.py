@@ -44,3 +44,13 @@ def test_full_items_are_never_cleared_directly():
 
 def test_idle_clearing_keeps_the_invariants():
     check_rule(IdleClearing(idle_minutes=1), examples=15)
+
+
+def test_promise_holds_and_catches_an_idle_result_left_aged():
+    rule = IdleClearing(idle_minutes=60)
+    steps = [Step(tools=[("Read", 200, False)]), Step(), Step(minutes=61)]
+    kept = drive(Script(steps), Pipeline.of([AGING, rule]))[-1][1].commit
+    assert rule.check_promise(kept) == [] and "cleared" in [it.state for it in kept.items]
+    left = drive(Script(steps), Pipeline.of([AGING]))[-1][1].commit  # aged, never cleared
+    (broken,) = rule.check_promise(left)
+    assert "is aged and idle since" in broken

@@ -4,16 +4,18 @@ Every cleared result shows the same fixed placeholder, so once cleared the item 
 changes again and the prompt-cache prefix over it stays stable.  Time is the
 commit's injectable ``now``, so results are reproducible.
 
-Incremental: the position cursor ``idle_clearing.pos`` marks where the items that are
-not settled yet begin (before it, every aged result is cleared or locked, and nothing
-will newly be aged: tool aging publishes that bound as ``aged_until``).  Each commit
-scans from the cursor to the end, so it reads the results aged within the last
-``idle_minutes`` and the tail, not the history.  An aged result after the bound (an
-attach block brings its source's aged results) is cleared too once idle, though the
-cursor waits for the bound.
+Results are cleared in position order, up to the bound tool aging publishes
+(``aged_until``: no item before it will newly be aged).  Aged items mostly appear in
+position order at non-decreasing times (the aging boundary moves forward), so the rule
+keeps a position cursor ``idle_clearing.pos`` and stops at the first aged result that
+is still too recent: each commit reads only what it clears, however many results were
+aged within the last ``idle_minutes``.  A result aged out of that order (a late result
+of an old turn, an attach block's) waits for the ones before it; a new item inserted
+before the cursor moves the cursor back to it.
 
-Promise: every aged, unlocked tool result whose last change is ``idle_minutes`` or more
-before the commit's ``now`` is cleared.
+Promise: before the aging bound, every aged tool result that is unlocked and unchanged
+for ``idle_minutes`` (by the commit's ``now``) is cleared, unless an aged result before
+it is not idle yet.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ class IdleClearing(Rule):
     version = 2
     position_cursors = frozenset({"idle_clearing.pos"})
     promise = (
-        "every aged, unlocked tool result unchanged for idle_minutes (by the commit's "
-        "now) is cleared"
+        "before the aging bound, every aged, unlocked tool result unchanged for "
+        "idle_minutes (by the commit's now) is cleared, unless an aged result before it "
+        "is not idle yet"
     )
     params: ClassVar[Mapping[str, Any]] = {"idle_minutes": 60.0, "placeholder": CLEARED_PLACEHOLDER}
 
@@ -61,37 +64,41 @@ class IdleClearing(Rule):
         new = ctx.new_positions()
         if new and new[0] < pos:
             pos = new[0]  # a late result inserted before the cursor: not settled yet
-        cursor = pos
-        settled = True
+        keep_cursor = pos
+        blocked = False
         cleared = 0
         reason = f"idle_{self.idle_minutes:g}min"
-        for p in range(pos, len(items)):
+        for p in range(pos, limit):
             it = items[p]
-            if p >= limit:
-                settled = False  # items after the bound may still be aged
-            if it.role == "tool" and it.state == "aged" and not it.locked:
-                if it.changed_at <= cutoff:
+            if it.state == "aged" and it.role == "tool":
+                if it.changed_at > cutoff:
+                    break
+                if not it.locked:
                     ctx.replace(p, state="cleared", rendered=self.placeholder, reason=reason)
                     cleared += 1
-                else:
-                    settled = False  # not idle yet: look at it again next time
             elif frontier is None and it.role == "tool" and it.state == "full":
-                settled = False
-            if settled:
-                cursor = p + 1
-        ctx.cursors["idle_clearing.pos"] = cursor
+                blocked = True
+            if not blocked:
+                keep_cursor = p + 1
+        ctx.cursors["idle_clearing.pos"] = keep_cursor
         if cleared:
             ctx.note(f"cleared {cleared} aged result(s) idle for {self.idle_minutes:g} min")
 
     def check_promise(self, commit: ContextCommit) -> list[str]:
-        """Aged, unlocked tool results idle for ``idle_minutes`` that are still aged."""
+        """Idle, unlocked aged tool results before the aging bound that are not cleared
+        though every aged result before them is idle too."""
         cutoff = commit.created_at - self.idle_minutes * 60.0
-        return [
-            f"tool result {it.source_node_id} (position {p}) is aged and idle since "
-            f"{it.changed_at:g} (cutoff {cutoff:g}) but not cleared"
-            for p, it in enumerate(commit.items)
-            if it.role == "tool"
-            and it.state == "aged"
-            and not it.locked
-            and it.changed_at <= cutoff
-        ]
+        bound = commit.cursors.get("aged_until", len(commit.items))
+        broken = []
+        for p, it in enumerate(commit.items[:bound]):
+            if it.role != "tool" or it.state != "aged":
+                continue
+            if it.changed_at > cutoff:
+                break  # not idle yet: the results after it wait for it
+            if not it.locked:
+                broken.append(
+                    f"tool result {it.source_node_id} (position {p}) is aged and idle since "
+                    f"{it.changed_at:g} (cutoff {cutoff:g}), and so is every aged result "
+                    f"before it, but it is not cleared"
+                )
+        return broken
