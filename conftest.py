@@ -260,3 +260,25 @@ def claude_code_generator() -> Any:
         replicated=write_replicated_transcript,
         single_line=write_single_line_transcript,
     )
+
+
+def run_package_tests(package: Path) -> tuple[bool, str]:
+    """Run a plugin package's own tests as its author would: from its directory (its own
+    rootdir), so the kit's fixture can only come from the installed pytest11 entry
+    point.  Returns whether they passed and pytest's output."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
+        cwd=package,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+@pytest.fixture
+def package_tests():
+    """``run_package_tests``, for the tests that check a plugin package passes its own."""
+    return run_package_tests

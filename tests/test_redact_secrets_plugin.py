@@ -72,20 +72,11 @@ def test_redact_secrets_keeps_the_invariants():
     check_rule(rule_class()(roles=["tool", "user"]), examples=10)
 
 
-def test_the_packages_own_tests_pass_with_only_the_public_kit():
-    # Run as its author would: from the package directory, its own rootdir, so the
-    # kit's fixture can only come from the installed pytest11 entry point.
-    import subprocess
-    import sys
+def test_the_packages_own_tests_pass_with_only_the_public_kit(package_tests):
     from pathlib import Path
 
-    package = Path(__file__).resolve().parents[1] / "plugins" / "ctxrules-redact-secrets"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=package,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    passed, out = package_tests(
+        Path(__file__).resolve().parents[1] / "plugins" / "ctxrules-redact-secrets"
     )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "3 passed" in done.stdout
+    assert passed, out
+    assert "3 passed" in out

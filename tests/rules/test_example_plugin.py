@@ -4,8 +4,6 @@ pass with only the public kit, and docs/rules.md shows its source exactly."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from ctxrules.plugins import loaded_plugins, registry
@@ -31,13 +29,7 @@ def test_docs_show_the_worked_rule_exactly_as_shipped():
     assert source in blocks
 
 
-def test_the_packages_own_tests_pass_with_only_the_public_kit():
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"],
-        cwd=PACKAGE,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "4 passed" in done.stdout
+def test_the_packages_own_tests_pass_with_only_the_public_kit(package_tests):
+    passed, out = package_tests(PACKAGE)
+    assert passed, out
+    assert "4 passed" in out
