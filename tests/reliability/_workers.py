@@ -57,7 +57,14 @@ def zygote(store_path: str, session: str) -> None:
         cmd, _, arg = line.strip().partition(" ")
         if cmd not in ("go", "import", "flip"):
             break
+        # The child starts only once "pid" is on the pipe, so none of its lines can come
+        # before it or land inside it (both processes write to the same pipe).
+        go_r, go_w = os.pipe()
         pid = os.fork()
+        if pid == 0:
+            os.close(go_w)
+            os.read(go_r, 1)
+            os.close(go_r)
         if pid == 0 and cmd == "flip":
             try:
                 flip(store_path, session, arg)
@@ -81,9 +88,12 @@ def zygote(store_path: str, session: str) -> None:
                     i += 1
             finally:
                 os._exit(1)
-        print(f"pid {pid}", flush=True)
+        os.close(go_r)
+        os.write(1, f"pid {pid}\n".encode())  # one write: never split by the child's
+        os.write(go_w, b"g")
+        os.close(go_w)
         os.waitpid(pid, 0)
-        print(f"dead {arg}", flush=True)
+        os.write(1, f"dead {arg}\n".encode())
 
 
 def appender(store_path: str, session: str, tag: str, count: int) -> None:
