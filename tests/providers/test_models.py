@@ -10,7 +10,10 @@ import ctxrules
 from ctxrules import plugins
 from ctxrules.errors import ProviderError, ValidationError
 from ctxrules.providers import ModelInfo, ModelProfile, Prices, Usage, model_entries, resolve_model
-from ctxrules.providers._model_table import ANTHROPIC_CALIBRATION
+from ctxrules.providers._model_table import (
+    ANTHROPIC_CALIBRATION,
+    ANTHROPIC_STRUCTURED_CALIBRATION,
+)
 from ctxrules.render import header_tokens, request_options
 from ctxrules.tokenizers import get_tokenizer
 
@@ -58,8 +61,54 @@ def test_openai_models_get_their_published_encoding(model, encoding):
 def test_anthropic_is_a_calibrated_estimate():
     p = resolve_model("anthropic:claude-sonnet-4-5")
     assert p.tokenizer == "o200k_base"
-    assert p.calibration == ANTHROPIC_CALIBRATION and 1.0 < p.calibration < 1.5
+    # Prose counts like o200k; structured payloads (tool inputs/results) more.
+    assert p.calibration == ANTHROPIC_CALIBRATION == 1.0
+    assert p.structured_calibration == ANTHROPIC_STRUCTURED_CALIBRATION
+    assert 1.0 < p.structured_calibration < 1.5
     assert p.sources["calibration"] == p.sources["tokenizer"] == "anthropic-default"
+    assert p.sources["structured_calibration"] == "anthropic-default"
+
+
+@pytest.mark.parametrize(
+    "model,auto,forced",
+    [
+        # Anthropic's tool-use pricing page.
+        ("anthropic:claude-sonnet-4-5", 346, 313),
+        ("anthropic:claude-opus-4-1", 346, 313),
+        ("anthropic:claude-3-opus-20240229", 530, 281),
+        ("anthropic:claude-3-sonnet-20240229", 159, 235),
+        ("anthropic:claude-3-haiku-20240307", 264, 340),
+        ("anthropic:claude-3-5-haiku-latest", 264, 340),
+        # Haiku 4.5 is billed like the Haiku line (its recorded cassette fits 264).
+        ("anthropic:claude-haiku-4-5", 264, 340),
+        # OpenAI: the gpt-5 family's is fitted; no forced variant.
+        ("openai-chat:gpt-5.4-mini", 89, 89),
+        ("gemini:gemini-2.5-flash", 0, 0),
+    ],
+)
+def test_tool_prompt_tokens_per_model(model, auto, forced):
+    p = resolve_model(model)
+    assert (p.tool_prompt_tokens, p.tool_prompt_tokens_forced) == (auto, forced)
+
+
+def test_structured_calibration_defaults_to_calibration(plugin_site):
+    plugin_site.install(
+        "fake-models-cal",
+        "fake_models_cal",
+        """
+        from ctxrules.hookspecs import hookimpl
+        from ctxrules.providers import ModelInfo
+
+        @hookimpl
+        def register_models(register):
+            register(ModelInfo(name="acme", pattern="acme:*", context_window=1000,
+                               max_output_tokens=100, tokenizer="o200k_base",
+                               calibration=1.3))
+        """,
+    )
+    p = resolve_model("acme:x")
+    assert (p.calibration, p.structured_calibration) == (1.3, 1.3)
+    assert (p.tool_prompt_tokens, p.tool_prompt_tokens_forced) == (0, 0)
 
 
 @pytest.mark.parametrize(
@@ -127,6 +176,9 @@ def test_malformed_and_unknown_specs_are_clear_errors():
         ({"tokenizer": "o200k_base", "calibration": 0.0}, "calibration must be a finite"),
         ({"tokenizer": "o200k_base", "calibration": float("nan")}, "calibration must be"),
         ({"calibration": 1.2}, "calibration without tokenizer"),
+        ({"structured_calibration": 1.2}, "calibration without tokenizer"),
+        ({"tokenizer": "o200k_base", "structured_calibration": -1.0}, "structured_calibration must"),
+        ({"tool_prompt_tokens": -5}, "tool_prompt_tokens must be an int >= 0"),
     ],
 )
 def test_model_info_is_validated(kwargs, message):

@@ -21,18 +21,33 @@ overrides any of them, see ``ctxrules.providers.models``):
 Tokenizers: OpenAI models use the encodings tiktoken's model table gives them (o200k
 for GPT-4o / 4.1 / 4.5 / 5 and the o-series, cl100k for GPT-4 / 3.5 and the
 embeddings).  Anthropic and Google do not publish theirs: o200k counts times a
-calibration estimate them.
+calibration estimate them, one for prose and one for structured payloads (tool
+definitions, inputs, results).
+
+Tool prompts (tokens a vendor adds to a request that declares tools): Anthropic's
+tool-use pricing page gives 346 (``tool_choice`` auto / none) and 313 (any / tool) for
+the Claude 3.5 Sonnet / 3.7 / 4.x models, 264 / 340 for Claude 3 Haiku and 3.5 Haiku,
+530 / 281 for Claude 3 Opus and 159 / 235 for Claude 3 Sonnet.  Claude Haiku 4.5 is
+billed like the Haiku line: its recorded requests (corpus cassette
+test_multiple_parallel_tool_calls) fit 264 and are 84 tokens below 346.  OpenAI's
+figures are fitted (benches/README.md, "Fidelity"); Gemini adds none measurably.
+
+The calibrations and every fitted constant, with the data they were fitted on and
+their residuals, are in benches/README.md ("Fidelity").
 """
 
 from __future__ import annotations
 
 from .models import ModelInfo, Prices
 
-__all__ = ["ANTHROPIC_CALIBRATION", "BUILTIN_MODELS"]
+__all__ = ["ANTHROPIC_CALIBRATION", "ANTHROPIC_STRUCTURED_CALIBRATION", "BUILTIN_MODELS"]
 
-# Claude tokenises English and code into roughly 10-20 % more tokens than o200k; the
-# factor is refined per session by measured usage (SPEC §9 calibration).
-ANTHROPIC_CALIBRATION = 1.15
+# Fitted on recorded usage (benches/README.md, "Fidelity"): English prose counts the
+# same as o200k (the cassette of 100 repeated sentences: 1,101 o200k tokens, 1,114
+# billed), tool inputs and results (code, JSON, paths) 1.19 x o200k (the growth of
+# the Claude Code transcripts' requests, per-file residuals within 1 %).
+ANTHROPIC_CALIBRATION = 1.0
+ANTHROPIC_STRUCTURED_CALIBRATION = 1.19
 
 
 def _anthropic_prices(input_price: float, output_price: float) -> Prices:
@@ -64,20 +79,33 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         max_output_tokens=8_192,
         tokenizer="o200k_base",
         calibration=ANTHROPIC_CALIBRATION,
+        structured_calibration=ANTHROPIC_STRUCTURED_CALIBRATION,
         cache_min_tokens=1_024,
+        tool_prompt_tokens=346,
+        tool_prompt_tokens_forced=313,
     ),
     ModelInfo(
         name="claude-3-haiku",
         pattern=_A + "claude-3-haiku*",
         max_output_tokens=4_096,
         cache_min_tokens=2_048,
+        tool_prompt_tokens=264,
+        tool_prompt_tokens_forced=340,
         prices=Prices(input=0.25, output=1.25, cache_read=0.03, cache_write=0.30),
     ),
     ModelInfo(
         name="claude-3-opus",
         pattern=_A + "claude-3-opus*",
         max_output_tokens=4_096,
+        tool_prompt_tokens=530,
+        tool_prompt_tokens_forced=281,
         prices=_anthropic_prices(15.0, 75.0),
+    ),
+    ModelInfo(
+        name="claude-3-sonnet",
+        pattern=_A + "claude-3-sonnet*",
+        tool_prompt_tokens=159,
+        tool_prompt_tokens_forced=235,
     ),
     ModelInfo(name="claude-3-5", pattern=_A + "claude-3-5-*", max_output_tokens=8_192),
     ModelInfo(
@@ -89,6 +117,8 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         name="claude-3-5-haiku",
         pattern=_A + "claude-3-5-haiku*",
         cache_min_tokens=2_048,
+        tool_prompt_tokens=264,
+        tool_prompt_tokens_forced=340,
         prices=Prices(input=0.80, output=4.0, cache_read=0.08, cache_write=1.0),
     ),
     ModelInfo(
@@ -104,7 +134,13 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         pattern=_A + "claude-sonnet-4-[0256]*",
         prices=_anthropic_prices(3.0, 15.0),
     ),
-    ModelInfo(name="claude-haiku-4", pattern=_A + "claude-haiku-4*", max_output_tokens=64_000),
+    ModelInfo(
+        name="claude-haiku-4",
+        pattern=_A + "claude-haiku-4*",
+        max_output_tokens=64_000,
+        tool_prompt_tokens=264,
+        tool_prompt_tokens_forced=340,
+    ),
     ModelInfo(
         name="claude-haiku-4-5",
         pattern=_A + "claude-haiku-4-5*",
@@ -140,6 +176,9 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         max_output_tokens=16_384,
         tokenizer="o200k_base",
         cache_min_tokens=1_024,
+        # The tool section's own tokens beyond the declarations (tiktoken's cookbook
+        # closes its function count with 12); not checked against recorded usage.
+        tool_prompt_tokens=12,
     ),
     ModelInfo(
         name="gpt-4o",
@@ -214,6 +253,9 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         context_window=400_000,
         max_output_tokens=128_000,
         tokenizer="o200k_base",
+        # Fitted on the 8 recorded gpt-5.4-mini requests (residual 0 on each): the
+        # hidden system and developer text a request with tools carries.
+        tool_prompt_tokens=89,
     ),
     ModelInfo(name="gpt-5-priced", pattern=_O + "gpt-5", prices=_openai_prices(1.25, 0.125, 10.0)),
     ModelInfo(

@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
+from .cache import CachePrediction, predict_anthropic
+from .estimate import PromptEstimate, estimate_anthropic
+from .models import ModelProfile
 
 __all__ = ["MAX_BREAKPOINTS", "AnthropicProvider", "validate_anthropic"]
 
@@ -145,3 +148,20 @@ class AnthropicProvider(Provider):
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_anthropic(body)
+
+    def estimate_prompt(
+        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+    ) -> PromptEstimate:
+        return estimate_anthropic(body, profile, prefix_tokens=prefix_tokens)
+
+    def predict_cache(
+        self,
+        previous: PromptEstimate | None,
+        current: PromptEstimate,
+        *,
+        elapsed: float | None,
+        profile: ModelProfile,
+    ) -> CachePrediction:
+        return predict_anthropic(
+            previous, current, elapsed=elapsed, min_tokens=profile.cache_min_tokens
+        )

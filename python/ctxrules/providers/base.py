@@ -19,6 +19,9 @@ import msgspec
 from .. import _core
 from ..errors import PromptTooLongError, ProviderError, RenderError
 from ..model import Context, ContextCommit, ToolSpec
+from .cache import CachePrediction, predict_none
+from .estimate import PromptEstimate, estimate_generic
+from .models import ModelProfile
 
 __all__ = [
     "PromptTooLong",
@@ -180,6 +183,31 @@ class Provider:
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         """Structural problems of a request body that the vendor would refuse (empty = fine)."""
         return []
+
+    def estimate_prompt(
+        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+    ) -> PromptEstimate:
+        """The billed prompt size of ``body`` (input + cache writes + cache reads) and its
+        segments in prefix order (``ctxrules.providers.estimate``).
+
+        ``prefix_tokens`` are tokens the caller's harness sends before this body's
+        content and the body does not hold (e.g. an agent's own system prompt); they
+        lead the segments.  The base class counts the body's JSON: override it with the
+        vendor's rules.
+        """
+        return estimate_generic(body, profile, prefix_tokens=prefix_tokens)
+
+    def predict_cache(
+        self,
+        previous: PromptEstimate | None,
+        current: PromptEstimate,
+        *,
+        elapsed: float | None,
+        profile: ModelProfile,
+    ) -> CachePrediction:
+        """What the vendor would read from / write to its prompt cache for ``current``,
+        ``elapsed`` seconds after ``previous`` (``ctxrules.providers.cache``)."""
+        return predict_none(previous, current)
 
     # Helpers for subclasses.
     @staticmethod

@@ -14,6 +14,9 @@ from typing import Any
 import msgspec
 
 from .base import PromptTooLong, Provider, RequestOptions, Usage
+from .cache import CachePrediction, predict_prefix
+from .estimate import PromptEstimate, estimate_gemini
+from .models import ModelProfile
 
 __all__ = ["GeminiProvider", "validate_gemini"]
 
@@ -140,3 +143,25 @@ class GeminiProvider(Provider):
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_gemini(body)
+
+    def estimate_prompt(
+        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+    ) -> PromptEstimate:
+        return estimate_gemini(body, profile, prefix_tokens=prefix_tokens)
+
+    def predict_cache(
+        self,
+        previous: PromptEstimate | None,
+        current: PromptEstimate,
+        *,
+        elapsed: float | None,
+        profile: ModelProfile,
+    ) -> CachePrediction:
+        # Implicit caching: no breakpoints, no write charge, no stated step.
+        return predict_prefix(
+            previous,
+            current,
+            elapsed=elapsed,
+            min_tokens=profile.cache_min_tokens,
+            rule="gemini-implicit",
+        )

@@ -10,9 +10,10 @@ One precedence rule, applied field by field: the most specific matching pattern 
 states the field wins (specificity = characters the pattern pins down: a literal
 character or a ``[...]`` set counts one, ``*`` and ``?`` nothing); on equal specificity
 a plugin's entry beats a built-in one, whatever the load order; between plugins (or
-between built-ins) the first registered wins.  ``tokenizer`` and ``calibration`` travel
-together (a calibration corrects the tokenizer it is stated with), and so do the four
-prices.  ``openai-chat`` and ``openai-responses`` share the ``openai*`` entries.
+between built-ins) the first registered wins.  ``tokenizer`` and the two calibrations
+travel together (a calibration corrects the tokenizer it is stated with), and so do the
+two tool prompts and the four prices.  ``openai-chat`` and ``openai-responses`` share
+the ``openai*`` entries.
 """
 
 from __future__ import annotations
@@ -52,9 +53,15 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     What a ``register_models`` hook registers.  ``name`` is the registry key; a field
     left ``None`` is stated by a less specific entry (see the module docstring).
     ``tokenizer`` names a registered tokenizer; ``calibration`` multiplies its counts
-    into an estimate for a vendor whose tokenizer is not public and is only valid with
-    ``tokenizer``.  ``cache_min_tokens`` is the shortest prompt prefix the vendor
-    caches.
+    of prose (system text, messages, thinking) into an estimate for a vendor whose
+    tokenizer is not public, and ``structured_calibration`` its counts of structured
+    payloads (tool definitions, tool inputs and results: JSON, code, data; ``None``:
+    the same as ``calibration``); both are only valid with ``tokenizer``.
+    ``cache_min_tokens`` is the shortest prompt prefix the vendor caches.
+    ``tool_prompt_tokens`` is what the vendor adds to a request that declares tools
+    (Anthropic's tool-use system prompt for ``tool_choice`` auto / none, OpenAI's tool
+    section), ``tool_prompt_tokens_forced`` the same for a forced choice (Anthropic
+    ``any`` / ``tool``; ``None``: as ``tool_prompt_tokens``).
     """
 
     name: str
@@ -63,7 +70,10 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: int | None = None
     tokenizer: str | None = None
     calibration: float = 1.0
+    structured_calibration: float | None = None
     cache_min_tokens: int | None = None
+    tool_prompt_tokens: int | None = None
+    tool_prompt_tokens_forced: int | None = None
     prices: Prices | None = None
 
     def __post_init__(self) -> None:
@@ -80,14 +90,25 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
                 not isinstance(value, int) or isinstance(value, bool) or value <= 0
             ):
                 raise ValidationError(f"{field} must be a positive int, got {value!r}", where=where)
-        c = self.calibration
-        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < math.inf:
-            raise ValidationError(
-                f"calibration must be a finite number > 0, got {c!r}",
-                where=where,
-                hint="use 1.0 for an exact tokenizer",
-            )
-        if self.tokenizer is None and self.calibration != 1.0:
+        for field in ("tool_prompt_tokens", "tool_prompt_tokens_forced"):
+            value = getattr(self, field)
+            if value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value < 0
+            ):
+                raise ValidationError(f"{field} must be an int >= 0, got {value!r}", where=where)
+        for field in ("calibration", "structured_calibration"):
+            c = getattr(self, field)
+            if c is None and field == "structured_calibration":
+                continue
+            if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < math.inf:
+                raise ValidationError(
+                    f"{field} must be a finite number > 0, got {c!r}",
+                    where=where,
+                    hint="use 1.0 for an exact tokenizer",
+                )
+        if self.tokenizer is None and (
+            self.calibration != 1.0 or self.structured_calibration is not None
+        ):
             raise ValidationError(
                 "calibration without tokenizer: a calibration corrects the tokenizer it "
                 "is stated with",
@@ -100,8 +121,9 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
 _GROUPS: tuple[tuple[str, ...], ...] = (
     ("context_window",),
     ("max_output_tokens",),
-    ("tokenizer", "calibration"),
+    ("tokenizer", "calibration", "structured_calibration"),
     ("cache_min_tokens",),
+    ("tool_prompt_tokens", "tool_prompt_tokens_forced"),
     ("prices",),
 )
 _REQUIRED = ("context_window", "max_output_tokens", "tokenizer")
@@ -110,7 +132,9 @@ _REQUIRED = ("context_window", "max_output_tokens", "tokenizer")
 class ModelProfile(msgspec.Struct, frozen=True, kw_only=True):
     """Everything known about one ``"provider:model"`` (see ``resolve_model``).
 
-    ``cache_min_tokens`` and ``prices`` are ``None`` where no entry states them.
+    ``cache_min_tokens`` and ``prices`` are ``None`` where no entry states them;
+    ``structured_calibration`` falls back to ``calibration`` and the tool prompts to 0
+    (``tool_prompt_tokens_forced`` to ``tool_prompt_tokens``).
     ``sources`` names, per field, the ``ModelInfo`` entry that supplied it.  Profiles
     are shared between callers (each spec is resolved once per registry): read them,
     do not modify ``sources``.
@@ -121,7 +145,10 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True):
     max_output_tokens: int
     tokenizer: str
     calibration: float
+    structured_calibration: float
     cache_min_tokens: int | None
+    tool_prompt_tokens: int
+    tool_prompt_tokens_forced: int
     prices: Prices | None
     sources: dict[str, str]
 
@@ -239,5 +266,11 @@ def _resolve(reg: Registry, spec: str) -> ModelProfile:
         )
     values.setdefault("cache_min_tokens", None)
     values.setdefault("prices", None)
+    if values.get("structured_calibration") is None:
+        values["structured_calibration"] = values["calibration"]
+    if values.get("tool_prompt_tokens") is None:
+        values["tool_prompt_tokens"] = 0
+    if values.get("tool_prompt_tokens_forced") is None:
+        values["tool_prompt_tokens_forced"] = values["tool_prompt_tokens"]
     ordered = {f: sources[f] for group in _GROUPS for f in group if f in sources}
     return ModelProfile(model=spec, sources=ordered, **values)

@@ -11,8 +11,22 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
+from .cache import (
+    OPENAI_CACHE_MIN_TOKENS,
+    OPENAI_CACHE_STEP_TOKENS,
+    CachePrediction,
+    predict_prefix,
+)
+from .estimate import PromptEstimate, estimate_openai_chat
+from .models import ModelProfile
 
-__all__ = ["OpenAIChatProvider", "openai_prompt_too_long", "openai_usage", "validate_openai_chat"]
+__all__ = [
+    "OpenAIChatProvider",
+    "openai_cache",
+    "openai_prompt_too_long",
+    "openai_usage",
+    "validate_openai_chat",
+]
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 
@@ -90,6 +104,25 @@ def openai_usage(response: Mapping[str, Any], prompt: str, output: str) -> Usage
     )
 
 
+def openai_cache(
+    previous: PromptEstimate | None,
+    current: PromptEstimate,
+    *,
+    elapsed: float | None,
+    profile: ModelProfile,
+) -> CachePrediction:
+    """OpenAI's automatic prefix caching (both APIs): from the model's minimum (1,024
+    tokens where the model table states none) in 128-token steps."""
+    return predict_prefix(
+        previous,
+        current,
+        elapsed=elapsed,
+        min_tokens=profile.cache_min_tokens or OPENAI_CACHE_MIN_TOKENS,
+        step=OPENAI_CACHE_STEP_TOKENS,
+        rule="openai-automatic-prefix",
+    )
+
+
 def openai_prompt_too_long(status: int, body: Any) -> PromptTooLong | None:
     """OpenAI's refusal (both APIs): code ``context_length_exceeded`` or its message."""
     err = body.get("error") if isinstance(body, Mapping) else None
@@ -129,3 +162,18 @@ class OpenAIChatProvider(Provider):
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_openai_chat(body)
+
+    def estimate_prompt(
+        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+    ) -> PromptEstimate:
+        return estimate_openai_chat(body, profile, prefix_tokens=prefix_tokens)
+
+    def predict_cache(
+        self,
+        previous: PromptEstimate | None,
+        current: PromptEstimate,
+        *,
+        elapsed: float | None,
+        profile: ModelProfile,
+    ) -> CachePrediction:
+        return openai_cache(previous, current, elapsed=elapsed, profile=profile)

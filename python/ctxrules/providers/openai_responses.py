@@ -11,7 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
-from .openai_chat import openai_prompt_too_long, openai_usage
+from .cache import CachePrediction
+from .estimate import PromptEstimate, estimate_openai_responses
+from .models import ModelProfile
+from .openai_chat import openai_cache, openai_prompt_too_long, openai_usage
 
 __all__ = ["OpenAIResponsesProvider", "validate_openai_responses"]
 
@@ -95,3 +98,18 @@ class OpenAIResponsesProvider(Provider):
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_openai_responses(body)
+
+    def estimate_prompt(
+        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+    ) -> PromptEstimate:
+        return estimate_openai_responses(body, profile, prefix_tokens=prefix_tokens)
+
+    def predict_cache(
+        self,
+        previous: PromptEstimate | None,
+        current: PromptEstimate,
+        *,
+        elapsed: float | None,
+        profile: ModelProfile,
+    ) -> CachePrediction:
+        return openai_cache(previous, current, elapsed=elapsed, profile=profile)
