@@ -295,8 +295,8 @@ def test_render_reads_no_clock(monkeypatch):
         assert render(c, p, system="S", situation="L1").body == before[p]
 
 
-def test_predicted_cache_hit_counts_the_unchanged_prefix():
-    from ctxrules.render import predicted_cache_hit
+def test_predicted_cache_follows_the_unchanged_prefix():
+    from ctxrules.render import explain
 
     def c(cid: str, *items: ContextItem) -> ContextCommit:
         total = sum(i.tokens for i in items if i.state != "summarized")
@@ -309,18 +309,29 @@ def test_predicted_cache_hit_counts_the_unchanged_prefix():
             total_tokens=total,
         )
 
-    u1 = item("u1", "user", "q", tokens=10)
-    a1 = item("a1", "assistant", "a", tokens=20)
-    t1 = tool("t1", "a1", "call_1", "long output", tokens=300)
+    u1 = item("u1", "user", "q " * 700, tokens=700)
+    a1 = item("a1", "assistant", "a " * 700, tokens=700)
+    t1 = tool("t1", "a1", "call_1", "long output " * 200, tokens=400)
     prev = c("c1", u1, a1, t1)
     aged = msgspec.structs.replace(t1, state="aged", rendered="[tool grep] …", tokens=5)
     cur = c("c2", u1, a1, aged, item("u2", "user", "next", tokens=7))
-    hit = predicted_cache_hit(prev, cur, header=100)
-    # u1 and a1 are unchanged; aging t1 rewrote it, so the cache ends there.
-    assert (hit.shared_items, hit.shared_tokens, hit.total_tokens) == (2, 130, 142)
     grown = c("c3", u1, a1, t1, item("u2", "user", "next", tokens=7))
-    assert predicted_cache_hit(prev, grown, header=100).shared_tokens == 430
-    # A new system item changes the system prompt, which precedes every message.
     moved = c("c4", u1, a1, t1, item("s9", "system", "now reviewing", tokens=4))
-    assert predicted_cache_hit(prev, moved, header=100).shared_tokens == 100
-    assert predicted_cache_hit(None, cur, header=100).shared_tokens == 0
+    hit = {
+        name: explain(x, "openai-chat", previous=prev)
+        for name, x in (("cur", cur), ("grown", grown), ("moved", moved))
+    }
+    # u1 and a1 are unchanged; aging t1 rewrote it, so the shared prefix ends there.
+    assert hit["cur"]["predicted_cache"]["shared_items"] == 2
+    assert hit["grown"]["predicted_cache"]["shared_items"] == 3
+    shared = {k: v["predicted_cache"]["shared_tokens"] for k, v in hit.items()}
+    assert 0 < shared["cur"] < shared["grown"] < hit["grown"]["input_tokens"]
+    # A new system item moves the system prompt, which precedes every message.
+    assert hit["moved"]["predicted_cache"]["shared_items"] == 0
+    # What is read never exceeds what is shared, and follows OpenAI's 128-token steps.
+    for ex in hit.values():
+        read = ex["cache_read_tokens"]
+        assert read <= ex["predicted_cache"]["shared_tokens"]
+        assert read == 0 or (read >= 1024 and (read - 1024) % 128 == 0)
+        assert ex["cache_write_tokens"] == 0
+    assert explain(cur, "openai-chat")["predicted_cache"]["shared_tokens"] == 0

@@ -12,6 +12,7 @@ from ctxrules.commit import ensure_latest_commit
 from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider
 from ctxrules.render import render, session_defaults
+from ctxrules.replay import request_for
 from ctxrules.situation import MAIN_SITUATION, commit_situation
 from ctxrules.store import open_store
 
@@ -25,28 +26,87 @@ def imported(corpus: Path, tmp_path: Path) -> tuple[str, str]:
     return str(store_dir), res.id
 
 
+def _answers(store_dir: str, sid: str) -> list[str]:
+    store = open_store(store_dir)
+    return [n.id for n in store.nodes(sid) if n.role == "assistant" and n.caller is None]
+
+
 @pytest.mark.parametrize("provider", ["anthropic", "openai-chat", "openai-responses", "gemini"])
 def test_prints_the_body_exactly(imported, provider, capsysbinary):
     store_dir, sid = imported
-    assert main(["render", sid, "--provider", provider, "--store", store_dir, "--now", "0"]) == 0
+    last = _answers(store_dir, sid)[-1]
+    args = ["render", sid, "--provider", provider, "--store", store_dir, "--for", last]
+    assert main(args) == 0
     out = capsysbinary.readouterr().out
     store = open_store(store_dir)
-    commit = ensure_latest_commit(sid, store=store, now=0)
+    request = request_for(store, sid, last)
     defaults = session_defaults(store.get_session(sid).metadata)
-    situation = commit_situation(store, commit)
-    expected = render(commit, provider, situation=situation, **defaults)
+    expected = render(request.commit, provider, situation=request.situation, **defaults)
     assert out == expected.body + b"\n"
     # The situation layer (L1) came from the call tree: a main-conversation head.
     assert MAIN_SITUATION.encode() in out
     assert get_provider(provider).validate(json.loads(out)) == []
 
 
+def test_a_final_answer_is_never_rendered_as_a_prefill(imported, capsys):
+    """Regression: HEAD of an imported session is its recorded final answer; rendering
+    "the next request" there used to send that answer back as a trailing assistant
+    message (a prefill).  There is no next request yet: refused, naming --for."""
+    store_dir, sid = imported
+    store = open_store(store_dir)
+    head = store.get_session(sid).head
+    assert store.get_node(head).role == "assistant"
+    assert main(["render", sid, "--provider", "anthropic", "--store", store_dir, "--now", "0"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--for " + head in err[0] and "prefill" in err[0]
+    # The request that produced it ends with the user's turn (its tool results).
+    args = ["render", sid, "--provider", "anthropic", "--store", store_dir, "--for", head]
+    assert main([*args, "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)["body"]
+    assert body["messages"][-1]["role"] == "user"
+    assert body["messages"][-1]["content"][-1]["type"] == "tool_result"
+    assert head not in json.dumps(body)
+
+
+def test_the_next_request_after_tool_results(imported, capsysbinary):
+    """At an assistant turn whose tool calls were answered, the next request is that
+    conversation: it ends with the tool results, and equals the commit at that head."""
+    store_dir, sid = imported
+    store = open_store(store_dir)
+    answers = _answers(store_dir, sid)
+    with_calls = [a for a in answers if store.children(a, session_id=sid, edge="caller")]
+    head = with_calls[-1]
+    args = ["render", sid, "--provider", "anthropic", "--store", store_dir, "--head", head]
+    assert main([*args, "--now", "0"]) == 0
+    out = capsysbinary.readouterr().out
+    commit = ensure_latest_commit(sid, head, now=0, store=store)
+    defaults = session_defaults(store.get_session(sid).metadata)
+    expected = render(commit, "anthropic", situation=commit_situation(store, commit), **defaults)
+    assert out == expected.body + b"\n"
+    assert json.loads(out)["messages"][-1]["role"] == "user"
+    # ... and it is the request for the answer that came next.
+    nxt = answers[answers.index(head) + 1]
+    assert request_for(store, sid, nxt).commit.id == commit.id
+
+
+def test_for_refuses_what_is_not_an_answer(imported, capsys):
+    store_dir, sid = imported
+    store = open_store(store_dir)
+    user = next(n.id for n in store.nodes(sid) if n.role == "user")
+    base = ["render", sid, "--provider", "anthropic", "--store", store_dir]
+    assert main([*base, "--for", user]) == 1
+    assert main([*base, "--for", "n_missing"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "not an assistant answer" in err[0] and "not part of" in err[1]
+
+
 def test_json_and_explain(imported, capsys, corpus):
     store_dir, sid = imported
+    last = _answers(store_dir, sid)[-1]
     args = ["render", sid, "--provider", "anthropic", "--store", store_dir, "--json", "--explain"]
-    assert main([*args, "--now", "0"]) == 0
+    assert main([*args, "--for", last]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["endpoint"] == "/v1/messages"
+    assert doc["endpoint"] == "/v1/messages" and doc["for_node"] == last
     assert doc["body"]["messages"][0]["role"] == "user"
     ex = doc["explain"]
     assert 1 <= len(ex["breakpoints"]) <= 4
@@ -64,14 +124,25 @@ def test_json_and_explain(imported, capsys, corpus):
     )
     assert body_results == results == 12
     assert ex["degraded_tool_items"] == 0
+    # The estimate states its rules; the previous request is the previous answer's.
+    assert ex["estimate"]["tokenizer"] == "o200k_base"
+    assert ex["estimate"]["framing_tokens"] == 33 * body_results * 2
+    assert ex["previous_request"]["for_node"] == _answers(store_dir, sid)[-2]
+    assert ex["cache"]["warm"] is True and 0 < ex["cache"]["elapsed_seconds"] < 300
+    assert 0 < ex["cache_read_tokens"] <= ex["input_tokens"]
     p = ex["predicted_cache"]
-    assert 0 <= p["shared_tokens"] <= p["total_tokens"]
+    assert p["total_tokens"] == ex["input_tokens"]
+    assert 0 < p["shared_tokens"] <= p["total_tokens"]
+    # The answer node carries the recorded usage: shown beside the estimate.
+    assert ex["recorded"]["input_tokens"] == 17437
 
 
 def test_a_later_clock_shrinks_the_predicted_hit(imported, capsys):
     """Aging old tool results (a later --now) rewrites early items: less prefix is shared."""
     store_dir, sid = imported
+    last = _answers(store_dir, sid)[-1]
     base = ["render", sid, "--provider", "anthropic", "--store", store_dir, "--json", "--explain"]
+    base += ["--for", last]
     assert main([*base, "--now", "0", "--config", _config(store_dir, tail_turns=100)]) == 0
     wide = json.loads(capsys.readouterr().out)["explain"]
     assert main([*base, "--now", "0", "--config", _config(store_dir, tail_turns=1)]) == 0

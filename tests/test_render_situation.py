@@ -150,7 +150,8 @@ def test_cli_render_of_a_sidechain_head(cc, capsys):
     store, sid, store_dir = cc
     _, frames = _sub_frames(store, sid)
     tool, chain = frames[0]
-    args = ["render", sid, "--provider", "gemini", "--head", chain[-1].id, "--store", store_dir]
+    # The sub-agent's last answer: the request that produced it, in the sub-agent's frame.
+    args = ["render", sid, "--provider", "gemini", "--for", chain[-1].id, "--store", store_dir]
     assert main([*args, "--now", "0", "--json"]) == 0
     body = json.loads(capsys.readouterr().out)["body"]
     parts = [p["text"] for p in body["systemInstruction"]["parts"]]
@@ -298,9 +299,10 @@ def test_explain_counts_the_situation_in_the_predicted_hit(cc):
     ex = explain(commit, "anthropic", previous=previous, previous_situation=l1, situation=l1)
     t, hit = ex["tokens"], ex["predicted_cache"]
     assert t["L1_situation"] > 0
-    assert hit["total_tokens"] == t["L0_session"] + t["L1_situation"] + commit.total_tokens
+    assert hit["total_tokens"] == ex["input_tokens"] > t["L0_session"] + t["L1_situation"]
     # Same frame: L0, L1 and the unchanged item prefix are shared.
     assert hit["shared_tokens"] > t["L0_session"] + t["L1_situation"]
+    assert hit["shared_items"] > 0
     # Against a main-conversation commit the situation moved: only L0 is shared.
     main_commit = ensure_latest_commit(sid, None, now=0, store=store)
     moved = explain(

@@ -11,8 +11,10 @@ The request is composed by stability so prompt caches hit: L0 is constant for th
 session (``system`` text and the tool list), L1 is the situation (``situation`` text,
 which the caller builds — from the call tree with ``ctxrules.situation.commit_situation``
 — and the commit's system items), L2 the conversation.  Anthropic gets cache
-breakpoints at those boundaries; ``predicted_cache_hit`` says how many leading tokens
-two consecutive requests share.
+breakpoints at those boundaries.  ``explain`` estimates what the provider would bill
+for the body (``input_tokens``, the provider's rules in ``ctxrules.providers.estimate``)
+and what it would read from and write to its prompt cache against the previous request
+(``ctxrules.providers.cache``).
 """
 
 from __future__ import annotations
@@ -26,13 +28,13 @@ from . import _core
 from .errors import RenderError
 from .model import Context, ContextCommit, Message, ToolSpec
 from .providers.base import Provider, RenderedRequest, RequestOptions, SystemBlock
+from .providers.estimate import PromptEstimate
 from .providers.models import resolve_model
 
 __all__ = [
-    "CacheHit",
+    "estimate_request",
     "explain",
     "header_tokens",
-    "predicted_cache_hit",
     "render",
     "render_commit",
     "render_context",
@@ -249,23 +251,6 @@ def render_request(
     return render(commit, provider, model, **options).body
 
 
-class CacheHit(msgspec.Struct, frozen=True, kw_only=True):
-    """Predicted prompt-cache reuse between two consecutive requests of a session.
-
-    ``shared_tokens`` is the number of leading tokens both requests carry unchanged
-    (header + unchanged item prefix); ``total_tokens`` the current request's size.
-    """
-
-    shared_items: int
-    shared_tokens: int
-    total_tokens: int
-
-    @property
-    def ratio(self) -> float:
-        """Shared fraction of the current request (0.0 when it is empty)."""
-        return self.shared_tokens / self.total_tokens if self.total_tokens else 0.0
-
-
 def header_tokens(
     provider: Provider | str,
     model: str | None = None,
@@ -286,30 +271,31 @@ def header_tokens(
     return resolve_model(_model_spec(prov, model or prov.default_model)).estimate_tokens(texts)
 
 
-def _system_items(commit: ContextCommit) -> list[str]:
-    return [i.rendered for i in commit.items if i.role == "system" and i.state != "summarized"]
+def _shared_items(previous: ContextCommit, current: ContextCommit) -> int:
+    """Leading commit items both requests show unchanged (``diff_commits``); none when
+    the commit's system items changed, since they precede every message."""
 
+    def system_items(c: ContextCommit) -> list[str]:
+        return [i.rendered for i in c.items if i.role == "system" and i.state != "summarized"]
 
-def predicted_cache_hit(
-    previous: ContextCommit | None, current: ContextCommit, *, header: int = 0
-) -> CacheHit:
-    """Leading tokens ``current``'s request shares with ``previous``'s (same session,
-    same provider, same L0 header of ``header`` tokens).
-
-    The item prefix comes from the commit diff (``ctxrules.commit.diff_commits``).  A
-    change of the commit's system items moves the situation layer, which precedes every
-    message, so then only the header is shared.
-    """
-    total = header + current.total_tokens
-    if previous is None:
-        return CacheHit(shared_items=0, shared_tokens=0, total_tokens=total)
-    if _system_items(previous) != _system_items(current):
-        return CacheHit(shared_items=0, shared_tokens=header, total_tokens=total)
+    if system_items(previous) != system_items(current):
+        return 0
     from .commit import diff_commits
 
-    d = diff_commits(previous, current)  # the unchanged prefix, from the Rust commit diff
-    return CacheHit(
-        shared_items=d.prefix_items, shared_tokens=header + d.prefix_tokens, total_tokens=total
+    return diff_commits(previous, current).prefix_items
+
+
+def estimate_request(
+    rendered: RenderedRequest, provider: str | Provider, *, prefix_tokens: int = 0
+) -> PromptEstimate:
+    """The billed prompt of a rendered request (``Provider.estimate_prompt`` on its body,
+    with the profile of its model): input + cache writes + cache reads, in segments."""
+    from .providers import get_provider
+
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    profile = resolve_model(_model_spec(prov, rendered.model))
+    return prov.estimate_prompt(
+        msgspec.json.decode(rendered.body), profile, prefix_tokens=prefix_tokens
     )
 
 
@@ -320,20 +306,35 @@ def explain(
     *,
     previous: ContextCommit | None = None,
     previous_situation: SystemArg = None,
+    elapsed_seconds: float | None = None,
+    prefix_tokens: int = 0,
     **options: Any,
 ) -> dict[str, Any]:
-    """Render and break the request down: tokens per layer and category, items per state,
-    cache breakpoints, and the predicted cache hit against the previous request.
+    """Render and break the request down: the billed-prompt estimate, tokens per layer and
+    category, items per state, cache breakpoints, and the predicted cache use.
 
-    The previous request is ``previous`` (its commit, usually ``commit.parent_ids[0]``)
-    rendered with ``previous_situation`` as its L1 text and the same L0: when that
-    differs from this request's ``situation`` the situation layer moved and only L0 is
-    shared.  Other options work as in ``render``.
+    ``input_tokens`` is the provider's billed prompt for this body (input + cache writes
+    + cache reads), ``estimate`` the rules it applied; ``cache_read_tokens`` /
+    ``cache_write_tokens`` follow the provider's cache rules against the previous
+    request: ``previous`` (its commit) rendered with ``previous_situation`` as its L1
+    text and the same other options, sent ``elapsed_seconds`` before this one (``None``:
+    unknown, taken as within the cache's lifetime).  ``prefix_tokens`` are tokens the
+    caller's harness sends before the body's content that the body does not hold (an
+    agent's own system prompt and tool schemas).  The ``tokens`` block counts the
+    commit's own items with its encoding, as ``ctxrules commit`` does.  Other options
+    work as in ``render``.
     """
     from .providers import get_provider
 
     prov = get_provider(provider) if isinstance(provider, str) else provider
     rendered = render(commit, prov, model, **options)
+    profile = resolve_model(_model_spec(prov, rendered.model))
+    estimate = estimate_request(rendered, prov, prefix_tokens=prefix_tokens)
+    before = None
+    if previous is not None:
+        earlier = render(previous, prov, model, **{**options, "situation": previous_situation})
+        before = estimate_request(earlier, prov, prefix_tokens=prefix_tokens)
+    cache = prov.predict_cache(before, estimate, elapsed=elapsed_seconds, profile=profile)
     situation_arg = options.get("situation")
     header = header_tokens(
         prov, rendered.model, system=options.get("system"), tools=options.get("tools", ())
@@ -345,11 +346,9 @@ def explain(
         s = states.setdefault(it.state, {"items": 0, "tokens": 0})
         s["items"] += 1
         s["tokens"] += it.tokens if it.state != "summarized" else 0
-    # The situation precedes every message: shared when the previous request was made
-    # in the same frame (then its text is the same), else only L0 is.
-    hit = predicted_cache_hit(previous, commit, header=header + situation)
-    if previous is not None and _layer_texts(previous_situation) != _layer_texts(situation_arg):
-        hit = CacheHit(shared_items=0, shared_tokens=header, total_tokens=hit.total_tokens)
+    same_frame = _layer_texts(previous_situation) == _layer_texts(situation_arg)
+    shared_items = _shared_items(previous, commit) if previous is not None and same_frame else 0
+    total = estimate.input_tokens
     return {
         "provider": prov.name,
         "model": rendered.model,
@@ -358,6 +357,18 @@ def explain(
         "body_bytes": len(rendered.body),
         "messages": rendered.meta.get("messages"),
         "degraded_tool_items": rendered.meta.get("degraded", 0),
+        "input_tokens": total,
+        "estimate": estimate.rules,
+        "cache_read_tokens": cache.read_tokens,
+        "cache_write_tokens": cache.write_tokens,
+        "cache": {
+            "rule": cache.rule,
+            "warm": cache.warm,
+            "ttl_seconds": cache.ttl_seconds,
+            "elapsed_seconds": cache.elapsed_seconds,
+            "min_tokens": cache.min_tokens,
+            "reason": cache.reason,
+        },
         "tokens": {
             "L0_session": header,
             "L1_situation": situation,
@@ -368,11 +379,13 @@ def explain(
         },
         "states": states,
         "breakpoints": rendered.meta.get("breakpoints", []),
+        # The same prediction in the older shape: the prefix shared with the previous
+        # request, of this request's billed tokens; ``ratio`` is the share read.
         "predicted_cache": {
             "previous_commit": previous.id if previous is not None else None,
-            "shared_items": hit.shared_items,
-            "shared_tokens": hit.shared_tokens,
-            "total_tokens": hit.total_tokens,
-            "ratio": round(hit.ratio, 4),
+            "shared_items": shared_items,
+            "shared_tokens": cache.shared_tokens,
+            "total_tokens": total,
+            "ratio": round(cache.read_tokens / total, 4) if total else 0.0,
         },
     }

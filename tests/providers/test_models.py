@@ -177,7 +177,10 @@ def test_malformed_and_unknown_specs_are_clear_errors():
         ({"tokenizer": "o200k_base", "calibration": float("nan")}, "calibration must be"),
         ({"calibration": 1.2}, "calibration without tokenizer"),
         ({"structured_calibration": 1.2}, "calibration without tokenizer"),
-        ({"tokenizer": "o200k_base", "structured_calibration": -1.0}, "structured_calibration must"),
+        (
+            {"tokenizer": "o200k_base", "structured_calibration": -1.0},
+            "structured_calibration must",
+        ),
         ({"tool_prompt_tokens": -5}, "tool_prompt_tokens must be an int >= 0"),
     ],
 )

@@ -35,8 +35,8 @@ __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",
     "OPENAI_CACHE_MIN_TOKENS",
     "OPENAI_CACHE_STEP_TOKENS",
-    "CachePrediction",
     "TTL_SECONDS",
+    "CachePrediction",
     "predict_anthropic",
     "predict_none",
     "predict_prefix",
@@ -128,15 +128,17 @@ def predict_anthropic(
     hashes = _prefix_hashes(cur)
     bps = [i for i, s in enumerate(cur) if s.breakpoint]
     n_shared, shared = shared_prefix(previous, current) if previous else (0, 0)
-    base = {
-        "rule": "anthropic-breakpoints",
-        "shared_tokens": shared,
-        "shared_segments": n_shared,
-        "min_tokens": min_tokens,
-        "elapsed_seconds": elapsed,
-    }
+    base = CachePrediction(
+        rule="anthropic-breakpoints",
+        shared_tokens=shared,
+        shared_segments=n_shared,
+        min_tokens=min_tokens,
+        elapsed_seconds=elapsed,
+    )
     if not bps:
-        return CachePrediction(**base, reason="no cache_control breakpoint: nothing is cached")
+        return msgspec.structs.replace(
+            base, reason="no cache_control breakpoint: nothing is cached"
+        )
     cacheable = [i for i in bps if cum[i] >= minimum]
     write_end = cum[cacheable[-1]] if cacheable else 0
     read, warm, ttl = 0, None, None
@@ -167,8 +169,8 @@ def predict_anthropic(
         reason = "no breakpoint of the previous request is a prefix of this one"
     else:
         reason = "reads what the previous request wrote, writes the rest up to the last breakpoint"
-    return CachePrediction(
-        **base, read_tokens=read, write_tokens=write, warm=warm, ttl_seconds=ttl, reason=reason
+    return msgspec.structs.replace(
+        base, read_tokens=read, write_tokens=write, warm=warm, ttl_seconds=ttl, reason=reason
     )
 
 
@@ -186,26 +188,28 @@ def predict_prefix(
     read in ``step``-token increments above the minimum; no writes billed."""
     minimum = min_tokens or 0
     n_shared, shared = shared_prefix(previous, current) if previous else (0, 0)
-    base = {
-        "rule": rule,
-        "shared_tokens": shared,
-        "shared_segments": n_shared,
-        "min_tokens": min_tokens,
-        "elapsed_seconds": elapsed,
-        "ttl_seconds": ttl,
-    }
+    base = CachePrediction(
+        rule=rule,
+        shared_tokens=shared,
+        shared_segments=n_shared,
+        min_tokens=min_tokens,
+        elapsed_seconds=elapsed,
+        ttl_seconds=ttl,
+    )
     if previous is None:
-        return CachePrediction(**base, reason="no previous request")
+        return msgspec.structs.replace(base, reason="no previous request")
     warm = _warm(elapsed, ttl)
     if not warm:
-        return CachePrediction(
-            **base, warm=False, reason=f"the cache expired ({elapsed:.0f} s since the previous request)"
+        return msgspec.structs.replace(
+            base,
+            warm=False,
+            reason=f"the cache expired ({elapsed:.0f} s since the previous request)",
         )
     if current.input_tokens < minimum or shared < minimum:
-        return CachePrediction(
-            **base, warm=True, reason=f"under the {minimum:,}-token minimum for caching"
+        return msgspec.structs.replace(
+            base, warm=True, reason=f"under the {minimum:,}-token minimum for caching"
         )
     read = minimum + (shared - minimum) // step * step
-    return CachePrediction(
-        **base, read_tokens=read, warm=True, reason="the shared prefix is read from the cache"
+    return msgspec.structs.replace(
+        base, read_tokens=read, warm=True, reason="the shared prefix is read from the cache"
     )

@@ -150,12 +150,16 @@ class _Units:
         self.tool_prompt += tool_prompt
         fixed = framing + images + tool_prompt
         self.units.append(
-            (_key(key_obj), [t for t in prose if t], [t for t in structured if t], fixed, breakpoint)
+            (
+                _key(key_obj),
+                [t for t in prose if t],
+                [t for t in structured if t],
+                fixed,
+                breakpoint,
+            )
         )
 
-    def finish(
-        self, profile: ModelProfile, prefix_tokens: int, **rules: Any
-    ) -> PromptEstimate:
+    def finish(self, profile: ModelProfile, prefix_tokens: int, **rules: Any) -> PromptEstimate:
         from ..tokenizers import get_tokenizer
 
         texts = [t for _, prose, structured, _, _ in self.units for t in (*prose, *structured)]
@@ -178,9 +182,7 @@ class _Units:
         segments = []
         if prefix_tokens:
             segments.append(Segment("unrecorded-prefix", tokens.pop(0)))
-        segments += [
-            Segment(key, n, bp) for (key, _, _, _, bp), n in zip(self.units, tokens)
-        ]
+        segments += [Segment(key, n, bp) for (key, _, _, _, bp), n in zip(self.units, tokens)]
         return PromptEstimate(
             input_tokens=done,
             segments=tuple(segments),
@@ -382,8 +384,8 @@ def estimate_anthropic(
             else:  # documents, server tool blocks, …: their JSON as a stand-in
                 u.add(key, structured=[_json(_strip(b))], breakpoint=bp)
     if isinstance(body.get("cache_control"), Mapping) and u.units:
-        key, prose, structured, fixed, bp = u.units[-1]
-        u.units[-1] = (key, prose, structured, fixed, bp or _ttl(body) or "5m")
+        last = u.units[-1]
+        u.units[-1] = (*last[:4], last[4] or _ttl(body) or "5m")
     return u.finish(profile, prefix_tokens, rules="anthropic-messages")
 
 
@@ -543,9 +545,7 @@ def estimate_openai_responses(
             )
         elif kind == "function_call_output":
             texts, images = _openai_parts(it.get("output"))
-            u.add(
-                it, structured=texts, framing=OPENAI_MESSAGE_TOKENS + 1, images=images
-            )
+            u.add(it, structured=texts, framing=OPENAI_MESSAGE_TOKENS + 1, images=images)
         else:
             texts, images = _openai_parts(it.get("content"))
             u.add(
@@ -593,7 +593,11 @@ def estimate_gemini(
         )
     system = _get(body, "systemInstruction")
     if isinstance(system, Mapping):
-        texts = [p["text"] for p in system.get("parts") or [] if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+        texts = [
+            p["text"]
+            for p in system.get("parts") or []
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
         u.add({"system": system}, prose=texts)
     for c in body.get("contents") or []:
         if not isinstance(c, Mapping):

@@ -1,0 +1,224 @@
+"""The requests of a stored session: the one that produced an answer, and the next one.
+
+A session's graph holds what was said; a *request* is what the model was (or will be)
+sent.  Two are well defined at a node:
+
+* ``request_for(store, session, node)`` — the request whose response is the assistant
+  node ``node``: the commit at the node before it on its branch (its predecessor, with
+  that node's tool results), rendered in that node's frame.  This is what replaying a
+  recorded session and comparing with its recorded usage needs.
+* ``next_request(store, session, head, now=...)`` — the request the agent sends next
+  at ``head``.  At an assistant answer with nothing after it there is no next request
+  yet (no new input): that is refused with a ``RenderError`` naming ``request_for``,
+  never rendered as a prefill of the recorded answer.
+
+``previous_request`` finds the request before one in the same frame (the request for
+the previous assistant answer), so cache predictions work on imported sessions, whose
+commits were never made request by request.  ``explain_request`` runs
+``ctxrules.render.explain`` with everything the store knows: the session's defaults,
+the situation layer, the previous request and the seconds between the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from .commit import ensure_latest_commit
+from .config import PipelineConfig, find_config
+from .errors import DagError, RenderError
+from .model import Call, ContextCommit
+from .providers import Provider, get_provider
+from .render import explain, render_context, session_defaults
+from .situation import commit_situation
+from .store import CommitStore
+
+__all__ = ["Request", "explain_request", "next_request", "previous_request", "request_for"]
+
+
+class Request(msgspec.Struct, frozen=True, kw_only=True):
+    """A request of a stored session, ready to render.
+
+    ``commit`` is what it carries and ``situation`` its L1 text (``""``: none);
+    ``sent_at`` when it was sent (the newest node it carries, or the ``now`` it was
+    asked for); ``answer`` the assistant node it produced (``None``: the next request).
+    """
+
+    session_id: str
+    commit: ContextCommit
+    situation: str
+    sent_at: float
+    answer: str | None = None
+
+
+def _node(store: CommitStore, session_id: str, node_id: str) -> Call:
+    if not store.is_visible(session_id, node_id):
+        raise DagError(
+            f"node {node_id!r} is not part of session {session_id!r}",
+            hint="`ctxrules log SESSION` lists its nodes",
+        )
+    return store.get_node(node_id)
+
+
+def request_for(
+    store: CommitStore,
+    session: str,
+    node: str,
+    *,
+    now: float | None = None,
+    config: PipelineConfig | None = None,
+) -> Request:
+    """The request whose response is the assistant node ``node``.
+
+    Its commit is the commit at the node before ``node`` on its branch, generated
+    (and stored) at ``now`` if it is missing; ``now`` defaults to the time the request
+    was sent — the newest of that node and its tool results — so a replay runs the
+    rules at the time of the recording.  The first request of a sub-agent (its
+    predecessor is the sub-agent's first message, which hangs off a tool call) is
+    derived from that message alone and not stored.
+    """
+    answer = _node(store, session, node)
+    if answer.role != "assistant" or answer.caller is not None:
+        raise DagError(
+            f"node {node} is a {answer.role} node, not an assistant answer",
+            where=f"node {node}",
+            hint="give an assistant node of the conversation (`ctxrules log SESSION`)",
+        )
+    if answer.predecessor is None:
+        raise DagError(
+            f"assistant node {node} has no node before it, so no request produced it",
+            where=f"node {node}",
+        )
+    before = store.get_node(answer.predecessor)
+    calls = store.children(before.id, session_id=session, edge="caller")
+    sent_at = max(
+        [before.created_at, *(c.created_at for c in calls if c.created_at <= answer.created_at)]
+    )
+    when = sent_at if now is None else now
+    if before.caller is not None:
+        commit = _first_subagent_commit(session, before, when, config)
+    else:
+        commit = ensure_latest_commit(session, before.id, now=when, store=store, config=config)
+    return Request(
+        session_id=session,
+        commit=commit,
+        situation=commit_situation(store, commit),
+        sent_at=sent_at,
+        answer=answer.id,
+    )
+
+
+def _first_subagent_commit(
+    session: str, first: Call, now: float, config: PipelineConfig | None
+) -> ContextCommit:
+    # ensure_latest_commit shows a node with a caller through the conversation above
+    # it, so the sub-agent's opening request is derived from its first message here.
+    from .commit import Pipeline, derive_commit
+
+    pipeline = Pipeline.from_config(config if config is not None else find_config())
+    return derive_commit(
+        None, [first], session_id=session, head_node_id=first.id, pipeline=pipeline, now=now
+    ).commit
+
+
+def next_request(
+    store: CommitStore,
+    session: str,
+    head: str | None = None,
+    *,
+    now: float,
+    config: PipelineConfig | None = None,
+) -> Request:
+    """The request the agent sends next at ``head`` (default HEAD), at time ``now``.
+
+    ``RenderError`` when the conversation there ends with the model's answer: the next
+    request needs new input (a user message, tool results) that does not exist yet,
+    and sending the answer back would make it a prefill.
+    """
+    commit = ensure_latest_commit(session, head, now=now, store=store, config=config)
+    messages = render_context(commit).messages
+    if not messages or messages[-1].role == "assistant":
+        node = commit.head_node_id
+        raise RenderError(
+            f"node {node} is the model's answer and nothing follows it, so there is no "
+            "next request yet (rendering it would send the answer back as a prefill)",
+            where=f"session {session}, node {node}",
+            hint=f"render the request that produced it: --for {node} "
+            "(ctxrules.replay.request_for), or append the next user message first",
+        )
+    return Request(
+        session_id=session, commit=commit, situation=commit_situation(store, commit), sent_at=now
+    )
+
+
+def previous_request(
+    store: CommitStore, request: Request, *, config: PipelineConfig | None = None
+) -> Request | None:
+    """The request before ``request`` in its frame: the request for the nearest
+    assistant answer at or before its head (``None`` at the start of the frame)."""
+    node: Call | None = store.get_node(request.commit.head_node_id)
+    while node is not None:
+        if node.role == "assistant" and node.caller is None and node.id != request.answer:
+            return request_for(store, request.session_id, node.id, config=config)
+        node = store.get_node(node.predecessor) if node.predecessor else None
+    return None
+
+
+def explain_request(
+    store: CommitStore,
+    request: Request,
+    provider: str | Provider,
+    model: str | None = None,
+    *,
+    previous: Request | str | None = "auto",
+    prefix_tokens: int = 0,
+    config: PipelineConfig | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """``ctxrules.render.explain`` of ``request`` with what the store knows.
+
+    The session's defaults (system, tools, model) apply unless ``options`` / ``model``
+    override them; the previous request is ``previous_request`` (``"auto"``), the one
+    given, or none; the cache's elapsed time is the seconds between the two.  Adds
+    ``for_node``, ``sent_at``, ``previous_request`` and — when the answer node carries
+    the vendor's usage — ``recorded`` (that usage) beside the estimate.
+    """
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    info = store.get_session(request.session_id)
+    defaults = session_defaults(info.metadata)
+    defaults.update(options)
+    chosen = model or defaults.pop("model", None)
+    defaults.pop("model", None)
+    before = previous_request(store, request, config=config) if previous == "auto" else previous
+    if isinstance(before, str):
+        raise RenderError(f"previous must be a Request, None or 'auto', got {before!r}")
+    out = explain(
+        request.commit,
+        prov,
+        chosen,
+        previous=before.commit if before is not None else None,
+        previous_situation=(before.situation or None) if before is not None else None,
+        elapsed_seconds=request.sent_at - before.sent_at if before is not None else None,
+        prefix_tokens=prefix_tokens,
+        situation=request.situation or None,
+        **defaults,
+    )
+    out["for_node"] = request.answer
+    out["sent_at"] = request.sent_at
+    out["previous_request"] = (
+        {"for_node": before.answer, "commit": before.commit.id, "sent_at": before.sent_at}
+        if before is not None
+        else None
+    )
+    if request.answer is not None:
+        usage = store.get_node(request.answer).metadata.get("usage")
+        parsed = prov.parse_usage({"usage": usage}) if isinstance(usage, Mapping) else None
+        if parsed is not None and parsed.prompt_tokens > 0:
+            out["recorded"] = {
+                "input_tokens": parsed.prompt_tokens,
+                "cache_read_tokens": parsed.cache_read_tokens,
+                "cache_write_tokens": parsed.cache_write_tokens,
+            }
+    return out
