@@ -87,6 +87,21 @@ def test_the_next_request_after_tool_results(imported, capsysbinary):
     # ... and it is the request for the answer that came next.
     nxt = answers[answers.index(head) + 1]
     assert request_for(store, sid, nxt).commit.id == commit.id
+    # Regression: on an imported session the predicted cache was always "none" (its
+    # commits have no parents).  The previous request is the one for ``head`` itself,
+    # sent before its tool results came back; ten seconds after the last of them the
+    # cache is warm and everything up to ``head``'s request is read.
+    sent = max(c.created_at for c in store.children(head, session_id=sid, edge="caller"))
+    assert main([*args, "--now", str(sent + 10), "--json", "--explain"]) == 0
+    ex = json.loads(capsysbinary.readouterr().out)["explain"]
+    assert ex["previous_request"]["for_node"] == head
+    assert ex["cache"]["warm"] is True and ex["cache_read_tokens"] > 0
+    assert ex["predicted_cache"]["previous_commit"] is not None
+    # An hour later the 5-minute cache has expired: nothing is read, all is written.
+    assert main([*args, "--now", str(sent + 3600), "--json", "--explain"]) == 0
+    cold = json.loads(capsysbinary.readouterr().out)["explain"]
+    assert cold["cache"]["warm"] is False and cold["cache_read_tokens"] == 0
+    assert cold["cache_write_tokens"] == cold["input_tokens"]
 
 
 def test_for_refuses_what_is_not_an_answer(imported, capsys):

@@ -30,12 +30,21 @@ from .commit import ensure_latest_commit
 from .config import PipelineConfig, find_config
 from .errors import DagError, RenderError
 from .model import Call, ContextCommit
-from .providers import Provider, get_provider
+from .providers import Provider, Usage, get_provider
 from .render import explain, render_context, session_defaults
 from .situation import commit_situation
 from .store import CommitStore
 
-__all__ = ["Request", "explain_request", "next_request", "previous_request", "request_for"]
+__all__ = [
+    "Request",
+    "UsageRow",
+    "compare_usage",
+    "explain_request",
+    "next_request",
+    "previous_request",
+    "recorded_usage",
+    "request_for",
+]
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -166,6 +175,31 @@ def previous_request(
     return None
 
 
+def recorded_usage(provider: Provider, usage: Any) -> Usage | None:
+    """The usage an answer node carries, in neutral terms; ``None`` when it has none.
+
+    Importers keep what the transcript recorded: the vendor's own shape (read by the
+    provider's ``parse_usage``) or the OpenAI-style shape LiteLLM reports for every
+    vendor (``prompt_tokens`` including the cached part; Anthropic's cache fields
+    beside it), as OpenHands records it.
+    """
+    if not isinstance(usage, Mapping):
+        return None
+    if "prompt_tokens" in usage and "input_tokens" not in usage:
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        read = Provider._int(usage.get("cache_read_input_tokens")) or Provider._int(cached)
+        write = Provider._int(usage.get("cache_creation_input_tokens"))
+        prompt = Provider._int(usage.get("prompt_tokens"))
+        return Usage(
+            input_tokens=max(0, prompt - read - write),
+            cache_read_tokens=read,
+            cache_write_tokens=write,
+            output_tokens=Provider._int(usage.get("completion_tokens")),
+        )
+    return provider.parse_usage({"usage": usage})
+
+
 def explain_request(
     store: CommitStore,
     request: Request,
@@ -200,7 +234,8 @@ def explain_request(
         chosen,
         previous=before.commit if before is not None else None,
         previous_situation=(before.situation or None) if before is not None else None,
-        elapsed_seconds=request.sent_at - before.sent_at if before is not None else None,
+        # A clock before the previous request (an explicit --now) counts as no delay.
+        elapsed_seconds=max(0.0, request.sent_at - before.sent_at) if before is not None else None,
         prefix_tokens=prefix_tokens,
         situation=request.situation or None,
         **defaults,
@@ -213,8 +248,7 @@ def explain_request(
         else None
     )
     if request.answer is not None:
-        usage = store.get_node(request.answer).metadata.get("usage")
-        parsed = prov.parse_usage({"usage": usage}) if isinstance(usage, Mapping) else None
+        parsed = recorded_usage(prov, store.get_node(request.answer).metadata.get("usage"))
         if parsed is not None and parsed.prompt_tokens > 0:
             out["recorded"] = {
                 "input_tokens": parsed.prompt_tokens,
@@ -222,3 +256,91 @@ def explain_request(
                 "cache_write_tokens": parsed.cache_write_tokens,
             }
     return out
+
+
+class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One recorded answer: its request's recorded and estimated prompt and cache use.
+
+    ``frame`` is the sub-agent's first node (``"main"`` for the main conversation);
+    ``prefix_tokens`` the unrecorded harness prefix assumed for that frame (the
+    recorded prompt of its first request minus the estimate: 0 for that request).
+    """
+
+    answer: str
+    frame: str
+    first_in_frame: bool
+    prefix_tokens: int
+    recorded_input: int
+    recorded_read: int
+    recorded_write: int
+    input_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+
+
+def _frame(store: Store, node: Call) -> str:
+    while node.predecessor is not None:
+        node = store.get_node(node.predecessor)
+    return node.id if node.caller is not None else "main"
+
+
+def compare_usage(
+    store: Store,
+    session: str,
+    provider: str | Provider,
+    *,
+    config: PipelineConfig | None = None,
+    model_from_answer: bool = True,
+) -> list[UsageRow]:
+    """Replay every answer of ``session`` that carries the vendor's usage and compare.
+
+    Each answer's request (``request_for``) is estimated with ``explain_request``.  A
+    harness sends text the transcript does not hold (its own system prompt and tool
+    schemas): that constant part is estimated per frame from the frame's first request
+    (recorded prompt minus our estimate) and added to every later request of the frame
+    as an unrecorded prefix, cached like the rest.  ``model_from_answer`` renders each
+    request with the model the answer node names (its ``name``), as recorded.
+    """
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    rows: list[UsageRow] = []
+    prefix: dict[str, int] = {}
+    for node in store.nodes(session):
+        usage = node.metadata.get("usage") if node.role == "assistant" else None
+        parsed = recorded_usage(prov, usage)
+        if parsed is None or parsed.prompt_tokens <= 0 or node.caller is not None:
+            continue
+        request = request_for(store, session, node.id, config=config)
+        frame = _frame(store, node)
+        first = frame not in prefix
+        model = node.name if model_from_answer and node.name else None
+        if first:
+            ex = explain_request(store, request, prov, model, previous=None, config=config)
+            prefix[frame] = parsed.prompt_tokens - ex["input_tokens"]
+            ex = explain_request(
+                store,
+                request,
+                prov,
+                model,
+                previous=None,
+                prefix_tokens=prefix[frame],
+                config=config,
+            )
+        else:
+            ex = explain_request(
+                store, request, prov, model, prefix_tokens=prefix[frame], config=config
+            )
+        rows.append(
+            UsageRow(
+                answer=node.id,
+                frame=frame,
+                first_in_frame=first,
+                prefix_tokens=prefix[frame],
+                recorded_input=parsed.prompt_tokens,
+                recorded_read=parsed.cache_read_tokens,
+                recorded_write=parsed.cache_write_tokens,
+                input_tokens=ex["input_tokens"],
+                cache_read_tokens=ex["cache_read_tokens"],
+                cache_write_tokens=ex["cache_write_tokens"],
+            )
+        )
+    return rows
