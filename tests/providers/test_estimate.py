@@ -9,12 +9,9 @@ import pytest
 
 from ctxrules import count
 from ctxrules.providers import get_provider, resolve_model
-from ctxrules.providers.estimate import (
-    ANTHROPIC_TOOL_BLOCK_TOKENS,
-    OPENAI_TOOL_CALL_TOKENS,
-    image_size,
-    openai_tool_namespace,
-)
+from ctxrules.providers.anthropic import ANTHROPIC_TOOL_BLOCK_TOKENS
+from ctxrules.providers.images import image_size
+from ctxrules.providers.openai_chat import OPENAI_TOOL_CALL_TOKENS, openai_tool_namespace
 
 
 def _estimate(provider: str, model: str, body: dict):

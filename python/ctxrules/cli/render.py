@@ -150,15 +150,17 @@ def _print_explain(b: dict) -> None:
     )
     e = b["estimate"]
     console.print(
-        f"billed prompt (estimate): {b['input_tokens']:,} tokens  "
-        f"[{e['tokenizer']} x {e['calibration']} prose / x {e['structured_calibration']} "
-        f"structured, tool prompt {e['tool_prompt_tokens']:,}, framing {e['framing_tokens']:,}, "
-        f"images {e['image_tokens']:,}]"
+        f"billed prompt (estimate): {b['input_tokens']:,} tokens ({e['tokenizer']} x "
+        f"{e['calibration']} prose, x {e['structured_calibration']} structured; tool prompt "
+        f"{e['tool_prompt_tokens']:,}, framing {e['framing_tokens']:,}, images "
+        f"{e['image_tokens']:,})",
+        markup=False,
     )
     c = b["cache"]
     console.print(
         f"cache ({c['rule']}): read {b['cache_read_tokens']:,}, write "
-        f"{b['cache_write_tokens']:,} tokens — {c['reason']}"
+        f"{b['cache_write_tokens']:,} tokens — {c['reason']}",
+        markup=False,
     )
     if b.get("recorded"):
         r = b["recorded"]

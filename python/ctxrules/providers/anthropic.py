@@ -1,8 +1,9 @@
 """Anthropic Messages: ``POST /v1/messages``.
 
-The body is written in Rust (``wire = "anthropic"``); this class adds usage parsing,
-the prompt-too-long error, and a structural validator that checks a body the way the
-API would before accepting it.
+The body is written in Rust (``wire = "anthropic"``); this module adds usage parsing,
+the prompt-too-long error, a structural validator that checks a body the way the API
+would before accepting it, the billed-prompt estimate (``estimate_anthropic``) and the
+cache rules (explicit breakpoints: ``ctxrules.providers.cache.predict_anthropic``).
 """
 
 from __future__ import annotations
@@ -12,10 +13,23 @@ from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
 from .cache import CachePrediction, predict_anthropic
-from .estimate import PromptEstimate, estimate_anthropic
+from .estimate import (
+    PromptEstimate,
+    SegmentBuilder,
+    compact_json,
+    spaced_json,
+    strip_cache_control,
+)
+from .images import anthropic_image_tokens, decoded_image_size
 from .models import ModelProfile
 
-__all__ = ["MAX_BREAKPOINTS", "AnthropicProvider", "validate_anthropic"]
+__all__ = [
+    "ANTHROPIC_TOOL_BLOCK_TOKENS",
+    "MAX_BREAKPOINTS",
+    "AnthropicProvider",
+    "estimate_anthropic",
+    "validate_anthropic",
+]
 
 #: Anthropic accepts at most this many ``cache_control`` breakpoints per request.
 MAX_BREAKPOINTS = 4
@@ -111,6 +125,113 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
     if breakpoints > MAX_BREAKPOINTS:
         problems.append(f"{breakpoints} cache_control breakpoints (at most {MAX_BREAKPOINTS})")
     return problems
+
+
+#: Tokens Anthropic adds around each tool_use and each tool_result block (their
+#: wrappers in the prompt the model reads).  Fitted on the Claude Code transcripts'
+#: request-to-request growth; the cassettes agree (benches/README.md).
+ANTHROPIC_TOOL_BLOCK_TOKENS = 33
+
+
+def _ttl(block: Mapping[str, Any]) -> str | None:
+    cc = block.get("cache_control")
+    if not isinstance(cc, Mapping):
+        return None
+    ttl = cc.get("ttl")
+    return ttl if isinstance(ttl, str) and ttl else "5m"
+
+
+def _result_parts(content: Any) -> tuple[list[str], list[Mapping[str, Any]]]:
+    if isinstance(content, str):
+        return [content], []
+    texts, images = [], []
+    for part in content if isinstance(content, list) else []:
+        if isinstance(part, Mapping):
+            if part.get("type") == "image":
+                images.append(part)
+            elif isinstance(part.get("text"), str):
+                texts.append(part["text"])
+    return texts, images
+
+
+def _anthropic_image(block: Mapping[str, Any]) -> int:
+    src = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    data = src.get("data") if isinstance(src, Mapping) else None
+    return anthropic_image_tokens(decoded_image_size(data) if isinstance(data, str) else None)
+
+
+def estimate_anthropic(
+    body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+) -> PromptEstimate:
+    """Anthropic Messages: tools, then system, then messages (the cache's prefix order).
+
+    Thinking is counted in the last assistant message only: Anthropic drops the thinking
+    of earlier turns from the prompt.  A top-level ``cache_control`` (automatic caching)
+    is a breakpoint on the last block.
+    """
+    u = SegmentBuilder()
+    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    choice = body.get("tool_choice")
+    forced = isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
+    prompt = profile.tool_prompt_tokens_forced if forced else profile.tool_prompt_tokens
+    for i, t in enumerate(tools):
+        u.add(
+            t,
+            structured=[spaced_json(strip_cache_control(t))],
+            tool_prompt=prompt if i == 0 else 0,
+            breakpoint=_ttl(t),
+        )
+    system = body.get("system")
+    if isinstance(system, str):
+        u.add({"system": system}, prose=[system])
+    elif isinstance(system, list):
+        for b in system:
+            if isinstance(b, Mapping):
+                u.add(b, prose=[str(b.get("text") or "")], breakpoint=_ttl(b))
+    messages = [m for m in body.get("messages") or [] if isinstance(m, Mapping)]
+    last_assistant = max(
+        (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1
+    )
+    for mi, m in enumerate(messages):
+        content = m.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for b in blocks if isinstance(blocks, list) else []:
+            if not isinstance(b, Mapping):
+                continue
+            kind = b.get("type")
+            key = {"role": m.get("role"), "block": b}
+            bp = _ttl(b)
+            if kind == "text":
+                u.add(key, prose=[str(b.get("text") or "")], breakpoint=bp)
+            elif kind == "image":
+                u.add(key, images=_anthropic_image(b), breakpoint=bp)
+            elif kind == "tool_use":
+                u.add(
+                    key,
+                    structured=[str(b.get("name") or "") + spaced_json(b.get("input") or {})],
+                    framing=ANTHROPIC_TOOL_BLOCK_TOKENS,
+                    breakpoint=bp,
+                )
+            elif kind == "tool_result":
+                texts, images = _result_parts(b.get("content", ""))
+                u.add(
+                    key,
+                    structured=texts,
+                    images=sum(_anthropic_image(p) for p in images),
+                    framing=ANTHROPIC_TOOL_BLOCK_TOKENS,
+                    breakpoint=bp,
+                )
+            elif kind == "thinking":
+                text = str(b.get("thinking") or "") if mi == last_assistant else ""
+                u.add(key, prose=[text], breakpoint=bp)
+            elif kind == "redacted_thinking":
+                u.add(key, breakpoint=bp)  # opaque; dropped like thinking of earlier turns
+            else:  # documents, server tool blocks, …: their JSON as a stand-in
+                u.add(key, structured=[compact_json(strip_cache_control(b))], breakpoint=bp)
+    if isinstance(body.get("cache_control"), Mapping) and u.units:
+        last = u.units[-1]
+        u.units[-1] = (*last[:4], last[4] or _ttl(body) or "5m")
+    return u.finish(profile, prefix_tokens, rules="anthropic-messages")
 
 
 class AnthropicProvider(Provider):

@@ -2,8 +2,9 @@
 
 The body is written in Rust (``wire = "gemini"``); the model is part of the URL, and
 ``max_tokens`` becomes ``generationConfig.maxOutputTokens``.  This class adds usage
-parsing (REST camelCase and the SDK's snake_case both read), the prompt-too-long error
-and the structural validator.
+parsing (REST camelCase and the SDK's snake_case both read), the prompt-too-long error,
+the structural validator, the billed-prompt estimate (``estimate_gemini``) and the
+implicit prefix cache.
 """
 
 from __future__ import annotations
@@ -15,10 +16,18 @@ import msgspec
 
 from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .cache import CachePrediction, predict_prefix
-from .estimate import PromptEstimate, estimate_gemini
+from .estimate import PromptEstimate, SegmentBuilder, compact_json
+from .images import decoded_image_size, gemini_image_tokens
 from .models import ModelProfile
 
-__all__ = ["GeminiProvider", "validate_gemini"]
+__all__ = [
+    "GEMINI_FUNCTION_PART_TOKENS",
+    "GEMINI_SIGNATURE_OFFSET",
+    "GEMINI_SIGNATURE_SLOPE",
+    "GeminiProvider",
+    "estimate_gemini",
+    "validate_gemini",
+]
 
 _PART_FIELDS = {
     "text",
@@ -93,6 +102,72 @@ def validate_gemini(body: Mapping[str, Any]) -> list[str]:
     if system is not None and not (isinstance(system, Mapping) and system.get("parts")):
         problems.append("systemInstruction without parts")
     return problems
+
+
+#: Tokens of a Gemini functionCall / functionResponse part beyond its name and JSON;
+#: fitted on the recorded Gemini 3 requests.
+GEMINI_FUNCTION_PART_TOKENS = 6
+#: A Gemini thought signature is billed as the thinking it carries; its tokens from its
+#: base64 length (a line fitted on the four signatures of the recorded Gemini 3
+#: requests, against the thoughtsTokenCount of the responses that produced them).
+GEMINI_SIGNATURE_SLOPE = 0.225
+GEMINI_SIGNATURE_OFFSET = 29.0
+
+
+def _signature_tokens(part: Mapping[str, Any]) -> float:
+    sig = _get(part, "thoughtSignature")
+    if not isinstance(sig, str) or not sig:
+        return 0.0
+    return max(0.0, GEMINI_SIGNATURE_SLOPE * len(sig) - GEMINI_SIGNATURE_OFFSET)
+
+
+def estimate_gemini(
+    body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+) -> PromptEstimate:
+    """Gemini generateContent: tools, system instruction, then each content's parts."""
+    u = SegmentBuilder()
+    decls: list[Any] = []
+    for t in body.get("tools") or []:
+        if isinstance(t, Mapping):
+            fd = _get(t, "functionDeclarations")
+            decls.extend(fd if isinstance(fd, list) else [t])
+    if decls:
+        u.add(
+            {"tools": decls},
+            structured=[compact_json(d) for d in decls],
+            tool_prompt=profile.tool_prompt_tokens,
+        )
+    system = _get(body, "systemInstruction")
+    if isinstance(system, Mapping):
+        texts = [
+            p["text"]
+            for p in system.get("parts") or []
+            if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+        ]
+        u.add({"system": system}, prose=texts)
+    for c in body.get("contents") or []:
+        if not isinstance(c, Mapping):
+            continue
+        for p in c.get("parts") or []:
+            if not isinstance(p, Mapping):
+                continue
+            key = {"role": c.get("role"), "part": p}
+            sig = _signature_tokens(p)
+            fc, fr = _get(p, "functionCall"), _get(p, "functionResponse")
+            inline = _get(p, "inlineData")
+            if isinstance(fc, Mapping):
+                text = str(fc.get("name") or "") + compact_json(fc.get("args") or {})
+                u.add(key, structured=[text], framing=GEMINI_FUNCTION_PART_TOKENS + sig)
+            elif isinstance(fr, Mapping):
+                text = str(fr.get("name") or "") + compact_json(fr.get("response") or {})
+                u.add(key, structured=[text], framing=GEMINI_FUNCTION_PART_TOKENS + sig)
+            elif isinstance(inline, Mapping):
+                data = inline.get("data")
+                size = decoded_image_size(data) if isinstance(data, str) else None
+                u.add(key, images=gemini_image_tokens(size), framing=sig)
+            else:
+                u.add(key, prose=[str(p.get("text") or "")], framing=sig)
+    return u.finish(profile, prefix_tokens, rules="gemini")
 
 
 class GeminiProvider(Provider):

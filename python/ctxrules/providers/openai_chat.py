@@ -1,13 +1,16 @@
 """OpenAI Chat Completions: ``POST /v1/chat/completions``.
 
-The body is written in Rust (``wire = "openai-chat"``); this class adds usage parsing,
-the prompt-too-long error and the structural validator.
+The body is written in Rust (``wire = "openai-chat"``); this module adds usage parsing,
+the prompt-too-long error, the structural validator, the billed-prompt estimate
+(``estimate_openai_chat``: the cookbook's message framing, tools as the ``namespace
+functions`` declaration the models read) and the automatic prefix cache, shared with
+the Responses API.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
@@ -17,13 +20,21 @@ from .cache import (
     CachePrediction,
     predict_prefix,
 )
-from .estimate import PromptEstimate, estimate_openai_chat
+from .estimate import PromptEstimate, SegmentBuilder, compact_json
+from .images import decoded_image_size, openai_image_tokens
 from .models import ModelProfile
 
 __all__ = [
+    "OPENAI_MESSAGE_TOKENS",
+    "OPENAI_REPLY_TOKENS",
+    "OPENAI_TOOL_CALL_TOKENS",
     "OpenAIChatProvider",
+    "estimate_openai_chat",
     "openai_cache",
+    "openai_parts",
     "openai_prompt_too_long",
+    "openai_tool_namespace",
+    "openai_tools",
     "openai_usage",
     "validate_openai_chat",
 ]
@@ -140,6 +151,138 @@ def openai_prompt_too_long(status: int, body: Any) -> PromptTooLong | None:
         r"maximum context length is (\d[\d,]*) tokens.*?(\d[\d,]*) tokens", msg
     )
     return PromptTooLong(f"openai: {msg}", tokens=tokens, limit=limit)
+
+
+#: Tokens of one OpenAI tool call beyond its name and arguments (its message header
+#: and the header of the result that answers it); fitted on the recorded gpt-5.4-mini
+#: requests with tool calls.
+OPENAI_TOOL_CALL_TOKENS = 12
+#: OpenAI's framing of a message (``<|start|>role<|message|>…<|end|>``, the role
+#: counted separately) and of the reply it primes, as tiktoken's cookbook counts them.
+OPENAI_MESSAGE_TOKENS = 3
+OPENAI_REPLY_TOKENS = 3
+
+
+def _ts_type(schema: Any) -> str:
+    """A JSON schema as the TypeScript type OpenAI's models read it."""
+    if not isinstance(schema, Mapping):
+        return "any"
+    if isinstance(schema.get("enum"), list):
+        return " | ".join(compact_json(v) for v in schema["enum"]) or "any"
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_ts_type({**schema, "type": k}) for k in kind) or "any"
+    if kind == "string":
+        return "string"
+    if kind in ("number", "integer"):
+        return "number"
+    if kind == "boolean":
+        return "boolean"
+    if kind == "null":
+        return "null"
+    if kind == "array":
+        return _ts_type(schema.get("items")) + "[]"
+    if kind == "object":
+        props = schema.get("properties")
+        if not isinstance(props, Mapping) or not props:
+            return "object"
+        required = set(schema.get("required") or ())
+        lines = ["{"]
+        for name, sub in props.items():
+            if isinstance(sub, Mapping) and sub.get("description"):
+                lines.append(f"// {sub['description']}")
+            lines.append(f"{name}{'' if name in required else '?'}: {_ts_type(sub)},")
+        lines.append("}")
+        return "\n".join(lines)
+    return "any"
+
+
+def openai_tool_namespace(tools: Sequence[Mapping[str, Any]]) -> str:
+    """The ``namespace functions`` declaration OpenAI's models read the tools as.
+
+    Takes Chat Completions (``{type, function: {...}}``) or Responses (``{type, name,
+    ...}``) function tools; other tool types are skipped.
+    """
+    lines = ["namespace functions {", ""]
+    for t in tools:
+        fn = t.get("function") if isinstance(t.get("function"), Mapping) else t
+        if not isinstance(fn, Mapping) or not fn.get("name"):
+            continue
+        if fn.get("description"):
+            lines.append(f"// {fn['description']}")
+        params = fn.get("parameters")
+        if isinstance(params, Mapping) and params.get("properties"):
+            lines.append(f"type {fn['name']} = (_: {_ts_type(params)}) => any;")
+        else:
+            lines.append(f"type {fn['name']} = () => any;")
+        lines.append("")
+    lines.append("} // namespace functions")
+    return "\n".join(lines)
+
+
+def openai_tools(u: SegmentBuilder, tools: list[Mapping[str, Any]], profile: ModelProfile) -> None:
+    """Add the tools unit (both APIs): the function namespace plus the tool prompt."""
+    functions = [t for t in tools if t.get("type", "function") == "function"]
+    others = [t for t in tools if t not in functions]  # built-in tools: their JSON
+    if functions or others:
+        u.add(
+            {"tools": tools},
+            structured=[openai_tool_namespace(functions), *(compact_json(t) for t in others)],
+            tool_prompt=profile.tool_prompt_tokens,
+        )
+
+
+def openai_parts(content: Any) -> tuple[list[str], int]:
+    """Texts and image tokens of a message's content (string or parts, either API)."""
+    if isinstance(content, str):
+        return [content], 0
+    texts, images = [], 0
+    for p in content if isinstance(content, list) else []:
+        if not isinstance(p, Mapping):
+            continue
+        if isinstance(p.get("text"), str):
+            texts.append(p["text"])
+        elif isinstance(p.get("refusal"), str):
+            texts.append(p["refusal"])
+        elif p.get("type") in ("image_url", "input_image"):
+            ref = p.get("image_url")
+            url = ref.get("url") if isinstance(ref, Mapping) else ref
+            detail = (ref.get("detail") if isinstance(ref, Mapping) else None) or p.get("detail")
+            size = None
+            if isinstance(url, str) and url.startswith("data:") and "," in url:
+                size = decoded_image_size(url.split(",", 1)[1])
+            images += openai_image_tokens(size, str(detail or "auto"))
+    return texts, images
+
+
+def estimate_openai_chat(
+    body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+) -> PromptEstimate:
+    """OpenAI Chat Completions: the tools, each message with its framing, the reply primer."""
+    u = SegmentBuilder()
+    openai_tools(u, [t for t in body.get("tools") or [] if isinstance(t, Mapping)], profile)
+    for m in body.get("messages") or []:
+        if not isinstance(m, Mapping):
+            continue
+        texts, images = openai_parts(m.get("content"))
+        framing = OPENAI_MESSAGE_TOKENS + (1 if m.get("name") else 0)
+        structured: list[str] = []
+        if m.get("role") == "tool":
+            structured, texts = texts, []
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(fn, Mapping):
+                structured.append(str(fn.get("name") or "") + str(fn.get("arguments") or ""))
+                framing += OPENAI_TOOL_CALL_TOKENS
+        u.add(
+            m,
+            prose=[str(m.get("role") or ""), *texts, str(m.get("name") or "")],
+            structured=structured,
+            framing=framing,
+            images=images,
+        )
+    u.add({"reply": True}, framing=OPENAI_REPLY_TOKENS)
+    return u.finish(profile, prefix_tokens, rules="openai-chat")
 
 
 class OpenAIChatProvider(Provider):

@@ -1,7 +1,8 @@
 """OpenAI Responses: ``POST /v1/responses``.
 
-The body is written in Rust (``wire = "openai-responses"``); this class adds usage
-parsing, the prompt-too-long error and the structural validator.
+The body is written in Rust (``wire = "openai-responses"``); this module adds usage
+parsing, the prompt-too-long error, the structural validator and the billed-prompt
+estimate (``estimate_openai_responses``, framed as the Chat Completions messages).
 """
 
 from __future__ import annotations
@@ -12,11 +13,20 @@ from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
 from .cache import CachePrediction
-from .estimate import PromptEstimate, estimate_openai_responses
+from .estimate import PromptEstimate, SegmentBuilder
 from .models import ModelProfile
-from .openai_chat import openai_cache, openai_prompt_too_long, openai_usage
+from .openai_chat import (
+    OPENAI_MESSAGE_TOKENS,
+    OPENAI_REPLY_TOKENS,
+    OPENAI_TOOL_CALL_TOKENS,
+    openai_cache,
+    openai_parts,
+    openai_prompt_too_long,
+    openai_tools,
+    openai_usage,
+)
 
-__all__ = ["OpenAIResponsesProvider", "validate_openai_responses"]
+__all__ = ["OpenAIResponsesProvider", "estimate_openai_responses", "validate_openai_responses"]
 
 _MESSAGE_ROLES = {"user", "assistant", "system", "developer"}
 
@@ -76,6 +86,52 @@ def validate_openai_responses(body: Mapping[str, Any]) -> list[str]:
         if t.get("type") != "function" or not t.get("name"):
             problems.append(f"tools[{j}]: not a named function")
     return problems
+
+
+def estimate_openai_responses(
+    body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
+) -> PromptEstimate:
+    """OpenAI Responses: tools, instructions, then the input items as chat messages."""
+    u = SegmentBuilder()
+    openai_tools(u, [t for t in body.get("tools") or [] if isinstance(t, Mapping)], profile)
+    if isinstance(body.get("instructions"), str) and body["instructions"]:
+        u.add(
+            {"instructions": body["instructions"]},
+            prose=["developer", body["instructions"]],
+            framing=OPENAI_MESSAGE_TOKENS,
+        )
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"type": "message", "role": "user", "content": items}]
+    previous = None
+    for it in items if isinstance(items, list) else []:
+        if not isinstance(it, Mapping):
+            continue
+        kind = it.get("type", "message")
+        if kind == "function_call":
+            # Consecutive calls share one assistant message header.
+            framing = OPENAI_TOOL_CALL_TOKENS + (
+                OPENAI_MESSAGE_TOKENS + 1 if previous != "function_call" else 0
+            )
+            u.add(
+                it,
+                structured=[str(it.get("name") or "") + str(it.get("arguments") or "")],
+                framing=framing,
+            )
+        elif kind == "function_call_output":
+            texts, images = openai_parts(it.get("output"))
+            u.add(it, structured=texts, framing=OPENAI_MESSAGE_TOKENS + 1, images=images)
+        else:
+            texts, images = openai_parts(it.get("content"))
+            u.add(
+                it,
+                prose=[str(it.get("role") or ""), *texts],
+                framing=OPENAI_MESSAGE_TOKENS,
+                images=images,
+            )
+        previous = kind
+    u.add({"reply": True}, framing=OPENAI_REPLY_TOKENS)
+    return u.finish(profile, prefix_tokens, rules="openai-responses")
 
 
 class OpenAIResponsesProvider(Provider):
