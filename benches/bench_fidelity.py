@@ -45,14 +45,11 @@ from ctxrules.replay import compare_usage, recorded_usage, request_for
 from ctxrules.store import Store, open_store
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
+#: Every cassette of the corpus, by the provider folder it is filed under.
 CASSETTES = {
-    "anthropic": [
-        "anthropic/test_multiple_parallel_tool_calls.yaml",
-        "anthropic/test_anthropic_tool_with_thinking.yaml",
-        "anthropic/test_anthropic_cache_real_api.yaml",
-    ],
-    "openai-chat": ["openai-chat/test_tool_search_eval_openai-chat.yaml"],
-    "gemini": ["gemini/test_google_instructions_only_with_tool_calls.yaml"],
+    kind.name: sorted(f"{kind.name}/{p.name}" for p in kind.glob("*.yaml"))
+    for kind in sorted((CORPUS / "vcr-cassettes-yaml").iterdir())
+    if kind.is_dir()
 }
 TRANSCRIPTS = [
     "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",

@@ -62,6 +62,16 @@ def interaction_count(path: Path) -> int:
     return len(yaml.safe_load(path.read_text(encoding="utf-8"))["interactions"])
 
 
+def cassette_cases() -> list[Any]:
+    """``(kind, rel, interaction)`` parameters: every interaction of every cassette."""
+    return [
+        pytest.param(kind, rel, i, id=f"{rel.split('/')[-1]}#{i}")
+        for kind, rels in CASSETTES.items()
+        for rel in rels
+        for i in range(interaction_count(CORPUS_CASSETTES / rel))
+    ]
+
+
 @pytest.fixture(scope="session")
 def cassette_session(
     corpus: Path, tmp_path_factory: pytest.TempPathFactory

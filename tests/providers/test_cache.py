@@ -150,6 +150,13 @@ def test_a_provider_without_cache_rules_predicts_nothing():
     class Plain(Provider):
         name = "plain"
 
-    p = Plain().predict_cache(None, est(("a", 5000, None)), elapsed=None, profile=None)  # type: ignore[arg-type]
+    profile = resolve_model("anthropic:claude-sonnet-4-5")
+    p = Plain().predict_cache(None, est(("a", 5000, "5m")), elapsed=None, profile=profile)
     assert (p.read_tokens, p.write_tokens, p.rule) == (0, 0, "none")
-    assert get_provider("anthropic").predict_cache is not Plain.predict_cache
+    # The built-ins name their vendor's rule.
+    rules = {n: get_provider(n).cache_rule for n in ("anthropic", "openai-chat", "gemini")}
+    assert rules == {
+        "anthropic": "anthropic-breakpoints",
+        "openai-chat": "openai-automatic-prefix",
+        "gemini": "gemini-implicit",
+    }

@@ -17,7 +17,7 @@ import pytest
 
 from ctxrules.render import render, session_defaults
 
-from .conftest import CASSETTES, interaction_count
+from .conftest import cassette_cases
 
 WIRE = {"anthropic": "anthropic", "openai-chat": "openai-chat", "gemini": "gemini"}
 
@@ -102,18 +102,7 @@ def _system_text(wire: str, body: dict[str, Any]) -> str:
     return "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
 
 
-def _cases() -> list[Any]:
-    from .conftest import CORPUS_CASSETTES
-
-    return [
-        pytest.param(kind, rel, i, id=f"{rel.split('/')[-1]}#{i}")
-        for kind, rels in CASSETTES.items()
-        for rel in rels
-        for i in range(interaction_count(CORPUS_CASSETTES / rel))
-    ]
-
-
-@pytest.mark.parametrize(("kind", "rel", "interaction"), _cases())
+@pytest.mark.parametrize(("kind", "rel", "interaction"), cassette_cases())
 def test_rerendered_request_matches_recording(kind, rel, interaction, cassette_session):
     cs = cassette_session(rel, interaction)
     wire = WIRE[kind]

@@ -23,7 +23,7 @@ from ctxrules.render import explain, session_defaults
 from ctxrules.replay import compare_usage
 from ctxrules.store import open_store
 
-from .conftest import CASSETTES, CORPUS_CASSETTES, interaction_count
+from .conftest import cassette_cases
 
 TARGET = {"openai-chat": 0.03, "anthropic": 0.08, "gemini": 0.08}
 TRANSCRIPTS = (
@@ -33,22 +33,13 @@ TRANSCRIPTS = (
 )
 
 
-def _cases() -> list[object]:
-    return [
-        pytest.param(kind, rel, i, id=f"{rel.split('/')[-1]}#{i}")
-        for kind, rels in CASSETTES.items()
-        for rel in rels
-        for i in range(interaction_count(CORPUS_CASSETTES / rel))
-    ]
-
-
 def _billed(kind: str, response: dict) -> int:
     usage = get_provider(kind).parse_usage(response)
     assert usage is not None and usage.prompt_tokens > 0
     return usage.prompt_tokens
 
 
-@pytest.mark.parametrize(("kind", "rel", "interaction"), _cases())
+@pytest.mark.parametrize(("kind", "rel", "interaction"), cassette_cases())
 def test_explain_matches_the_recorded_bill(kind, rel, interaction, cassette_session):
     cs = cassette_session(rel, interaction)
     billed = _billed(kind, cs.response)
@@ -64,7 +55,7 @@ def test_explain_matches_the_recorded_bill(kind, rel, interaction, cassette_sess
     )
 
 
-@pytest.mark.parametrize(("kind", "rel", "interaction"), _cases())
+@pytest.mark.parametrize(("kind", "rel", "interaction"), cassette_cases())
 def test_the_recorded_body_is_estimated_within_target(kind, rel, interaction, cassette_session):
     """The estimator alone, on the body the client really sent (not our rendering)."""
     cs = cassette_session(rel, interaction)

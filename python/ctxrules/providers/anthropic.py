@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
-from .cache import CachePrediction, predict_anthropic
 from .estimate import (
     PromptEstimate,
     SegmentBuilder,
@@ -231,7 +230,7 @@ def estimate_anthropic(
     if isinstance(body.get("cache_control"), Mapping) and u.units:
         last = u.units[-1]
         u.units[-1] = (*last[:4], last[4] or _ttl(body) or "5m")
-    return u.finish(profile, prefix_tokens, rules="anthropic-messages")
+    return u.finish(profile, prefix_tokens, wire="anthropic-messages")
 
 
 class AnthropicProvider(Provider):
@@ -242,6 +241,7 @@ class AnthropicProvider(Provider):
     family = "anthropic"
     default_model = "claude-sonnet-4-5"
     reserved = frozenset({"model", "max_tokens", "system", "messages", "tools"})
+    cache_rule = "anthropic-breakpoints"
     explicit_cache = True
     requires_max_tokens = True
 
@@ -270,19 +270,4 @@ class AnthropicProvider(Provider):
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_anthropic(body)
 
-    def estimate_prompt(
-        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
-    ) -> PromptEstimate:
-        return estimate_anthropic(body, profile, prefix_tokens=prefix_tokens)
-
-    def predict_cache(
-        self,
-        previous: PromptEstimate | None,
-        current: PromptEstimate,
-        *,
-        elapsed: float | None,
-        profile: ModelProfile,
-    ) -> CachePrediction:
-        return predict_anthropic(
-            previous, current, elapsed=elapsed, min_tokens=profile.cache_min_tokens
-        )
+    estimate_prompt = staticmethod(estimate_anthropic)

@@ -19,7 +19,7 @@ import msgspec
 from .. import _core
 from ..errors import PromptTooLongError, ProviderError, RenderError
 from ..model import Context, ContextCommit, ToolSpec
-from .cache import CachePrediction, predict_none
+from .cache import CachePrediction, predict_cache
 from .estimate import PromptEstimate, estimate_generic
 from .models import ModelProfile
 
@@ -122,6 +122,13 @@ class Provider:
     explicit_cache: ClassVar[bool] = False
     #: Whether the vendor requires ``max_tokens`` (filled from the model's limits).
     requires_max_tokens: ClassVar[bool] = False
+    #: How the vendor caches prompts (``ctxrules.providers.cache.CACHE_RULES``):
+    #: ``"none"``, explicit breakpoints or an automatic prefix cache read in steps of
+    #: ``cache_step`` tokens from the model's minimum (``cache_min_tokens`` where the
+    #: model table states none).
+    cache_rule: ClassVar[str] = "none"
+    cache_step: ClassVar[int] = 1
+    cache_min_tokens: ClassVar[int | None] = None
 
     def endpoint(self, model: str) -> str:
         """The HTTP path the body is posted to."""
@@ -206,8 +213,15 @@ class Provider:
         profile: ModelProfile,
     ) -> CachePrediction:
         """What the vendor would read from / write to its prompt cache for ``current``,
-        ``elapsed`` seconds after ``previous`` (``ctxrules.providers.cache``)."""
-        return predict_none(previous, current)
+        ``elapsed`` seconds after ``previous``, by its ``cache_rule``."""
+        return predict_cache(
+            self.cache_rule,
+            previous,
+            current,
+            elapsed=elapsed,
+            min_tokens=profile.cache_min_tokens or self.cache_min_tokens,
+            step=self.cache_step,
+        )
 
     # Helpers for subclasses.
     @staticmethod

@@ -33,11 +33,13 @@ from .estimate import PromptEstimate, Segment
 
 __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",
+    "CACHE_RULES",
     "OPENAI_CACHE_MIN_TOKENS",
     "OPENAI_CACHE_STEP_TOKENS",
     "TTL_SECONDS",
     "CachePrediction",
     "predict_anthropic",
+    "predict_cache",
     "predict_none",
     "predict_prefix",
     "shared_prefix",
@@ -213,3 +215,26 @@ def predict_prefix(
     return msgspec.structs.replace(
         base, read_tokens=read, warm=True, reason="the shared prefix is read from the cache"
     )
+
+
+#: The cache rules a provider can name (``Provider.cache_rule``).
+CACHE_RULES = ("none", "anthropic-breakpoints", "openai-automatic-prefix", "gemini-implicit")
+
+
+def predict_cache(
+    rule: str,
+    previous: PromptEstimate | None,
+    current: PromptEstimate,
+    *,
+    elapsed: float | None,
+    min_tokens: int | None,
+    step: int = 1,
+) -> CachePrediction:
+    """The prediction of the named rule (``CACHE_RULES``); an unknown rule predicts none."""
+    if rule == "anthropic-breakpoints":
+        return predict_anthropic(previous, current, elapsed=elapsed, min_tokens=min_tokens)
+    if rule in ("openai-automatic-prefix", "gemini-implicit"):
+        return predict_prefix(
+            previous, current, elapsed=elapsed, min_tokens=min_tokens, step=step, rule=rule
+        )
+    return predict_none(previous, current)

@@ -125,6 +125,7 @@ class SegmentBuilder:
         tool_prompt: int = 0,
         breakpoint: str | None = None,
     ) -> None:
+        """Add one unit; ``breakpoint`` is the TTL of a cache marker it carries."""
         self.framing += framing
         self.images += images
         self.tool_prompt += tool_prompt
@@ -140,6 +141,8 @@ class SegmentBuilder:
         )
 
     def finish(self, profile: ModelProfile, prefix_tokens: int, **rules: Any) -> PromptEstimate:
+        """Count every text in one batch and return the estimate; ``prefix_tokens`` lead
+        the segments, ``rules`` are added to what the estimate states."""
         from ..tokenizers import get_tokenizer
 
         texts = [t for _, prose, structured, _, _ in self.units for t in (*prose, *structured)]
@@ -186,4 +189,4 @@ def estimate_generic(
     """A body of an unknown wire format: its whole JSON, counted as structured text."""
     u = SegmentBuilder()
     u.add(body, structured=[compact_json(body)])
-    return u.finish(profile, prefix_tokens, rules="generic-json")
+    return u.finish(profile, prefix_tokens, wire="generic-json")

@@ -15,7 +15,6 @@ from typing import Any
 import msgspec
 
 from .base import PromptTooLong, Provider, RequestOptions, Usage
-from .cache import CachePrediction, predict_prefix
 from .estimate import PromptEstimate, SegmentBuilder, compact_json
 from .images import decoded_image_size, gemini_image_tokens
 from .models import ModelProfile
@@ -167,7 +166,7 @@ def estimate_gemini(
                 u.add(key, images=gemini_image_tokens(size), framing=sig)
             else:
                 u.add(key, prose=[str(p.get("text") or "")], framing=sig)
-    return u.finish(profile, prefix_tokens, rules="gemini")
+    return u.finish(profile, prefix_tokens, wire="gemini")
 
 
 class GeminiProvider(Provider):
@@ -178,6 +177,7 @@ class GeminiProvider(Provider):
     family = "gemini"
     default_model = "gemini-2.5-flash"
     reserved = frozenset({"contents", "systemInstruction", "tools"})
+    cache_rule = "gemini-implicit"
 
     def endpoint(self, model: str) -> str:
         return f"/v1beta/models/{model}:generateContent"
@@ -219,24 +219,4 @@ class GeminiProvider(Provider):
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_gemini(body)
 
-    def estimate_prompt(
-        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
-    ) -> PromptEstimate:
-        return estimate_gemini(body, profile, prefix_tokens=prefix_tokens)
-
-    def predict_cache(
-        self,
-        previous: PromptEstimate | None,
-        current: PromptEstimate,
-        *,
-        elapsed: float | None,
-        profile: ModelProfile,
-    ) -> CachePrediction:
-        # Implicit caching: no breakpoints, no write charge, no stated step.
-        return predict_prefix(
-            previous,
-            current,
-            elapsed=elapsed,
-            min_tokens=profile.cache_min_tokens,
-            rule="gemini-implicit",
-        )
+    estimate_prompt = staticmethod(estimate_gemini)

@@ -1,10 +1,10 @@
 """OpenAI Chat Completions: ``POST /v1/chat/completions``.
 
 The body is written in Rust (``wire = "openai-chat"``); this module adds usage parsing,
-the prompt-too-long error, the structural validator, the billed-prompt estimate
+the prompt-too-long error, the structural validator and the billed-prompt estimate
 (``estimate_openai_chat``: the cookbook's message framing, tools as the ``namespace
-functions`` declaration the models read) and the automatic prefix cache, shared with
-the Responses API.
+functions`` declaration the models read); both OpenAI APIs cache prompt prefixes
+automatically (``cache_rule``, ``ctxrules.providers.cache``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
-from .cache import (
-    OPENAI_CACHE_MIN_TOKENS,
-    OPENAI_CACHE_STEP_TOKENS,
-    CachePrediction,
-    predict_prefix,
-)
+from .cache import OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_STEP_TOKENS
 from .estimate import PromptEstimate, SegmentBuilder, compact_json
 from .images import decoded_image_size, openai_image_tokens
 from .models import ModelProfile
@@ -30,7 +25,6 @@ __all__ = [
     "OPENAI_TOOL_CALL_TOKENS",
     "OpenAIChatProvider",
     "estimate_openai_chat",
-    "openai_cache",
     "openai_parts",
     "openai_prompt_too_long",
     "openai_tool_namespace",
@@ -112,25 +106,6 @@ def openai_usage(response: Mapping[str, Any], prompt: str, output: str) -> Usage
         input_tokens=Provider._int(u.get(prompt)) - cached,
         cache_read_tokens=cached,
         output_tokens=Provider._int(u.get(output)),
-    )
-
-
-def openai_cache(
-    previous: PromptEstimate | None,
-    current: PromptEstimate,
-    *,
-    elapsed: float | None,
-    profile: ModelProfile,
-) -> CachePrediction:
-    """OpenAI's automatic prefix caching (both APIs): from the model's minimum (1,024
-    tokens where the model table states none) in 128-token steps."""
-    return predict_prefix(
-        previous,
-        current,
-        elapsed=elapsed,
-        min_tokens=profile.cache_min_tokens or OPENAI_CACHE_MIN_TOKENS,
-        step=OPENAI_CACHE_STEP_TOKENS,
-        rule="openai-automatic-prefix",
     )
 
 
@@ -282,7 +257,7 @@ def estimate_openai_chat(
             images=images,
         )
     u.add({"reply": True}, framing=OPENAI_REPLY_TOKENS)
-    return u.finish(profile, prefix_tokens, rules="openai-chat")
+    return u.finish(profile, prefix_tokens, wire="openai-chat")
 
 
 class OpenAIChatProvider(Provider):
@@ -293,6 +268,9 @@ class OpenAIChatProvider(Provider):
     family = "openai"
     default_model = "gpt-4o"
     reserved = frozenset({"model", "messages", "tools", "max_completion_tokens"})
+    cache_rule = "openai-automatic-prefix"
+    cache_step = OPENAI_CACHE_STEP_TOKENS
+    cache_min_tokens = OPENAI_CACHE_MIN_TOKENS
 
     def endpoint(self, model: str) -> str:
         return "/v1/chat/completions"
@@ -306,17 +284,4 @@ class OpenAIChatProvider(Provider):
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_openai_chat(body)
 
-    def estimate_prompt(
-        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
-    ) -> PromptEstimate:
-        return estimate_openai_chat(body, profile, prefix_tokens=prefix_tokens)
-
-    def predict_cache(
-        self,
-        previous: PromptEstimate | None,
-        current: PromptEstimate,
-        *,
-        elapsed: float | None,
-        profile: ModelProfile,
-    ) -> CachePrediction:
-        return openai_cache(previous, current, elapsed=elapsed, profile=profile)
+    estimate_prompt = staticmethod(estimate_openai_chat)

@@ -12,14 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import PromptTooLong, Provider, Usage
-from .cache import CachePrediction
+from .cache import OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_STEP_TOKENS
 from .estimate import PromptEstimate, SegmentBuilder
 from .models import ModelProfile
 from .openai_chat import (
     OPENAI_MESSAGE_TOKENS,
     OPENAI_REPLY_TOKENS,
     OPENAI_TOOL_CALL_TOKENS,
-    openai_cache,
     openai_parts,
     openai_prompt_too_long,
     openai_tools,
@@ -131,7 +130,7 @@ def estimate_openai_responses(
             )
         previous = kind
     u.add({"reply": True}, framing=OPENAI_REPLY_TOKENS)
-    return u.finish(profile, prefix_tokens, rules="openai-responses")
+    return u.finish(profile, prefix_tokens, wire="openai-responses")
 
 
 class OpenAIResponsesProvider(Provider):
@@ -142,6 +141,9 @@ class OpenAIResponsesProvider(Provider):
     family = "openai"
     default_model = "gpt-4o"
     reserved = frozenset({"model", "instructions", "input", "tools", "max_output_tokens"})
+    cache_rule = "openai-automatic-prefix"
+    cache_step = OPENAI_CACHE_STEP_TOKENS
+    cache_min_tokens = OPENAI_CACHE_MIN_TOKENS
 
     def endpoint(self, model: str) -> str:
         return "/v1/responses"
@@ -155,17 +157,4 @@ class OpenAIResponsesProvider(Provider):
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         return validate_openai_responses(body)
 
-    def estimate_prompt(
-        self, body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
-    ) -> PromptEstimate:
-        return estimate_openai_responses(body, profile, prefix_tokens=prefix_tokens)
-
-    def predict_cache(
-        self,
-        previous: PromptEstimate | None,
-        current: PromptEstimate,
-        *,
-        elapsed: float | None,
-        profile: ModelProfile,
-    ) -> CachePrediction:
-        return openai_cache(previous, current, elapsed=elapsed, profile=profile)
+    estimate_prompt = staticmethod(estimate_openai_responses)
