@@ -42,7 +42,7 @@ from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider
 from ctxrules.render import explain, render, session_defaults
 from ctxrules.replay import compare_usage, recorded_usage, request_for
-from ctxrules.store import Store, open_store
+from ctxrules.store import CommitStore, open_store
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
 #: Every cassette of the corpus, by the provider folder it is filed under.
@@ -111,7 +111,7 @@ def _model_of(kind: str, request: dict[str, Any], uri: str) -> str:
     return str(request.get("model") or uri.rsplit("/models/", 1)[1].split(":")[0])
 
 
-def cassette_rows(store: Store) -> list[dict[str, Any]]:
+def cassette_rows(store: CommitStore) -> list[dict[str, Any]]:
     """Every cassette interaction: recorded bill, ours, and what LiteLLM needs."""
     rows = []
     for kind, rels in CASSETTES.items():
@@ -144,7 +144,7 @@ def cassette_rows(store: Store) -> list[dict[str, Any]]:
     return rows
 
 
-def replay_rows(store: Store) -> list[dict[str, Any]]:
+def replay_rows(store: CommitStore) -> list[dict[str, Any]]:
     """Every recorded answer of the transcripts: recorded, ours, and LiteLLM's inputs."""
     rows = []
     for rel in TRANSCRIPTS:

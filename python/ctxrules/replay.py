@@ -278,14 +278,14 @@ class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
     cache_write_tokens: int
 
 
-def _frame(store: Store, node: Call) -> str:
+def _frame(store: CommitStore, node: Call) -> str:
     while node.predecessor is not None:
         node = store.get_node(node.predecessor)
     return node.id if node.caller is not None else "main"
 
 
 def compare_usage(
-    store: Store,
+    store: CommitStore,
     session: str,
     provider: str | Provider,
     *,
