@@ -297,8 +297,8 @@ def compare_usage(
     Each answer's request (``request_for``) is estimated with ``explain_request``.  A
     harness sends text the transcript does not hold (its own system prompt and tool
     schemas): that constant part is estimated per frame from the frame's first request
-    (recorded prompt minus our estimate) and added to every later request of the frame
-    as an unrecorded prefix, cached like the rest.  ``model_from_answer`` renders each
+    (recorded prompt minus our estimate, at least 0) and added to every later request
+    of the frame as an unrecorded prefix, cached like the rest.  ``model_from_answer`` renders each
     request with the model the answer node names (its ``name``), as recorded.
     """
     prov = get_provider(provider) if isinstance(provider, str) else provider
@@ -315,7 +315,8 @@ def compare_usage(
         model = node.name if model_from_answer and node.name else None
         if first:
             ex = explain_request(store, request, prov, model, previous=None, config=config)
-            prefix[frame] = parsed.prompt_tokens - ex["input_tokens"]
+            # Never negative: a first request we over-estimate gets no prefix.
+            prefix[frame] = max(0, parsed.prompt_tokens - ex["input_tokens"])
             ex = explain_request(
                 store,
                 request,

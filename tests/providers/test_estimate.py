@@ -8,6 +8,7 @@ import struct
 import pytest
 
 from ctxrules import count
+from ctxrules.errors import ValidationError
 from ctxrules.providers import get_provider, resolve_model
 from ctxrules.providers.anthropic import ANTHROPIC_TOOL_BLOCK_TOKENS
 from ctxrules.providers.images import image_size
@@ -249,3 +250,5 @@ def test_unrecorded_prefix_leads_the_segments():
     e = prov.estimate_prompt(body, profile, prefix_tokens=5000)
     assert e.input_tokens == plain.input_tokens + 5000
     assert e.segments[0].tokens == 5000 and e.rules["unrecorded_prefix_tokens"] == 5000
+    with pytest.raises(ValidationError, match="prefix_tokens must be >= 0"):
+        prov.estimate_prompt(body, profile, prefix_tokens=-1)

@@ -35,6 +35,7 @@ from typing import Any
 
 import msgspec
 
+from ..errors import ValidationError
 from .models import ModelProfile
 
 __all__ = [
@@ -145,6 +146,11 @@ class SegmentBuilder:
         the segments, ``rules`` are added to what the estimate states."""
         from ..tokenizers import get_tokenizer
 
+        if prefix_tokens < 0:
+            raise ValidationError(
+                f"prefix_tokens must be >= 0, got {prefix_tokens}",
+                hint="the unrecorded prefix is what a harness sends before the body",
+            )
         texts = [t for _, prose, structured, _, _ in self.units for t in (*prose, *structured)]
         counts = iter(get_tokenizer(profile.tokenizer).count_batch(texts) if texts else [])
         raw: list[float] = []
