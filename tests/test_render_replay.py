@@ -40,7 +40,11 @@ def test_recorded_usage_reads_both_shapes():
     assert u is not None
     assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens) == (6, 3435, 160)
     assert u.prompt_tokens == 3601 and u.output_tokens == 1142
-    native = {"input_tokens": 3, "cache_read_input_tokens": 15550, "cache_creation_input_tokens": 304}
+    native = {
+        "input_tokens": 3,
+        "cache_read_input_tokens": 15550,
+        "cache_creation_input_tokens": 304,
+    }
     v = recorded_usage(anthropic, native)
     assert v is not None and v.prompt_tokens == 15857
     assert recorded_usage(anthropic, None) is None
