@@ -174,7 +174,9 @@ def test_cli_commands_use_only_the_protocol(cli, corpus):
     assert "<- HEAD" in cli("log", s["id"])
     made = json.loads(cli("commit", s["id"], "--now", "100", "--json"))
     assert json.loads(cli("commit", s["id"], "--json"))["id"] == made["id"]  # found again
-    body = json.loads(cli("render", s["id"], "--provider", "anthropic", "--now", "100"))
+    # HEAD is the recorded final answer: render the request that produced it.
+    head = nodes[-1]["id"]
+    body = json.loads(cli("render", s["id"], "--provider", "anthropic", "--for", head))
     assert body["messages"]
     cli("checkout", s["id"], nodes[0]["id"])
     assert json.loads(cli("fork", s["id"], nodes[0]["id"], "--json"))["head"] == nodes[0]["id"]

@@ -26,6 +26,11 @@ def locked(tmp_path, corpus, capsys, monkeypatch):
     (s,) = json.loads(capsys.readouterr().out)["sessions"]
     assert main(["commit", s["id"], "--store", store, "--now", "100", "--json"]) == 0
     made = json.loads(capsys.readouterr().out)["id"]
+    # HEAD is the recorded final answer; its request is the commit at the node before it.
+    assert main(["log", s["id"], "--store", store, "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)[-1]
+    assert main(["commit", s["id"], "--store", store, "--head", answer["predecessor"]]) == 0
+    capsys.readouterr()
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -54,7 +59,9 @@ def test_reads_do_not_wait_for_a_writer(locked, capsys):
     store, sid, made, _ = locked
     assert main(["commit", sid, "--store", store, "--json"]) == 0, capsys.readouterr().err
     assert json.loads(capsys.readouterr().out)["id"] == made
-    assert main(["render", sid, "--provider", "anthropic", "--store", store]) == 0
+    assert main(["sessions", "--store", store, "--json"]) == 0
+    head = json.loads(capsys.readouterr().out)[0]["head"]
+    assert main(["render", sid, "--provider", "anthropic", "--store", store, "--for", head]) == 0
     assert json.loads(capsys.readouterr().out)["messages"]
     for command in (["sessions"], ["log", sid]):
         assert main([*command, "--store", store]) == 0
