@@ -91,12 +91,14 @@ def _json(capsys, *argv):
 
 def test_an_iso_now_is_the_same_instant_as_its_epoch_seconds(imported, capsys):
     store, sid = imported
-    base = ["commit", sid, "--store", store, "--preset", "aggressive", "--json"]
+    # HEAD is the recorded final answer; the node before it has a next request.
+    head = ["--head", _json(capsys, "log", sid, "--store", store, "--json")[-1]["predecessor"]]
+    base = ["commit", sid, "--store", store, "--preset", "aggressive", "--json", *head]
     iso = _json(capsys, *base, "--now", "2026-01-01T01:00:00+01:00")
     assert iso["created_at"] == NEW_YEAR
     assert _json(capsys, *base, "--now", str(int(NEW_YEAR)))["id"] == iso["id"]
     render = ["render", sid, "--store", store, "--provider", "anthropic", "--json"]
-    render += ["--preset", "aggressive"]
+    render += ["--preset", "aggressive", *head]
     by_iso = _json(capsys, *render, "--now", "2026-01-01T00:00:00Z")
     assert by_iso == _json(capsys, *render, "--now", "1767225600")
     assert by_iso["commit"] == iso["id"]

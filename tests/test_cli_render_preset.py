@@ -23,10 +23,17 @@ def _json(capsys, *argv):
     return json.loads(capsys.readouterr().out)
 
 
+def _before_head(capsys, store, sid):
+    """HEAD is the recorded final answer (no next request): the node before it, an
+    assistant turn whose tool results are in, has one."""
+    return _json(capsys, "log", sid, "--store", store, "--json")[-1]["predecessor"]
+
+
 @pytest.mark.parametrize("preset", ["off", "aggressive"])
 def test_render_preset_renders_the_commit_that_preset_makes(session, capsys, preset):
     store, sid = session
     common = [sid, "--store", store, "--now", "2026-01-01T00:00:00Z", "--preset", preset]
+    common += ["--head", _before_head(capsys, store, sid)]
     made = _json(capsys, "commit", *common, "--json")
     rendered = _json(capsys, "render", *common, "--provider", "anthropic", "--json")
     assert rendered["commit"] == made["id"]
@@ -35,7 +42,7 @@ def test_render_preset_renders_the_commit_that_preset_makes(session, capsys, pre
 def test_presets_change_what_is_sent_and_a_file_still_works(session, capsys, tmp_path):
     store, sid = session
     base = ["render", sid, "--store", store, "--provider", "openai-chat", "--json"]
-    base += ["--now", "2026-01-01T00:00:00Z"]
+    base += ["--now", "2026-01-01T00:00:00Z", "--head", _before_head(capsys, store, sid)]
     off = _json(capsys, *base, "--preset", "off")
     aggressive = _json(capsys, *base, "--preset", "aggressive")
     assert off["commit"] != aggressive["commit"]

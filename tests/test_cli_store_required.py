@@ -79,7 +79,11 @@ def test_import_creates_the_store_and_then_the_others_use_it(tmp_path, corpus, c
     assert (tmp_path / "new" / "store" / "ctxrules.db").is_file()
     assert main(["sessions", "--store", store]) == 0
     assert s["id"] in capsys.readouterr().out
-    assert main(["render", s["id"], "--provider", "anthropic", "--store", store]) == 0
+    assert main(["sessions", "--store", store, "--json"]) == 0
+    head = json.loads(capsys.readouterr().out)[0]["head"]  # the recorded final answer
+    assert (
+        main(["render", s["id"], "--provider", "anthropic", "--store", store, "--for", head]) == 0
+    )
 
 
 def test_open_store_without_create_opens_an_existing_store(tmp_path):

@@ -112,7 +112,7 @@ def test_for_refuses_what_is_not_an_answer(imported, capsys):
     assert main([*base, "--for", user]) == 1
     assert main([*base, "--for", "n_missing"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 2 and "not an assistant answer" in err[0] and "not part of" in err[1]
+    assert len(err) == 2 and "not an assistant answer" in err[0] and "no node" in err[1]
 
 
 def test_json_and_explain(imported, capsys, corpus):
