@@ -62,7 +62,10 @@ def test_the_listing_groups_by_kind_and_names_each_plugin(plugin_site, capsys):
             expected.setdefault(reg.origin[name], []).append(name)
         assert listed == expected, kind
         assert (sections[heading] == ["none"]) == (not reg.names())
-    assert sections["context sources"] == ["fake-sources: fake-today"]
+    assert sections["context sources"] == [
+        "builtin_context_sources (built-in): instruction_files, git_status, date, cache_breaker",
+        "fake-sources: fake-today",
+    ]
     loaded = plugins.loaded_plugins()
     assert len(sections["plugins"]) == len(loaded)
     for p, line in zip(loaded, sections["plugins"]):

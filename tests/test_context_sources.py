@@ -8,6 +8,7 @@ import pytest
 from ctxrules.context_sources import (
     ContextSource,
     SourceRequest,
+    SourcesConfig,
     context_source_names,
     get_context_source,
 )
@@ -47,7 +48,7 @@ def register_context_sources(register):
 
 def test_a_source_registered_through_an_entry_point_is_returned(plugin_site, tmp_path):
     plugin_site.install("fake-sources", "fake_sources", SOURCE)
-    assert context_source_names() == ["fake-instructions", "fake-broken-source"]
+    assert context_source_names()[-2:] == ["fake-instructions", "fake-broken-source"]
     source = get_context_source("fake-instructions")
     assert isinstance(source, ContextSource)
     work, extra = tmp_path / "work", tmp_path / "extra"
@@ -59,11 +60,15 @@ def test_a_source_registered_through_an_entry_point_is_returned(plugin_site, tmp
         working_directory=str(work),
         added_directories=(str(extra),),
         metadata={"title": "fix the parser"},
+        now=1767225600.0,
     )
     assert (
         source.collect(request) == "Session s_1: fix the parser\nRun make test before committing."
     )
-    assert source.collect(SourceRequest(session_id="s_2", working_directory=str(work))) is None
+    assert (
+        source.collect(SourceRequest(session_id="s_2", working_directory=str(work), now=0.0))
+        is None
+    )
     assert type(source).calls[0] is request
 
 
@@ -76,7 +81,8 @@ def test_a_source_without_collect_is_refused_when_looked_up(plugin_site):
 
 
 def test_a_request_is_immutable_data():
-    request = SourceRequest(session_id="s", working_directory="/w")
+    request = SourceRequest(session_id="s", working_directory="/w", now=0.0)
     assert request.added_directories == () and dict(request.metadata) == {}
+    assert request.config == SourcesConfig()
     with pytest.raises(AttributeError):
         request.session_id = "t"  # type: ignore[misc]

@@ -25,6 +25,7 @@ HOOKS = sorted(
     if callable(fn) and getattr(fn, "ctxrules_spec", None) is not None
 )
 BUILTINS = {
+    "builtin_context_sources",
     "builtin_importers",
     "builtin_providers",
     "builtin_rules",

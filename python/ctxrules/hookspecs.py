@@ -125,9 +125,10 @@ def register_context_sources(register: RegisterContextSources) -> None:
     Called once, the first time a context source is looked up.  ``register(source)``
     takes a ``ctxrules.context_sources.ContextSource``: ``name: str`` and
     ``collect(request: SourceRequest) -> str | None``, where the request carries the
-    session id, the working directory, the added directories and the session metadata.
-    The caller memoises each result per session (so the prompt prefix stays stable)
-    and collects again exactly once after each compaction.
+    session id, the working directory, the added directories, the session metadata,
+    the caller's clock and the sources configuration.  The caller memoises each result
+    per session (so the prompt prefix stays stable) and collects again exactly once
+    after each compaction.
     """
 
 
