@@ -6,55 +6,23 @@
 //! changed in the same state, and the unchanged prefix of *rendered* items (summarized
 //! ones are not sent), which is what a provider's prompt cache can reuse.
 //!
-//! Python hands both lists over as msgpack (msgspec encodes the whole tuple in C), so a
-//! diff is one boundary crossing with no per-item Python work; fields not needed here
-//! (blocks, flags) are skipped by serde without being built.
+//! Both item lists are read by the commit reader (`crate::commit`), the same one
+//! rendering uses: an item is decoded once, whichever of the two reads it first, and
+//! later diffs and renders of commits that share it find it in the item cache.
 
 use std::collections::HashMap;
+use crate::commit::{Item, Shared, State};
 
-use serde::Deserialize;
-use xxhash_rust::xxh3::Xxh3;
-
-/// The fields of a `ContextItem` the diff reads; msgspec omits defaults, so all default.
-#[derive(Debug, Deserialize)]
-pub struct Item<'a> {
-    #[serde(borrow)]
-    pub source_node_id: &'a str,
-    #[serde(default = "full", borrow)]
-    pub state: &'a str,
-    #[serde(default, borrow)]
-    pub rendered: &'a str,
-    #[serde(default, borrow)]
-    pub tool_input: &'a str,
-    #[serde(default)]
-    pub tokens: u64,
-    #[serde(default, borrow)]
-    pub attached_from: Option<&'a str>,
+/// An item's key: its node id, with the attach source for expanded items.
+fn key(item: Item<'_>) -> String {
+    match item.attached_from() {
+        Some(src) => format!("{}@{}", item.source_node_id().raw(), src.raw()),
+        None => item.source_node_id().raw().into_owned(),
+    }
 }
 
-fn full() -> &'static str {
-    "full"
-}
-
-impl Item<'_> {
-    fn key(&self) -> String {
-        match self.attached_from {
-            Some(src) => format!("{}@{}", self.source_node_id, src),
-            None => self.source_node_id.to_string(),
-        }
-    }
-
-    fn content_hash(&self) -> u64 {
-        let mut h = Xxh3::new();
-        h.update(self.rendered.as_bytes());
-        h.update(&[0]);
-        h.update(self.tool_input.as_bytes());
-        h.digest()
-    }
-
-    fn rendered(&self) -> bool {
-        self.state != "summarized"
-    }
+fn rendered(item: Item<'_>) -> bool {
+    item.state() != State::Summarized
 }
 
 /// The result of [`diff`]; ids are item keys (see the module docs).
@@ -79,9 +47,11 @@ fn first_positions(keys: &[String]) -> HashMap<&str, usize> {
 }
 
 /// Diff two item lists (`a` → `b`).
-pub fn diff(a: &[Item<'_>], b: &[Item<'_>]) -> Diff {
-    let a_keys: Vec<String> = a.iter().map(Item::key).collect();
-    let b_keys: Vec<String> = b.iter().map(Item::key).collect();
+pub fn diff(a: &[Shared], b: &[Shared]) -> Diff {
+    let a: Vec<Item<'_>> = a.iter().map(Shared::get).collect();
+    let b: Vec<Item<'_>> = b.iter().map(Shared::get).collect();
+    let a_keys: Vec<String> = a.iter().map(|&i| key(i)).collect();
+    let b_keys: Vec<String> = b.iter().map(|&i| key(i)).collect();
     let a_index = first_positions(&a_keys);
     let b_index = first_positions(&b_keys);
     let mut out = Diff::default();
@@ -89,12 +59,12 @@ pub fn diff(a: &[Item<'_>], b: &[Item<'_>]) -> Diff {
         match a_index.get(b_keys[j].as_str()) {
             None => out.added.push(b_keys[j].clone()),
             Some(&i) => {
-                let old = &a[i];
-                if old.state != item.state {
+                let old = a[i];
+                if old.state() != item.state() {
                     out.changed.push((
                         b_keys[j].clone(),
-                        old.state.to_string(),
-                        item.state.to_string(),
+                        old.state().name().to_string(),
+                        item.state().name().to_string(),
                     ));
                 } else if old.content_hash() != item.content_hash() {
                     out.rewritten.push(b_keys[j].clone());
@@ -107,43 +77,47 @@ pub fn diff(a: &[Item<'_>], b: &[Item<'_>]) -> Diff {
             out.removed.push(k.clone());
         }
     }
-    let mut ra = a.iter().zip(a_keys.iter()).filter(|(it, _)| it.rendered());
-    let mut rb = b.iter().zip(b_keys.iter()).filter(|(it, _)| it.rendered());
+    let mut ra = a.iter().zip(a_keys.iter()).filter(|(it, _)| rendered(**it));
+    let mut rb = b.iter().zip(b_keys.iter()).filter(|(it, _)| rendered(**it));
     while let (Some((x, xk)), Some((y, yk))) = (ra.next(), rb.next()) {
-        if xk != yk || x.state != y.state || x.content_hash() != y.content_hash() {
+        if xk != yk || x.state() != y.state() || x.content_hash() != y.content_hash() {
             break;
         }
         out.prefix_items += 1;
-        out.prefix_tokens += y.tokens;
+        out.prefix_tokens = out.prefix_tokens.saturating_add(y.tokens());
     }
     out
-}
-
-/// Decode two msgpack-encoded item lists and diff them.
-pub fn diff_msgpack(a: &[u8], b: &[u8]) -> Result<Diff, String> {
-    let a: Vec<Item<'_>> = rmp_serde::from_slice(a).map_err(|e| format!("commit a: {e}"))?;
-    let b: Vec<Item<'_>> = rmp_serde::from_slice(b).map_err(|e| format!("commit b: {e}"))?;
-    Ok(diff(&a, &b))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::commit;
 
-    fn it<'a>(id: &'a str, state: &'a str, text: &'a str, tokens: u64) -> Item<'a> {
-        Item {
-            source_node_id: id,
-            state,
-            rendered: text,
-            tool_input: "",
-            tokens,
-            attached_from: None,
-        }
+    /// A list of items, each `(id, state, rendered, tokens)` plus optional attach source,
+    /// decoded from MessagePack like a real one.
+    fn list_attached(spec: &[(&str, &str, &str, u64, Option<&str>)]) -> Vec<Shared> {
+        let items: Vec<serde_json::Value> = spec
+            .iter()
+            .map(|&(i, s, t, n, src)| {
+                let mut v = serde_json::json!({
+                    "source_node_id": i, "role": "user", "state": s, "rendered": t, "tokens": n,
+                });
+                if let Some(src) = src {
+                    v["attached_from"] = src.into();
+                }
+                v
+            })
+            .collect();
+        commit::decode_items(&rmp_serde::to_vec_named(&items).unwrap(), |k| k).unwrap()
     }
 
-    /// A list of items, each `(id, state, rendered, tokens)`.
-    fn list<'a>(spec: &[(&'a str, &'a str, &'a str, u64)]) -> Vec<Item<'a>> {
-        spec.iter().map(|&(i, s, t, n)| it(i, s, t, n)).collect()
+    fn list(spec: &[(&str, &str, &str, u64)]) -> Vec<Shared> {
+        let spec: Vec<_> = spec
+            .iter()
+            .map(|&(i, s, t, n)| (i, s, t, n, None))
+            .collect();
+        list_attached(&spec)
     }
 
     #[test]
@@ -209,17 +183,18 @@ mod tests {
 
     #[test]
     fn attached_items_are_keyed_apart_from_native_ones() {
-        let mut x = it("u", "full", "hi", 1);
-        x.attached_from = Some("cc_1");
         let a = list(&[("u", "full", "hi", 1)]);
-        let b = vec![it("u", "full", "hi", 1), x];
+        let b = list_attached(&[
+            ("u", "full", "hi", 1, None),
+            ("u", "full", "hi", 1, Some("cc_1")),
+        ]);
         let d = diff(&a, &b);
         assert_eq!(d.added, vec!["u@cc_1".to_string()]);
     }
 
     #[test]
-    fn bad_msgpack_is_an_error_not_a_panic() {
-        assert!(diff_msgpack(b"\xc1", b"\x90").is_err());
-        assert!(diff_msgpack(b"\x90", b"\x90").unwrap().added.is_empty());
+    fn empty_lists_have_nothing_in_common() {
+        let d = diff(&[], &[]);
+        assert_eq!(d, Diff::default());
     }
 }

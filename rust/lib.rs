@@ -1,10 +1,13 @@
 //! ctxrules core: the hot paths of ctxrules as a plain Rust library.
 //!
-//! Token counting lives here; commit diffing and rendering join it.  The PyO3 layer in
-//! `python.rs` is thin and only compiled with the `python` feature, so the crate is
-//! built and tested with `cargo test` without a Python interpreter.
+//! Token counting, commit diffing and rendering.  `commit` reads the commit Python
+//! hands over (one reader for the diff and the renderer); `json` writes JSON.  The PyO3
+//! layer in `python/` is thin and only compiled with the `python` feature, so the crate
+//! is built and tested with `cargo test` without a Python interpreter.
 
+pub mod commit;
 pub mod diff;
+pub mod json;
 pub mod render;
 pub mod tokens;
 

@@ -26,7 +26,7 @@ import msgspec
 
 from . import _core
 from .errors import RenderError
-from .model import Context, ContextCommit, Message, ToolSpec
+from .model import Context, ContextCommit, ContextItem, Message, ToolSpec
 from .providers.base import Provider, RenderedRequest, RequestOptions, SystemBlock
 from .providers.estimate import PromptEstimate
 from .providers.models import resolve_model
@@ -47,10 +47,14 @@ __all__ = [
 #: Output reserve used for ``max_tokens`` when a vendor requires one (SPEC §11).
 DEFAULT_OUTPUT_RESERVE = 16_384
 
+_BAD_COMMIT = "pass a ContextCommit, or bytes that msgspec.msgpack.encode(commit) wrote"
+
 SystemArg = str | Sequence[str] | None
 
 
-def _encode(commit: ContextCommit | bytes) -> tuple[bytes, str]:
+def _encode(commit: ContextCommit | bytes) -> tuple[bytes | tuple[ContextItem, ...], str]:
+    """What the core is handed for a commit: its bytes as given, or its item tuple (the
+    core finds the items it prepared before, see ``_core.render_request``)."""
     if isinstance(commit, bytes):
         return commit, "commit"
     if not isinstance(commit, ContextCommit):
@@ -58,7 +62,7 @@ def _encode(commit: ContextCommit | bytes) -> tuple[bytes, str]:
             f"expected a ContextCommit, got {type(commit).__name__}",
             hint="pass the result of ensure_latest_commit(), or msgspec.msgpack.encode(commit)",
         )
-    return msgspec.msgpack.encode(commit), f"commit {commit.id}"
+    return commit.items, f"commit {commit.id}"
 
 
 def _system_blocks(system: SystemArg, situation: SystemArg) -> tuple[SystemBlock, ...]:
@@ -151,12 +155,14 @@ def session_defaults(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _context_from_bytes(data: bytes, options: RequestOptions, *, where: str) -> Context:
+def _context_from_bytes(
+    data: bytes | tuple[ContextItem, ...], options: RequestOptions, *, where: str
+) -> Context:
     try:
         raw = _core.render_context(data, msgspec.json.encode({"system": options.system}))
-    except ValueError as exc:
-        raise RenderError(str(exc), where=where) from None
-    ctx = msgspec.json.decode(raw, type=Context)
+        ctx = msgspec.json.decode(raw, type=Context)
+    except (ValueError, msgspec.ValidationError) as exc:  # DecodeError is a ValueError
+        raise RenderError(str(exc), where=where, hint=_BAD_COMMIT) from None
     return msgspec.structs.replace(ctx, tools=options.tools)
 
 

@@ -1,8 +1,9 @@
-//! Bindings of the commit diff: both item lists cross once, as msgpack bytes.
+//! Bindings of the commit diff: both item lists cross once (see `commit.rs`).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use super::commit::items_of;
 use crate::diff;
 
 type DiffTuple = (
@@ -15,12 +16,12 @@ type DiffTuple = (
 );
 
 /// `(added, removed, changed, rewritten, prefix_items, prefix_tokens)` of two commits'
-/// msgpack-encoded item lists.
+/// items: each a tuple of ContextItem, or bytes of a whole commit's MessagePack.
 #[pyfunction]
-fn diff_items(py: Python<'_>, a: &[u8], b: &[u8]) -> PyResult<DiffTuple> {
-    let d = py
-        .detach(|| diff::diff_msgpack(a, b))
-        .map_err(PyValueError::new_err)?;
+fn diff_items(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<DiffTuple> {
+    let a = items_of(py, a).map_err(|e| PyValueError::new_err(format!("commit a: {e}")))?;
+    let b = items_of(py, b).map_err(|e| PyValueError::new_err(format!("commit b: {e}")))?;
+    let d = py.detach(|| diff::diff(&a, &b));
     Ok((
         d.added,
         d.removed,

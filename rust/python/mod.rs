@@ -4,6 +4,7 @@
 
 use pyo3::prelude::*;
 
+mod commit;
 mod diff;
 mod render;
 mod tokens;

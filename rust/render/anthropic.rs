@@ -9,9 +9,9 @@
 //! within the 20-block look-back.
 
 use super::input::Options;
-use super::json::Json;
-use super::neutral::{NBlock, NRole, Neutral};
+use super::neutral::{NBlock, NRole, Neutral, Txt};
 use super::{open_block, view, ImageFields, Sys, OPENING_PLACEHOLDER};
+use crate::json::Json;
 
 /// Most breakpoints a request may carry.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -36,7 +36,7 @@ pub fn write(
     breakpoints: &mut Vec<String>,
 ) -> usize {
     // Declared before `msgs`, which may borrow them.
-    let placeholder = NBlock::Text(OPENING_PLACEHOLDER.into());
+    let placeholder = NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into()));
     let mut tail: Option<NBlock<'_>> = None;
     let mut v = view(n, |role, b| match b {
         // Another vendor's signature (a Gemini thought signature) means nothing here.
@@ -55,13 +55,15 @@ pub fn write(
             let Some(NBlock::Text(t)) = v.blocks.last() else {
                 break;
             };
-            let kept = t.trim_end();
-            if kept.len() == t.len() {
+            let raw = t.raw();
+            let kept = raw.trim_end();
+            if kept.len() == raw.len() {
                 break;
             }
+            let kept = (!kept.is_empty()).then(|| kept.to_string());
             v.blocks.pop();
-            if !kept.is_empty() {
-                tail = Some(NBlock::Text(kept.to_string().into()));
+            if let Some(kept) = kept {
+                tail = Some(NBlock::Text(Txt::Own(kept.into())));
                 break;
             }
         }
@@ -118,7 +120,7 @@ pub fn write(
         for (i, s) in sys.iter().enumerate() {
             w.sep(&mut first);
             w.raw("{\"type\":\"text\",\"text\":");
-            w.str(s.text);
+            s.text.write(w);
             if sys_bps.contains(&i) {
                 cache_control(w, opts);
                 breakpoints.push(format!("system[{i}] (end of L{})", s.layer.min(1)));

@@ -11,12 +11,12 @@
 //! Tool schemas go in `parametersJsonSchema`, which takes full JSON Schema.
 
 use super::input::Options;
-use super::json::Json;
 use super::neutral::{NBlock, NRole, Neutral};
 use super::{view, Sys, OPENING_PLACEHOLDER};
+use crate::json::Json;
 
 fn is_signature(b: &NBlock<'_>) -> bool {
-    matches!(b, NBlock::Thinking { signature, vendor, .. } if *vendor == "gemini" && !signature.is_empty())
+    matches!(b, NBlock::Thinking { signature, vendor, .. } if vendor.esc == "gemini" && !signature.is_empty())
 }
 
 /// Write the body; returns the number of contents.
@@ -60,33 +60,38 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         let mut signature: Option<&str> = None;
         for b in blocks.iter() {
             if let NBlock::Thinking { signature: s, .. } = b {
-                signature = Some(s);
+                signature = Some(s.esc);
                 continue;
             }
             w.sep(&mut fp);
             match b {
                 NBlock::Text(t) => {
                     w.raw("{\"text\":");
-                    w.str(t);
+                    t.write(w);
                 }
                 NBlock::Image(src) => {
                     if src.is_url() {
                         w.raw("{\"fileData\":{\"mimeType\":");
-                        w.str(src.media_type);
-                        w.field_str("fileUri", src.url);
+                        w.pre_str(src.media_type.esc);
+                        w.field_pre("fileUri", src.url.esc);
                     } else {
                         w.raw("{\"inlineData\":{\"mimeType\":");
-                        w.str(src.media_type);
-                        w.field_str("data", src.data);
+                        w.pre_str(src.media_type.esc);
+                        w.field_pre("data", src.data.esc);
                     }
                     w.raw("}");
                 }
-                NBlock::ToolUse { id, name, args } => {
+                NBlock::ToolUse {
+                    id,
+                    name,
+                    args_json,
+                    ..
+                } => {
                     w.raw("{\"functionCall\":{\"id\":");
-                    w.str(id);
-                    w.field_str("name", name);
+                    id.write(w);
+                    w.field_pre("name", name.esc);
                     w.raw(",\"args\":");
-                    w.raw(&args.object_json());
+                    w.raw(args_json);
                     w.raw("}");
                 }
                 NBlock::ToolResult {
@@ -97,20 +102,20 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     ..
                 } => {
                     w.raw("{\"functionResponse\":{\"id\":");
-                    w.str(id);
-                    w.field_str("name", name);
+                    id.write(w);
+                    w.field_pre("name", name.esc);
                     w.raw(if *is_error {
                         ",\"response\":{\"error\":"
                     } else {
                         ",\"response\":{\"output\":"
                     });
-                    w.str(content);
+                    w.pre_str(content.esc);
                     w.raw("}}");
                 }
                 NBlock::Thinking { .. } | NBlock::Redacted(_) => {}
             }
             if let Some(s) = signature.take() {
-                w.field_str("thoughtSignature", s);
+                w.field_pre("thoughtSignature", s);
             }
             w.raw("}");
         }
@@ -123,7 +128,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         for s in sys {
             w.sep(&mut first);
             w.raw("{\"text\":");
-            w.str(s.text);
+            s.text.write(w);
             w.raw("}");
         }
         w.raw("]}");

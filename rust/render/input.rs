@@ -1,100 +1,19 @@
-//! What the renderer reads: a commit as msgspec encodes it to MessagePack, and the
-//! render options as JSON.
+//! What the renderer reads besides the commit (`crate::commit`): the render options,
+//! as JSON.
 //!
-//! The commit crosses as MessagePack because its strings need no unescaping: every text
-//! borrows from the input bytes, so decoding a 10k-item commit copies no content (JSON
-//! would copy every string holding a newline or a quote, which is most of them).  The
-//! options are small and hold raw JSON (schemas, extra fields) spliced into the body.  Unknown fields are ignored on purpose: the
-//! commit carries bookkeeping (reason, locked, …) that rendering does not need.
-//! Blocks are decoded as one flat struct rather than a tagged enum because serde
-//! buffers internally tagged enums, which would copy every string.
+//! The options are small and hold raw JSON (schemas, extra fields) spliced into the
+//! body.  Unknown fields are ignored on purpose.  Their nesting is checked before
+//! serde_json reads them: serde_json stops recursing at 128 levels, but a `RawValue`
+//! (a schema, the extra fields) is skipped without that check and then written into
+//! the body as it is.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-/// Role of a commit item.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Role {
-    #[default]
-    User,
-    Assistant,
-    Tool,
-    System,
-}
-
-/// Compression state of a commit item (SPEC §3).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum State {
-    #[default]
-    Full,
-    Aged,
-    Cleared,
-    Summarized,
-    Summary,
-}
-
-/// The part of a `ContextCommit` the renderer uses.
-#[derive(Debug, Default)]
-pub struct Commit<'a> {
-    pub items: Vec<Item<'a>>,
-}
-
-/// One `ContextItem` (see /work/notes/ITEMS.md for what each role carries).
-#[derive(Debug, Default)]
-pub struct Item<'a> {
-    pub source_node_id: &'a str,
-    pub role: Role,
-    pub state: State,
-    pub rendered: &'a str,
-    pub tokens: u64,
-    pub name: &'a str,
-    pub caller: Option<&'a str>,
-    pub tool_use_id: Option<&'a str>,
-    pub tool_input: &'a str,
-    pub is_error: bool,
-    pub blocks: Vec<Block<'a>>,
-}
-
-/// A content block of an item.  `cache_control` is deliberately not read: breakpoints
-/// come only from the layering policy, never from (possibly imported) content.
-#[derive(Debug, Default)]
-pub struct Block<'a> {
-    pub kind: &'a str,
-    pub text: &'a str,
-    pub source: Option<ImageSource<'a>>,
-    pub thinking: &'a str,
-    pub signature: &'a str,
-    /// Who minted `signature` ("" = Anthropic, "gemini" = a thought signature).
-    pub vendor: &'a str,
-    pub data: &'a str,
-}
-
-/// Where an image's bytes are.
-#[derive(Debug, Default)]
-pub struct ImageSource<'a> {
-    pub kind: &'a str,
-    pub media_type: &'a str,
-    pub data: &'a str,
-    pub url: &'a str,
-}
-
-impl ImageSource<'_> {
-    /// True when the image is given by URL rather than inline bytes.
-    pub fn is_url(&self) -> bool {
-        self.kind == "url" || (self.data.is_empty() && !self.url.is_empty())
-    }
-
-    /// A `data:` URL for inline images, the URL itself otherwise.
-    pub fn as_url(&self) -> String {
-        if self.is_url() {
-            self.url.to_string()
-        } else {
-            format!("data:{};base64,{}", self.media_type, self.data)
-        }
-    }
-}
+use crate::commit::MAX_DEPTH;
+use crate::json::nests_deeper;
 
 /// One system-prompt block with its stability layer (0 = session constant, 1 = situation).
 #[derive(Deserialize, Debug)]
@@ -152,11 +71,6 @@ fn yes() -> bool {
     true
 }
 
-/// Decode a MessagePack-encoded commit.
-pub fn parse_commit(bytes: &[u8]) -> Result<Commit<'_>, String> {
-    super::msgpack::commit(bytes)
-}
-
 /// Decode render options.
 pub fn parse_options(bytes: &[u8]) -> Result<Options<'_>, String> {
     if bytes.is_empty() {
@@ -165,5 +79,17 @@ pub fn parse_options(bytes: &[u8]) -> Result<Options<'_>, String> {
             ..Options::default()
         });
     }
-    serde_json::from_slice(bytes).map_err(|e| format!("render options JSON: {e}"))
+    if nests_deeper(bytes, MAX_DEPTH) {
+        return Err(format!(
+            "render options JSON: nested deeper than {MAX_DEPTH} levels"
+        ));
+    }
+    let opts: Options<'_> =
+        serde_json::from_slice(bytes).map_err(|e| format!("render options JSON: {e}"))?;
+    if let Some(extra) = opts.extra {
+        if !extra.get().trim_start().starts_with('{') {
+            return Err("render options: 'extra' must be a JSON object".into());
+        }
+    }
+    Ok(opts)
 }

@@ -10,15 +10,15 @@
 pub mod anthropic;
 pub mod gemini;
 pub mod input;
-pub mod json;
-pub mod msgpack;
 pub mod neutral;
 pub mod openai_chat;
 pub mod openai_responses;
 
+use std::borrow::Cow;
+use crate::commit::{self, ImageSource, Shared};
+use crate::json::Json;
 use input::Options;
-use json::Json;
-use neutral::{NBlock, NRole, Neutral};
+use neutral::{NBlock, NRole, Neutral, Txt};
 
 /// Text of the user message put first when a conversation would open with the
 /// assistant (Anthropic and Gemini refuse that; the text says why it is there).
@@ -54,7 +54,7 @@ pub struct Rendered {
 
 /// One system-prompt block and its layer (0 = session constant, 1 = situation).
 pub struct Sys<'a> {
-    pub text: &'a str,
+    pub text: Txt<'a>,
     pub layer: u8,
 }
 
@@ -67,14 +67,17 @@ pub fn system_blocks<'a>(opts: &'a Options<'a>, n: &Neutral<'a>) -> Vec<Sys<'a>>
         for b in opts.system.iter().filter(|b| b.layer.min(1) == layer) {
             if !b.text.is_empty() {
                 out.push(Sys {
-                    text: &b.text,
+                    text: Txt::Own(Cow::Borrowed(&b.text)),
                     layer,
                 });
             }
         }
-        for (text, l) in &n.system {
-            if *l == layer {
-                out.push(Sys { text, layer });
+        for &(text, l) in &n.system {
+            if l == layer {
+                out.push(Sys {
+                    text: Txt::Pre(text),
+                    layer,
+                });
             }
         }
     }
@@ -126,16 +129,20 @@ pub fn view<'m, 'c>(n: &'m Neutral<'c>, keep: impl Fn(NRole, &NBlock<'c>) -> boo
 /// Render the neutral context as JSON shaped like `ctxrules.model.Context`
 /// (`system` text blocks and `messages`), for `render_commit` and plugin providers.
 pub fn render_context(commit_bytes: &[u8], options_bytes: &[u8]) -> Result<Vec<u8>, String> {
-    let commit = input::parse_commit(commit_bytes)?;
+    write_context(&commit::decode_commit(commit_bytes)?, options_bytes)
+}
+
+/// `render_context` of decoded items.
+pub fn write_context(items: &[Shared], options_bytes: &[u8]) -> Result<Vec<u8>, String> {
     let opts = input::parse_options(options_bytes)?;
-    let n = neutral::build(&commit);
-    let mut w = Json::with_capacity(commit_bytes.len() + 256);
+    let n = neutral::build(items);
+    let mut w = Json::with_capacity(body_estimate(items));
     w.raw("{\"system\":[");
     let mut first = true;
     for s in system_blocks(&opts, &n) {
         w.sep(&mut first);
         w.raw("{\"type\":\"text\",\"text\":");
-        w.str(s.text);
+        s.text.write(&mut w);
         w.raw("}");
     }
     w.raw("],\"messages\":[");
@@ -155,6 +162,11 @@ pub fn render_context(commit_bytes: &[u8], options_bytes: &[u8]) -> Result<Vec<u
     }
     w.raw("]}");
     Ok(w.finish())
+}
+
+/// Room to reserve for a body written from `items`: their texts, escaped.
+fn body_estimate(items: &[Shared]) -> usize {
+    items.iter().map(|i| i.get().text_len()).sum::<usize>() + 1024
 }
 
 fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
@@ -179,80 +191,63 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
     match b {
         NBlock::Text(t) => {
             w.raw("{\"type\":\"text\",\"text\":");
-            w.str(t);
+            t.write(w);
         }
-        NBlock::Image(src) => {
-            w.raw("{\"type\":\"image\",\"source\":{\"type\":");
-            let url = src.is_url();
-            w.str(if url { "url" } else { "base64" });
-            if image == ImageFields::Wire {
-                if url {
-                    w.field_str("url", src.url);
-                } else {
-                    w.field_str("media_type", src.media_type);
-                    w.field_str("data", src.data);
-                }
-            } else {
-                for (k, v) in [
-                    ("media_type", &src.media_type),
-                    ("data", &src.data),
-                    ("url", &src.url),
-                ] {
-                    if !v.is_empty() {
-                        w.field_str(k, v);
-                    }
-                }
-            }
-            w.raw("}");
-        }
+        NBlock::Image(src) => image_block(w, src, image),
         NBlock::Thinking {
             thinking,
             signature,
             vendor,
         } => {
             w.raw("{\"type\":\"thinking\",\"thinking\":");
-            w.str(thinking);
+            w.pre_str(thinking.esc);
             if !signature.is_empty() {
-                w.field_str("signature", signature);
+                w.field_pre("signature", signature.esc);
             }
             if !vendor.is_empty() {
-                w.field_str("vendor", vendor);
+                w.field_pre("vendor", vendor.esc);
             }
         }
         NBlock::Redacted(data) => {
             w.raw("{\"type\":\"redacted_thinking\",\"data\":");
-            w.str(data);
+            w.pre_str(data.esc);
         }
-        NBlock::ToolUse { id, name, args } => {
+        NBlock::ToolUse {
+            id,
+            name,
+            args_json,
+            ..
+        } => {
             w.raw("{\"type\":\"tool_use\",\"id\":");
-            w.str(id);
-            w.field_str("name", name);
+            id.write(w);
+            w.field_pre("name", name.esc);
             w.raw(",\"input\":");
-            w.raw(&args.object_json());
+            w.raw(args_json);
         }
         NBlock::ToolResult {
             id,
             content,
             is_error,
-            extra,
+            item,
             ..
         } => {
             w.raw("{\"type\":\"tool_result\",\"tool_use_id\":");
-            w.str(id);
-            if neutral::images(extra).next().is_none() {
-                w.field_str("content", content);
+            id.write(w);
+            if !item.has_images() {
+                w.field_pre("content", content.esc);
             } else {
                 // A tool that returned images: text and images as content blocks.
                 w.raw(",\"content\":[");
                 let mut first = true;
                 if !content.is_empty() {
                     w.sep(&mut first);
-                    open_block(w, &NBlock::Text((*content).into()), image);
+                    w.raw("{\"type\":\"text\",\"text\":");
+                    w.pre_str(content.esc);
                     w.raw("}");
                 }
-                for src in neutral::images(extra) {
+                for src in item.images() {
                     w.sep(&mut first);
-                    open_block(w, &NBlock::Image(src), image);
+                    image_block(w, &src, image);
                     w.raw("}");
                 }
                 w.raw("]");
@@ -262,6 +257,32 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
             }
         }
     }
+}
+
+/// An image block without its closing `}` (see `open_block`).
+fn image_block(w: &mut Json, src: &ImageSource<'_>, image: ImageFields) {
+    w.raw("{\"type\":\"image\",\"source\":{\"type\":");
+    let url = src.is_url();
+    w.raw(if url { "\"url\"" } else { "\"base64\"" });
+    if image == ImageFields::Wire {
+        if url {
+            w.field_pre("url", src.url.esc);
+        } else {
+            w.field_pre("media_type", src.media_type.esc);
+            w.field_pre("data", src.data.esc);
+        }
+    } else {
+        for (k, v) in [
+            ("media_type", src.media_type),
+            ("data", src.data),
+            ("url", src.url),
+        ] {
+            if !v.is_empty() {
+                w.field_pre(k, v.esc);
+            }
+        }
+    }
+    w.raw("}");
 }
 
 /// Render the request body of `wire` for a commit, plus its breakdown.
@@ -283,21 +304,33 @@ pub fn render_request_in(
     options_bytes: &[u8],
     buf: Vec<u8>,
 ) -> Result<Rendered, String> {
-    let commit = input::parse_commit(commit_bytes)?;
+    write_request(
+        wire,
+        &commit::decode_commit(commit_bytes)?,
+        options_bytes,
+        buf,
+    )
+}
+
+/// `render_request_in` of decoded items.
+pub fn write_request(
+    wire: Wire,
+    items: &[Shared],
+    options_bytes: &[u8],
+    buf: Vec<u8>,
+) -> Result<Rendered, String> {
     let opts = input::parse_options(options_bytes)?;
-    if let Some(extra) = opts.extra {
-        if !extra.get().trim_start().starts_with('{') {
-            return Err("render options: 'extra' must be a JSON object".into());
-        }
-    }
-    let mut n = neutral::build(&commit);
+    let mut n = neutral::build(items);
     if n.messages.is_empty() {
         // Nothing to say yet (e.g. a system-only session): every vendor needs a first
         // user turn, so the placeholder is it.
-        n.push_message(NRole::User, NBlock::Text(OPENING_PLACEHOLDER.into()));
+        n.push_message(
+            NRole::User,
+            NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into())),
+        );
     }
     let sys = system_blocks(&opts, &n);
-    let mut w = Json::reusing(buf, commit_bytes.len() + 1024);
+    let mut w = Json::reusing(buf, body_estimate(items));
     let mut breakpoints: Vec<String> = Vec::new();
     let messages = match wire {
         Wire::Anthropic => anthropic::write(&mut w, &opts, &sys, &n, &mut breakpoints),

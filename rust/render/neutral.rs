@@ -1,5 +1,5 @@
 //! Commit items → provider-neutral messages (the one implementation of the item rules
-//! in /work/notes/ITEMS.md; every wire format is written from this).
+//! in docs/items.md; every wire format is written from this).
 //!
 //! Pairing is decided here, once: a tool item becomes a tool_use on its caller's
 //! assistant message and a tool_result in the user message right after it, or — when
@@ -7,30 +7,35 @@
 //! provider can ever see an orphan result or an unanswered call, whatever the rules did.
 
 use std::borrow::Cow;
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
+use std::sync::LazyLock;
 
-use serde_json::value::RawValue;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use super::input::{Block, Commit, ImageSource, Item, Role, State};
+use crate::commit::{Block, ImageSource, Item, Role, Shared, State, S};
+use crate::json::Json;
 
-/// A fast non-cryptographic hasher (the Fx scheme) for the id sets: the ids are ours,
-/// not an attacker's, and SipHash was a visible share of rendering time.  Only
-/// membership is asked of these sets, so their order never reaches the output.
-#[derive(Default, Clone, Copy)]
-struct Fx(u64);
+/// The hasher of the id sets: xxh3 keyed with a per-process random seed.  Ids come
+/// from imported transcripts, so a fixed cheap hash (Fx, tried first) would let crafted
+/// ids collide and make pairing quadratic; SipHash was a visible share of rendering
+/// time.  Only membership is asked of these sets, so neither the seed nor their order
+/// ever reaches the output.
+#[derive(Clone, Copy)]
+struct IdHasher(u64);
 
-impl Hasher for Fx {
+static ID_SEED: LazyLock<u64> = LazyLock::new(|| RandomState::new().hash_one(0x6374_7872u64));
+
+impl Default for IdHasher {
+    fn default() -> Self {
+        IdHasher(*ID_SEED)
+    }
+}
+
+impl Hasher for IdHasher {
     fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x517c_c1b7_2722_0a95;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let w = u64::from_le_bytes(c.try_into().expect("8 bytes"));
-            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-        }
+        self.0 = xxh3_64_with_seed(bytes, self.0);
     }
 
     fn finish(&self) -> u64 {
@@ -38,7 +43,7 @@ impl Hasher for Fx {
     }
 }
 
-type IdSet<'c> = HashSet<&'c str, BuildHasherDefault<Fx>>;
+type IdSet<'c> = HashSet<&'c str, BuildHasherDefault<IdHasher>>;
 
 /// Text a summary item is shown with (SPEC §5).
 pub const SUMMARY_PREFIX: &str = "[Summary] ";
@@ -50,37 +55,127 @@ pub enum NRole {
     Assistant,
 }
 
-/// Tool arguments: a JSON object as is, or text that is not one (e.g. cut by aging).
-#[derive(Clone, Copy, Debug)]
-pub enum Args<'c> {
-    Object(&'c str),
-    Text(&'c str),
+/// Text of a neutral block: an item's string, or text made from item strings, or text
+/// of the renderer's own.  Item strings are written from their escaped forms (made once
+/// per item); only the renderer's own text is escaped when written.
+#[derive(Debug, Clone)]
+pub enum Txt<'c> {
+    /// An item's string.
+    Pre(S<'c>),
+    /// A summary item's text after `SUMMARY_PREFIX`.
+    Summary(S<'c>),
+    /// A tool item whose pairing is missing, as user text:
+    /// `[tool NAME called with INPUT; result]` (or `; error]`), a newline, the result.
+    Degraded(Item<'c>),
+    /// Text of the renderer's own (placeholders, system blocks of the options, a
+    /// trimmed copy), escaped when written.
+    Own(Cow<'c, str>),
 }
 
-impl Args<'_> {
-    /// Classify a tool_input text; empty means no arguments.
-    pub fn of(s: &str) -> Args<'_> {
-        let t = s.trim();
-        if t.is_empty() {
-            return Args::Object("{}");
-        }
-        if t.starts_with('{') && serde_json::from_str::<&RawValue>(t).is_ok() {
-            Args::Object(t)
-        } else {
-            Args::Text(s)
+impl Txt<'_> {
+    /// Whether the text is empty.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Txt::Pre(s) => s.is_empty(),
+            Txt::Summary(_) | Txt::Degraded(_) => false,
+            Txt::Own(t) => t.is_empty(),
         }
     }
 
-    /// The arguments as one JSON object text; text that is not an object is wrapped so
-    /// vendors that require an object still get one, and nothing of it is lost.
-    pub fn object_json(&self) -> Cow<'_, str> {
-        match *self {
-            Args::Object(s) => Cow::Borrowed(s),
-            Args::Text(s) => {
-                let mut out = String::from("{\"truncated_args\":");
-                out.push_str(&serde_json::to_string(s).expect("string"));
-                out.push('}');
-                Cow::Owned(out)
+    /// The text as it is (assembled for the made-up kinds; unescaped: rarely needed).
+    pub fn raw(&self) -> Cow<'_, str> {
+        match self {
+            Txt::Pre(s) => s.raw(),
+            Txt::Summary(s) => Cow::Owned(format!("{SUMMARY_PREFIX}{}", s.raw())),
+            Txt::Degraded(item) => {
+                let mut s = format!("[tool {}", item.name().raw());
+                if !item.tool_input().is_empty() {
+                    s.push_str(" called with ");
+                    s.push_str(&item.tool_input().raw());
+                }
+                s.push_str(if item.is_error() {
+                    "; error]\n"
+                } else {
+                    "; result]\n"
+                });
+                s.push_str(&item.rendered().raw());
+                Cow::Owned(s)
+            }
+            Txt::Own(t) => Cow::Borrowed(t),
+        }
+    }
+
+    /// Append the text JSON-escaped, without quotes.
+    pub fn write_inner(&self, w: &mut Json) {
+        match self {
+            Txt::Pre(s) => w.pre(s.esc),
+            Txt::Summary(s) => {
+                w.raw(SUMMARY_PREFIX);
+                w.pre(s.esc);
+            }
+            Txt::Degraded(item) => {
+                // The literal parts need no escaping except the newline.
+                w.raw("[tool ");
+                w.pre(item.name().esc);
+                if !item.tool_input().is_empty() {
+                    w.raw(" called with ");
+                    w.pre(item.tool_input().esc);
+                }
+                w.raw(if item.is_error() {
+                    "; error]\\n"
+                } else {
+                    "; result]\\n"
+                });
+                w.pre(item.rendered().esc);
+            }
+            Txt::Own(t) => w.escaped_inner(t),
+        }
+    }
+
+    /// Append the text as a JSON string literal.
+    pub fn write(&self, w: &mut Json) {
+        w.raw("\"");
+        self.write_inner(w);
+        w.raw("\"");
+    }
+}
+
+/// Append one JSON string literal of `parts` joined by `sep` (no joined copy made);
+/// `sep` must need no escaping.
+pub fn write_joined<'t, 'c: 't>(
+    w: &mut Json,
+    parts: impl IntoIterator<Item = &'t Txt<'c>>,
+    sep: &str,
+) {
+    w.raw("\"");
+    for (i, p) in parts.into_iter().enumerate() {
+        if i > 0 {
+            w.raw(sep);
+        }
+        p.write_inner(w);
+    }
+    w.raw("\"");
+}
+
+/// The id a tool call goes out with: its own, or `{id}_{n}` for a repeat (see
+/// `Builder::wire_id`).
+#[derive(Debug, Clone, Copy)]
+pub enum Id<'c> {
+    Orig(S<'c>),
+    Renamed(S<'c>, u32),
+}
+
+impl Id<'_> {
+    /// Append the id as a JSON string literal.
+    pub fn write(&self, w: &mut Json) {
+        match self {
+            Id::Orig(s) => w.pre_str(s.esc),
+            Id::Renamed(s, n) => {
+                w.raw("\"");
+                w.pre(s.esc);
+                w.raw("_");
+                w.uint(u64::from(*n));
+                w.raw("\"");
             }
         }
     }
@@ -89,36 +184,30 @@ impl Args<'_> {
 /// A neutral content block, borrowing from the commit.
 #[derive(Debug)]
 pub enum NBlock<'c> {
-    Text(Cow<'c, str>),
-    Image(&'c ImageSource<'c>),
+    Text(Txt<'c>),
+    Image(ImageSource<'c>),
     Thinking {
-        thinking: &'c str,
-        signature: &'c str,
+        thinking: S<'c>,
+        signature: S<'c>,
         /// Who minted the signature: only that vendor is sent it.
-        vendor: &'c str,
+        vendor: S<'c>,
     },
-    Redacted(&'c str),
+    Redacted(S<'c>),
     ToolUse {
-        id: Cow<'c, str>,
-        name: &'c str,
-        args: Args<'c>,
+        id: Id<'c>,
+        name: S<'c>,
+        /// The arguments as one JSON object text (`Item::args_json`) and escaped.
+        args: S<'c>,
+        args_json: &'c str,
     },
     ToolResult {
-        id: Cow<'c, str>,
-        name: &'c str,
-        content: &'c str,
+        id: Id<'c>,
+        name: S<'c>,
+        content: S<'c>,
         is_error: bool,
-        /// The tool item's blocks: images a tool returned (sent where the vendor can).
-        extra: &'c [Block<'c>],
+        /// The tool item: images it returned are sent where the vendor can.
+        item: Item<'c>,
     },
-}
-
-/// The images among a tool item's blocks.
-pub fn images<'a>(blocks: &'a [Block<'a>]) -> impl Iterator<Item = &'a ImageSource<'a>> {
-    blocks
-        .iter()
-        .filter(|b| b.kind == "image")
-        .filter_map(|b| b.source.as_ref())
 }
 
 impl NBlock<'_> {
@@ -141,7 +230,7 @@ pub struct NMsg {
 pub struct Neutral<'c> {
     /// Texts of system items with their layer: 0 (session constant) for those before
     /// the first message, 1 (situation) for those that arrive later.
-    pub system: Vec<(&'c str, u8)>,
+    pub system: Vec<(S<'c>, u8)>,
     /// The blocks of all messages, in order, in one vector (one allocation, not one per
     /// message); `messages` cuts it into messages.
     pub blocks: Vec<NBlock<'c>>,
@@ -222,9 +311,9 @@ struct Builder<'c> {
     /// Source ids of the assistant items merged into the last (assistant) message.
     open_assistants: Owners<'c>,
     /// Call ids used so far, with the last suffix given to a repeat of each.
-    seen_ids: HashMap<&'c str, u32, BuildHasherDefault<Fx>>,
+    seen_ids: HashMap<&'c str, u32, BuildHasherDefault<IdHasher>>,
     /// Ids made for repeated call ids (see `wire_id`).
-    renamed: HashSet<String, BuildHasherDefault<Fx>>,
+    renamed: HashSet<String, BuildHasherDefault<IdHasher>>,
     /// The open assistant turn has no content yet; its first tool_use opens its message.
     empty_open: bool,
 }
@@ -256,21 +345,17 @@ impl<'c> Builder<'c> {
         self.empty_open = false;
     }
 
-    fn user(&mut self, item: &'c Item<'c>) {
+    fn user(&mut self, item: Item<'c>) {
         self.flush();
-        if !item.rendered.is_empty() {
-            self.push(NRole::User, NBlock::Text(Cow::Borrowed(item.rendered)));
+        if !item.rendered().is_empty() {
+            self.push(NRole::User, NBlock::Text(Txt::Pre(item.rendered())));
         }
-        for b in &item.blocks {
-            if b.kind == "image" {
-                if let Some(src) = &b.source {
-                    self.push(NRole::User, NBlock::Image(src));
-                }
-            }
+        for src in item.images() {
+            self.push(NRole::User, NBlock::Image(src));
         }
     }
 
-    fn assistant(&mut self, item: &'c Item<'c>) {
+    fn assistant(&mut self, item: Item<'c>) {
         if !self.pending.is_empty() {
             self.flush();
         }
@@ -278,47 +363,49 @@ impl<'c> Builder<'c> {
             self.open_assistants.clear();
         }
         let mut any = false;
-        if item.state == State::Summary {
-            let mut s = String::with_capacity(SUMMARY_PREFIX.len() + item.rendered.len());
-            s.push_str(SUMMARY_PREFIX);
-            s.push_str(item.rendered);
-            self.push(NRole::Assistant, NBlock::Text(Cow::Owned(s)));
+        if item.state() == State::Summary {
+            self.push(
+                NRole::Assistant,
+                NBlock::Text(Txt::Summary(item.rendered())),
+            );
             any = true;
         } else {
             // Text blocks give the original block order, but only while they still say
             // what `rendered` says (a rule may have rewritten the text).
-            let use_blocks = blocks_match(&item.blocks, item.rendered);
-            for b in &item.blocks {
-                let block = match b.kind {
-                    "text" if use_blocks && !b.text.is_empty() => {
-                        NBlock::Text(Cow::Borrowed(b.text))
-                    }
-                    "thinking" => NBlock::Thinking {
-                        thinking: b.thinking,
-                        signature: b.signature,
-                        vendor: b.vendor,
+            let use_blocks = item.use_blocks();
+            for b in item.blocks() {
+                let block = match b {
+                    Block::Text(t) if use_blocks && !t.is_empty() => NBlock::Text(Txt::Pre(t)),
+                    Block::Thinking {
+                        thinking,
+                        signature,
+                        vendor,
+                    } => NBlock::Thinking {
+                        thinking,
+                        signature,
+                        vendor,
                     },
-                    "redacted_thinking" => NBlock::Redacted(b.data),
+                    Block::Redacted(data) => NBlock::Redacted(data),
                     _ => continue,
                 };
                 self.push(NRole::Assistant, block);
                 any = true;
             }
-            if !use_blocks && !item.rendered.is_empty() {
-                self.push(NRole::Assistant, NBlock::Text(Cow::Borrowed(item.rendered)));
+            if !use_blocks && !item.rendered().is_empty() {
+                self.push(NRole::Assistant, NBlock::Text(Txt::Pre(item.rendered())));
                 any = true;
             }
         }
         if any {
             self.empty_open = false;
-            self.open_assistants.insert(item.source_node_id);
+            self.open_assistants.insert(item.source_node_id().esc);
         } else if matches!(self.out.messages.last(), Some(m) if m.role == NRole::Assistant) {
-            self.open_assistants.insert(item.source_node_id);
+            self.open_assistants.insert(item.source_node_id().esc);
         } else {
             // An empty assistant turn still owns its tool calls: its first tool_use
             // opens its message.
             self.open_assistants.clear();
-            self.open_assistants.insert(item.source_node_id);
+            self.open_assistants.insert(item.source_node_id().esc);
             self.empty_open = true;
         }
     }
@@ -326,30 +413,34 @@ impl<'c> Builder<'c> {
     /// The id a call goes out with: its own, or — when the commit already used it (e.g.
     /// transcripts whose tool reuses ids across turns) — `{id}_{n}`, so every vendor sees
     /// unique ids and the call and its result still carry the same one.
-    fn wire_id(&mut self, id: &'c str) -> Cow<'c, str> {
-        if !self.renamed.contains(id) {
-            if let std::collections::hash_map::Entry::Vacant(e) = self.seen_ids.entry(id) {
+    ///
+    /// Ids are compared in their escaped forms (escaping is one-to-one, and `_` and
+    /// digits need none, so `{id}_{n}` escaped is the escaped id, `_`, `n`).
+    fn wire_id(&mut self, id: S<'c>) -> Id<'c> {
+        if !self.renamed.contains(id.esc) {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.seen_ids.entry(id.esc) {
                 e.insert(1);
-                return Cow::Borrowed(id);
+                return Id::Orig(id);
             }
         }
         // The counter per id makes n-fold repeats linear, not quadratic.
-        let mut n = *self.seen_ids.get(id).unwrap_or(&1);
+        let mut n = *self.seen_ids.get(id.esc).unwrap_or(&1);
         loop {
-            n += 1;
-            let candidate = format!("{id}_{n}");
+            n = n.saturating_add(1);
+            let candidate = format!("{}_{n}", id.esc);
             if !self.seen_ids.contains_key(candidate.as_str()) && !self.renamed.contains(&candidate)
             {
-                self.seen_ids.insert(id, n);
-                self.renamed.insert(candidate.clone());
-                return Cow::Owned(candidate);
+                self.seen_ids.insert(id.esc, n);
+                self.renamed.insert(candidate);
+                return Id::Renamed(id, n);
             }
         }
     }
 
-    fn tool(&mut self, item: &'c Item<'c>) {
-        let id = item.tool_use_id.unwrap_or("");
-        let caller = item.caller.unwrap_or("");
+    fn tool(&mut self, item: Item<'c>) {
+        let id = item.tool_use_id().unwrap_or_default();
+        // Escaped forms: compared with the escaped source ids of the open turn.
+        let caller = item.caller().map_or("", |c| c.esc);
         let last_is_assistant =
             matches!(self.out.messages.last(), Some(m) if m.role == NRole::Assistant);
         // open_assistants holds only rendered (not summarized) assistant items of the
@@ -363,101 +454,61 @@ impl<'c> Builder<'c> {
             self.push(
                 NRole::Assistant,
                 NBlock::ToolUse {
-                    id: id.clone(),
-                    name: item.name,
-                    args: Args::of(item.tool_input),
+                    id,
+                    name: item.name(),
+                    args: item.args(),
+                    args_json: item.args_json(),
                 },
             );
             self.pending.push(NBlock::ToolResult {
                 id,
-                name: item.name,
-                content: item.rendered,
-                is_error: item.is_error,
-                extra: &item.blocks,
+                name: item.name(),
+                content: item.rendered(),
+                is_error: item.is_error(),
+                item,
             });
         } else {
             self.out.degraded += 1;
             self.flush();
             self.empty_open = false;
-            let mut s = format!("[tool {}", item.name);
-            if !item.tool_input.is_empty() {
-                s.push_str(" called with ");
-                s.push_str(item.tool_input);
-            }
-            s.push_str(if item.is_error {
-                "; error]\n"
-            } else {
-                "; result]\n"
-            });
-            s.push_str(item.rendered);
-            self.push(NRole::User, NBlock::Text(Cow::Owned(s)));
+            self.push(NRole::User, NBlock::Text(Txt::Degraded(item)));
         }
     }
-}
-
-/// Whether the non-empty text blocks of `blocks` joined reproduce `rendered`.
-fn blocks_match(blocks: &[Block<'_>], rendered: &str) -> bool {
-    let texts: Vec<&str> = blocks
-        .iter()
-        .filter(|b| b.kind == "text")
-        .map(|b| b.text)
-        .collect();
-    if texts.is_empty() {
-        return false;
-    }
-    ["\n", "", "\n\n"]
-        .iter()
-        .any(|sep| joined_eq(&texts, sep, rendered))
-}
-
-fn joined_eq(parts: &[&str], sep: &str, target: &str) -> bool {
-    let mut rest = target;
-    for (i, p) in parts.iter().enumerate() {
-        if i > 0 {
-            match rest.strip_prefix(sep) {
-                Some(r) => rest = r,
-                None => return false,
-            }
-        }
-        match rest.strip_prefix(p) {
-            Some(r) => rest = r,
-            None => return false,
-        }
-    }
-    rest.is_empty()
 }
 
 /// Render a commit's items to neutral messages.  Ids repeated in the commit are made
 /// unique (`wire_id`); an id is never dropped.
-pub fn build<'c>(commit: &'c Commit<'c>) -> Neutral<'c> {
+pub fn build<'c>(items: &'c [Shared]) -> Neutral<'c> {
     let mut b = Builder {
         out: Neutral::default(),
         pending: Vec::new(),
         open_assistants: Owners::default(),
         seen_ids: HashMap::with_capacity_and_hasher(
-            commit.items.iter().filter(|i| i.role == Role::Tool).count(),
+            items.iter().filter(|i| i.get().role() == Role::Tool).count(),
             BuildHasherDefault::default(),
         ),
         renamed: HashSet::default(),
         empty_open: false,
     };
-    for item in &commit.items {
-        if item.state == State::Summarized {
+    for item in items.iter().map(Shared::get) {
+        let state = item.state();
+        if state == State::Summarized {
             continue;
         }
         let t = &mut b.out.tokens;
-        match (item.role, item.state) {
-            (_, State::Summary) => t.summary += item.tokens,
-            (Role::System, _) => t.system += item.tokens,
-            (Role::User, _) => t.user += item.tokens,
-            (Role::Assistant, _) => t.assistant += item.tokens,
-            (Role::Tool, _) => t.tool += item.tokens,
-        }
-        match item.role {
-            Role::System if item.state != State::Summary => {
-                if !item.rendered.is_empty() {
+        let sum = match (item.role(), state) {
+            (_, State::Summary) => &mut t.summary,
+            (Role::System, _) => &mut t.system,
+            (Role::User, _) => &mut t.user,
+            (Role::Assistant, _) => &mut t.assistant,
+            (Role::Tool, _) => &mut t.tool,
+        };
+        *sum = sum.saturating_add(item.tokens());
+        match item.role() {
+            Role::System if state != State::Summary => {
+                if !item.rendered().is_empty() {
                     let layer = u8::from(!b.out.messages.is_empty() || !b.pending.is_empty());
-                    b.out.system.push((item.rendered, layer));
+                    b.out.system.push((item.rendered(), layer));
                 }
             }
             Role::User => b.user(item),

@@ -6,12 +6,13 @@
 //! blocks are not sent (Chat has no field for them); images only in user messages.
 
 use super::input::Options;
-use super::json::Json;
-use super::neutral::{NBlock, NRole, Neutral};
+use super::neutral::{write_joined, NBlock, NRole, Neutral, Txt};
 use super::{view, Sys};
+use crate::commit::ImageSource;
+use crate::json::Json;
 
-/// Join text parts the way every text-only wire field here does.
-pub const TEXT_JOIN: &str = "\n\n";
+/// Join text parts the way every text-only wire field here does (escaped: two newlines).
+pub const TEXT_JOIN: &str = "\\n\\n";
 
 /// What both OpenAI APIs can send back: no reasoning (neither takes it without the
 /// vendor's own ids), images only from the user.
@@ -24,11 +25,25 @@ pub fn keep(role: NRole, b: &NBlock<'_>) -> bool {
 }
 
 /// The text blocks of a message, in order.
-pub fn texts<'b>(blocks: &'b [&NBlock<'_>]) -> impl Iterator<Item = &'b str> + Clone {
+pub fn texts<'b, 'c>(blocks: &'b [&NBlock<'c>]) -> impl Iterator<Item = &'b Txt<'c>> + Clone {
     blocks.iter().filter_map(|b| match b {
-        NBlock::Text(t) => Some(&**t),
+        NBlock::Text(t) => Some(t),
         _ => None,
     })
+}
+
+/// Write an image as the URL both OpenAI APIs take: its own, or a `data:` URL of its
+/// inline bytes (as a JSON string).
+pub fn image_url(w: &mut Json, src: &ImageSource<'_>) {
+    if src.is_url() {
+        w.pre_str(src.url.esc);
+    } else {
+        w.raw("\"data:");
+        w.pre(src.media_type.esc);
+        w.raw(";base64,");
+        w.pre(src.data.esc);
+        w.raw("\"");
+    }
 }
 
 /// Finish the body after the conversation: `,"tools":[…]` (nothing without tools), each
@@ -86,13 +101,13 @@ pub fn content_parts(w: &mut Json, blocks: &[&NBlock<'_>], shape: PartShapes) {
             NBlock::Text(t) => {
                 w.sep(&mut first);
                 w.raw(shape.text);
-                w.str(t);
+                t.write(w);
                 w.raw("}");
             }
             NBlock::Image(src) => {
                 w.sep(&mut first);
                 w.raw(shape.image);
-                w.str(&src.as_url());
+                image_url(w, src);
                 w.raw(shape.image_end);
             }
             _ => {}
@@ -112,7 +127,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
     if !sys.is_empty() {
         w.sep(&mut first);
         w.raw("{\"role\":\"system\",\"content\":");
-        w.str_joined(sys.iter().map(|s| s.text), TEXT_JOIN);
+        write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
         w.raw("}");
         count += 1;
     }
@@ -123,8 +138,8 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     if let NBlock::ToolResult { id, content, .. } = b {
                         w.sep(&mut first);
                         w.raw("{\"role\":\"tool\",\"tool_call_id\":");
-                        w.str(id);
-                        w.field_str("content", content);
+                        id.write(w);
+                        w.field_pre("content", content.esc);
                         w.raw("}");
                         count += 1;
                     }
@@ -139,7 +154,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 w.sep(&mut first);
                 w.raw("{\"role\":\"user\",\"content\":");
                 if let (NBlock::Text(t), false) = (one, more) {
-                    w.str(t);
+                    t.write(w);
                 } else {
                     w.raw("[");
                     content_parts(w, blocks, CHAT_PARTS);
@@ -155,21 +170,21 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 if text.clone().next().is_none() {
                     w.raw("null");
                 } else {
-                    w.str_joined(text, TEXT_JOIN);
+                    write_joined(w, text, TEXT_JOIN);
                 }
                 let mut fc = true;
                 for b in blocks.iter() {
-                    if let NBlock::ToolUse { id, name, args } = b {
+                    if let NBlock::ToolUse { id, name, args, .. } = b {
                         if fc {
                             w.raw(",\"tool_calls\":[");
                         }
                         w.sep(&mut fc);
                         w.raw("{\"id\":");
-                        w.str(id);
+                        id.write(w);
                         w.raw(",\"type\":\"function\",\"function\":{\"name\":");
-                        w.str(name);
+                        w.pre_str(name.esc);
                         w.raw(",\"arguments\":");
-                        w.str(&args.object_json());
+                        w.pre_str(args.esc);
                         w.raw("}}");
                     }
                 }

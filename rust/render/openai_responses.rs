@@ -7,10 +7,10 @@
 //! need the vendor's encrypted ids, which commits do not carry, so they are not sent.
 
 use super::input::Options;
-use super::json::Json;
-use super::neutral::{NBlock, NRole, Neutral};
+use super::neutral::{write_joined, NBlock, NRole, Neutral};
 use super::openai_chat::{content_parts, finish, keep, texts, PartShapes, TEXT_JOIN};
 use super::{view, Sys};
+use crate::json::Json;
 
 const RESPONSES_PARTS: PartShapes = PartShapes {
     text: "{\"type\":\"input_text\",\"text\":",
@@ -27,7 +27,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
     w.str(&opts.model);
     if !sys.is_empty() {
         w.raw(",\"instructions\":");
-        w.str_joined(sys.iter().map(|s| s.text), TEXT_JOIN);
+        write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
     }
     w.raw(",\"input\":[");
     let mut first = true;
@@ -40,8 +40,8 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                         NBlock::ToolResult { id, content, .. } => {
                             w.sep(&mut first);
                             w.raw("{\"type\":\"function_call_output\",\"call_id\":");
-                            w.str(id);
-                            w.field_str("output", content);
+                            id.write(w);
+                            w.field_pre("output", content.esc);
                             w.raw("}");
                             count += 1;
                         }
@@ -63,17 +63,17 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 if text.clone().next().is_some() {
                     w.sep(&mut first);
                     w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
-                    w.str_joined(text, TEXT_JOIN);
+                    write_joined(w, text, TEXT_JOIN);
                     w.raw("}");
                     count += 1;
                 }
                 for b in blocks.iter() {
-                    if let NBlock::ToolUse { id, name, args } = b {
+                    if let NBlock::ToolUse { id, name, args, .. } = b {
                         w.sep(&mut first);
                         w.raw("{\"type\":\"function_call\",\"call_id\":");
-                        w.str(id);
-                        w.field_str("name", name);
-                        w.field_str("arguments", &args.object_json());
+                        id.write(w);
+                        w.field_pre("name", name.esc);
+                        w.field_pre("arguments", args.esc);
                         w.raw("}");
                         count += 1;
                     }

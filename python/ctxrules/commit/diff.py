@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from ..errors import ValidationError
 from ..model import ContextCommit
 
 __all__ = ["CommitDiff", "diff_commits"]
@@ -31,12 +32,20 @@ class CommitDiff(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def diff_commits(a: ContextCommit, b: ContextCommit) -> CommitDiff:
-    """Diff two commits in Rust: one boundary crossing (both item lists as msgpack)."""
+    """Diff two commits in Rust: one boundary crossing with both item tuples (the core
+    reads items it has not seen before with the same reader as rendering)."""
     from .. import _core
 
-    added, removed, changed, rewritten, prefix_items, prefix_tokens = _core.diff_items(
-        msgspec.msgpack.encode(a.items), msgspec.msgpack.encode(b.items)
-    )
+    try:
+        added, removed, changed, rewritten, prefix_items, prefix_tokens = _core.diff_items(
+            a.items, b.items
+        )
+    except (ValueError, TypeError) as exc:
+        raise ValidationError(
+            str(exc),
+            where=f"diff of commits {a.id} and {b.id}",
+            hint="diff ContextCommits whose items are ContextItems",
+        ) from None
     return CommitDiff(
         a=a.id,
         b=b.id,

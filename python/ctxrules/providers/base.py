@@ -153,7 +153,8 @@ class Provider:
                 hint="set them through RequestOptions (system, tools, max_tokens) instead",
             )
         options = self.adapt_options(options)
-        data = commit if isinstance(commit, bytes) else msgspec.msgpack.encode(commit)
+        # Items cross as the tuple itself: the core finds those it prepared before.
+        data = commit if isinstance(commit, bytes) else commit.items
         where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
         if self.wire is None:
             from ..render import _context_from_bytes

@@ -1,0 +1,720 @@
+//! The commit as the core reads it: one reader and one item type, shared by rendering
+//! and the commit diff.
+//!
+//! Python hands a commit over as msgspec MessagePack (the whole commit, or its item
+//! list).  `reader` decodes it with every declared length capped by the bytes that
+//! remain and the nesting bounded by [`MAX_DEPTH`], so hostile bytes give an error,
+//! never an abort or a stack overflow.  Each item becomes an [`Item`] that owns its
+//! strings together with their JSON-escaped forms: items are immutable, so the escaping
+//! (most of the cost of writing a request body) is done once per item and reused by
+//! every later render, through the content-keyed cache of `cache`.
+
+pub mod cache;
+pub mod reader;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use xxhash_rust::xxh3::Xxh3;
+
+use crate::json::{escape_into, nests_deeper};
+
+/// Deepest nesting of MessagePack maps and arrays accepted in a commit, counting the
+/// commit map itself as level 1.  A commit's own structure takes 5 levels above any
+/// stored value (commit → items → item → blocks → block) and stored values nest at most
+/// `ctxrules.limits.MAX_NESTING` = 100 levels (e.g. a tool_use block's `input`), so 105
+/// accepts every commit whose values respect that limit.  The same bound applies to the
+/// JSON the core parses (render options, tool schemas, tool arguments), whose structure
+/// above a stored value is shallower.
+pub const MAX_DEPTH: usize = 5 + 100;
+
+/// Levels above an item in a commit (the commit map and its `items` array); an item's
+/// own depth budget is the rest, the same whether it came in a commit or a bare list.
+const ITEM_LEVEL: usize = 2;
+
+/// Role of a commit item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Role {
+    #[default]
+    User,
+    Assistant,
+    Tool,
+    System,
+}
+
+/// Compression state of a commit item (SPEC §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum State {
+    #[default]
+    Full,
+    Aged,
+    Cleared,
+    Summarized,
+    Summary,
+}
+
+impl State {
+    /// The name `ctxrules.model` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            State::Full => "full",
+            State::Aged => "aged",
+            State::Cleared => "cleared",
+            State::Summarized => "summarized",
+            State::Summary => "summary",
+        }
+    }
+}
+
+/// A string of an item, kept JSON-escaped (without quotes): that is the form every body
+/// needs, so it is made once per item.  Most strings need no escaping, and then `esc` is
+/// the text itself (`plain`).  Escaping is one-to-one, so escaped forms compare (and
+/// hash) like the texts they escape.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct S<'a> {
+    pub esc: &'a str,
+    pub plain: bool,
+}
+
+impl<'a> S<'a> {
+    /// Whether the string is empty.
+    pub fn is_empty(&self) -> bool {
+        self.esc.is_empty()
+    }
+
+    /// The text itself (unescaped again when it needed escaping; rarely needed).
+    pub fn raw(&self) -> Cow<'a, str> {
+        if self.plain {
+            return Cow::Borrowed(self.esc);
+        }
+        let quoted = format!("\"{}\"", self.esc);
+        // Our own escaper wrote it, so it parses; should it not, the escaped text is
+        // still the best available answer.
+        Cow::Owned(serde_json::from_str::<String>(&quoted).unwrap_or_else(|_| self.esc.into()))
+    }
+}
+
+/// Where a string is in its batch's text (see `S`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Span {
+    at: u32,
+    len: u32,
+    plain: bool,
+}
+
+/// A content block of an item, as stored: only the kinds rendering uses (text, image,
+/// thinking, redacted thinking) are kept.  `cache_control` is deliberately not read:
+/// breakpoints come only from the layering policy, never from (possibly imported)
+/// content.  Tool use/result blocks are not kept either (pairing comes from the item's
+/// fields).
+#[derive(Debug)]
+enum BlockSpans {
+    Text(Span),
+    Image([Span; 4]),
+    Thinking([Span; 3]),
+    Redacted(Span),
+}
+
+/// A content block, borrowing the strings of its item.
+#[derive(Clone, Copy, Debug)]
+pub enum Block<'a> {
+    Text(S<'a>),
+    Image(ImageSource<'a>),
+    Thinking {
+        thinking: S<'a>,
+        signature: S<'a>,
+        /// Who minted `signature` ("" = Anthropic, "gemini" = a thought signature).
+        vendor: S<'a>,
+    },
+    Redacted(S<'a>),
+}
+
+/// Where an image's bytes are.
+#[derive(Clone, Copy, Debug)]
+pub struct ImageSource<'a> {
+    pub kind: S<'a>,
+    pub media_type: S<'a>,
+    pub data: S<'a>,
+    pub url: S<'a>,
+}
+
+impl ImageSource<'_> {
+    /// True when the image is given by URL rather than inline bytes.
+    pub fn is_url(&self) -> bool {
+        self.kind.esc == "url" || (self.data.is_empty() && !self.url.is_empty())
+    }
+}
+
+/// An item's prepared data (see `Item`); its strings are spans of its batch's text.
+/// `args_json` is the one string kept unescaped: it is spliced into bodies as JSON.
+#[derive(Debug)]
+struct Data {
+    role: Role,
+    state: State,
+    tokens: u64,
+    is_error: bool,
+    use_blocks: bool,
+    content_hash: u64,
+    source_node_id: Span,
+    attached_from: Option<Span>,
+    rendered: Span,
+    name: Span,
+    caller: Option<Span>,
+    tool_use_id: Option<Span>,
+    tool_input: Span,
+    args: Span,
+    args_json: Span,
+    /// This item's range of `Batch::blocks`.
+    blocks: (u32, u32),
+    /// This item's part of `Batch::text` (for sizes).
+    text: (u32, u32),
+    /// This item's MessagePack bytes in `Batch::keys` (the cache key).
+    key: (usize, usize),
+}
+
+/// Items prepared together: all their strings in one buffer, their data in one array.
+/// One decode makes one batch (a few allocations, not several per item), and a commit
+/// rendered again reads its items from memory laid out in order.  A dropped batch
+/// gives its buffers back to `spare` for the next decode.
+#[derive(Debug)]
+pub struct Batch {
+    text: Vec<u8>,
+    keys: Vec<u8>,
+    data: Vec<Data>,
+    blocks: Vec<BlockSpans>,
+}
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        spare::BYTES.give(std::mem::take(&mut self.text));
+        spare::BYTES.give(std::mem::take(&mut self.keys));
+        spare::DATA.give(std::mem::take(&mut self.data));
+    }
+}
+
+/// A prepared item as the caches and renders hold it: its batch and its place there.
+#[derive(Clone, Debug)]
+pub struct Shared {
+    batch: Arc<Batch>,
+    idx: u32,
+}
+
+impl Shared {
+    /// The item.
+    #[inline(always)]
+    pub fn get(&self) -> Item<'_> {
+        let b = &*self.batch;
+        Item {
+            text: &b.text,
+            blocks: &b.blocks,
+            d: &b.data[self.idx as usize],
+        }
+    }
+
+    /// The MessagePack bytes the item was prepared from.
+    pub fn key(&self) -> &[u8] {
+        let (a, n) = self.get().d.key;
+        &self.batch.keys[a..a + n]
+    }
+
+    /// Bytes this item takes in its batch (for the caches' memory bounds).
+    pub fn size(&self) -> usize {
+        let d = self.get().d;
+        std::mem::size_of::<Data>()
+            + d.text.1 as usize
+            + d.key.1
+            + d.blocks.1 as usize * std::mem::size_of::<BlockSpans>()
+    }
+}
+
+/// One `ContextItem` (docs/items.md says what each role carries), prepared for
+/// rendering: every string is kept with its JSON-escaped form, the tool arguments as
+/// one JSON object text, and what the renderer and the diff decide per item (whether
+/// the text blocks still say what `rendered` says, the diff's content hash) is decided
+/// once.
+#[derive(Clone, Copy, Debug)]
+pub struct Item<'a> {
+    text: &'a [u8],
+    blocks: &'a [BlockSpans],
+    d: &'a Data,
+}
+
+impl<'a> Item<'a> {
+    #[inline(always)]
+    fn slice(&self, at: u32, len: u32) -> &'a str {
+        let (a, b) = (at as usize, at as usize + len as usize);
+        debug_assert!(b <= self.text.len() && std::str::from_utf8(&self.text[a..b]).is_ok());
+        // SAFETY: spans are made only by `Builder::push*`, around whole `&str`s (or
+        // their escaped forms, also UTF-8: escaping copies multi-byte sequences as they
+        // are and adds ASCII) pushed into this buffer, so the range is in bounds and
+        // UTF-8.  Checked slicing would read the bytes at both ends: for the ~10
+        // strings of each of 10,000 items that was a cache miss each and a third of a
+        // render.
+        unsafe { std::str::from_utf8_unchecked(self.text.get_unchecked(a..b)) }
+    }
+
+    #[inline(always)]
+    fn s(&self, s: Span) -> S<'a> {
+        S {
+            esc: self.slice(s.at, s.len),
+            plain: s.plain,
+        }
+    }
+
+    /// Role.
+    #[inline(always)]
+    pub fn role(&self) -> Role {
+        self.d.role
+    }
+
+    /// Compression state.
+    #[inline(always)]
+    pub fn state(&self) -> State {
+        self.d.state
+    }
+
+    /// Token count.
+    pub fn tokens(&self) -> u64 {
+        self.d.tokens
+    }
+
+    /// Whether a tool result reported an error.
+    pub fn is_error(&self) -> bool {
+        self.d.is_error
+    }
+
+    /// Whether the text blocks joined reproduce `rendered`, so they give the order.
+    pub fn use_blocks(&self) -> bool {
+        self.d.use_blocks
+    }
+
+    /// Hash of `rendered` and `tool_input`: the diff's "rendered the same" test.
+    pub fn content_hash(&self) -> u64 {
+        self.d.content_hash
+    }
+
+    /// The node this item shows (a virtual `sm_…` id for summary items).
+    pub fn source_node_id(&self) -> S<'a> {
+        self.s(self.d.source_node_id)
+    }
+
+    /// The commit an attach expanded this item from, if any.
+    pub fn attached_from(&self) -> Option<S<'a>> {
+        self.d.attached_from.map(|s| self.s(s))
+    }
+
+    /// The text shown for the item.
+    pub fn rendered(&self) -> S<'a> {
+        self.s(self.d.rendered)
+    }
+
+    /// Tool name (tool items).
+    pub fn name(&self) -> S<'a> {
+        self.s(self.d.name)
+    }
+
+    /// The assistant item that made this tool call.
+    pub fn caller(&self) -> Option<S<'a>> {
+        self.d.caller.map(|s| self.s(s))
+    }
+
+    /// The call id pairing a tool call with its result.
+    pub fn tool_use_id(&self) -> Option<S<'a>> {
+        self.d.tool_use_id.map(|s| self.s(s))
+    }
+
+    /// The tool arguments as stored (JSON text, or text a rule cut).
+    pub fn tool_input(&self) -> S<'a> {
+        self.s(self.d.tool_input)
+    }
+
+    /// The tool arguments as one JSON object text: `tool_input` when it is an object,
+    /// `{}` when empty, else the text wrapped as `{"truncated_args": …}` so vendors that
+    /// require an object still get one, and nothing of it is lost.
+    pub fn args_json(&self) -> &'a str {
+        self.s(self.d.args_json).esc
+    }
+
+    /// `args_json` escaped, for the vendors that take arguments as a JSON string.
+    pub fn args(&self) -> S<'a> {
+        self.s(self.d.args)
+    }
+
+    /// The content blocks.
+    pub fn blocks(&self) -> impl Iterator<Item = Block<'a>> + 'a {
+        let (a, n) = self.d.blocks;
+        let me = *self;
+        self.blocks[a as usize..(a + n) as usize]
+            .iter()
+            .map(move |b| match *b {
+                BlockSpans::Text(t) => Block::Text(me.s(t)),
+                BlockSpans::Image([k, m, d, u]) => Block::Image(ImageSource {
+                    kind: me.s(k),
+                    media_type: me.s(m),
+                    data: me.s(d),
+                    url: me.s(u),
+                }),
+                BlockSpans::Thinking([t, s, v]) => Block::Thinking {
+                    thinking: me.s(t),
+                    signature: me.s(s),
+                    vendor: me.s(v),
+                },
+                BlockSpans::Redacted(d) => Block::Redacted(me.s(d)),
+            })
+    }
+
+    /// The images among the blocks (a tool's returned images, a user's attachments).
+    pub fn images(&self) -> impl Iterator<Item = ImageSource<'a>> + 'a {
+        self.blocks().filter_map(|b| match b {
+            Block::Image(src) => Some(src),
+            _ => None,
+        })
+    }
+
+    /// Whether the item has image blocks.
+    pub fn has_images(&self) -> bool {
+        self.images().next().is_some()
+    }
+
+    /// Bytes of the item's texts, escaped (an estimate of its rendered size).
+    pub fn text_len(&self) -> usize {
+        self.d.text.1 as usize
+    }
+}
+
+/// Builds a batch: items are added one by one, then the batch is frozen.
+#[derive(Default)]
+struct Builder {
+    text: Vec<u8>,
+    keys: Vec<u8>,
+    data: Vec<Data>,
+    blocks: Vec<BlockSpans>,
+}
+
+/// A batch's text is split before it passes this (its spans are 32-bit offsets).
+const BATCH_TEXT: usize = 1 << 31;
+
+impl Builder {
+    /// Push `s` escaped; returns where it is.
+    fn push(&mut self, s: &str) -> Result<Span, String> {
+        let at = self.text.len();
+        escape_into(&mut self.text, s);
+        self.span(at, s.len())
+    }
+
+    /// Push `s` as it is (text that is already JSON, spliced into bodies unescaped).
+    fn push_json(&mut self, s: &str) -> Result<Span, String> {
+        let at = self.text.len();
+        self.text.extend_from_slice(s.as_bytes());
+        self.span(at, s.len())
+    }
+
+    fn span(&self, at: usize, raw_len: usize) -> Result<Span, String> {
+        if self.text.len() > u32::MAX as usize {
+            return Err("commit item: its texts exceed 4 GiB".into());
+        }
+        let len = self.text.len() - at;
+        Ok(Span {
+            at: at as u32,
+            len: len as u32,
+            // Escaping only ever lengthens a text.
+            plain: len == raw_len,
+        })
+    }
+
+    /// Decode and prepare one item from its MessagePack bytes (at byte `at` of the
+    /// caller's input), keeping the bytes as its cache key when `keyed`; returns its
+    /// index in the batch.
+    fn add(&mut self, bytes: &[u8], at: usize, keyed: bool) -> Result<u32, String> {
+        let mut r = reader::Reader::new(bytes, at);
+        let raw = reader::item(&mut r)?;
+        let start = self.text.len();
+        let blocks_start = self.blocks.len();
+        let d = self.prepare(&raw)?;
+        let d = Data {
+            blocks: (blocks_start as u32, (self.blocks.len() - blocks_start) as u32),
+            text: (start as u32, (self.text.len() - start) as u32),
+            key: (self.keys.len(), if keyed { bytes.len() } else { 0 }),
+            ..d
+        };
+        if keyed {
+            self.keys.extend_from_slice(bytes);
+        }
+        self.data.push(d);
+        Ok((self.data.len() - 1) as u32)
+    }
+
+    /// The item's data; blocks are appended to `self.blocks` (ranges set by `add`).
+    fn prepare(&mut self, r: &reader::RawItem<'_>) -> Result<Data, String> {
+        let source_node_id = self.push(r.source_node_id)?;
+        let attached_from = r.attached_from.map(|s| self.push(s)).transpose()?;
+        let rendered = self.push(r.rendered)?;
+        let name = self.push(r.name)?;
+        let caller = r.caller.map(|s| self.push(s)).transpose()?;
+        let tool_use_id = r.tool_use_id.map(|s| self.push(s)).transpose()?;
+        let tool_input = self.push(r.tool_input)?;
+        let obj = object_args(r.tool_input);
+        let obj = obj.as_deref().unwrap_or_else(|| r.tool_input.trim());
+        let args_json = self.push_json(obj)?;
+        let args = self.push(obj)?;
+        let mut texts: Vec<&str> = Vec::new();
+        reader::blocks(r.blocks, |b| {
+            let spans = match b.kind {
+                "text" => {
+                    texts.push(b.text);
+                    BlockSpans::Text(self.push(b.text)?)
+                }
+                // An image without a source has nothing to show.
+                "image" => match b.source {
+                    Some(s) => BlockSpans::Image([
+                        self.push(s.kind)?,
+                        self.push(s.media_type)?,
+                        self.push(s.data)?,
+                        self.push(s.url)?,
+                    ]),
+                    None => return Ok(()),
+                },
+                "thinking" => BlockSpans::Thinking([
+                    self.push(b.thinking)?,
+                    self.push(b.signature)?,
+                    self.push(b.vendor)?,
+                ]),
+                "redacted_thinking" => BlockSpans::Redacted(self.push(b.data)?),
+                // Tool use/result and unknown blocks are never rendered from `blocks`.
+                _ => return Ok(()),
+            };
+            self.blocks.push(spans);
+            Ok(())
+        })?;
+        let mut h = Xxh3::new();
+        h.update(r.rendered.as_bytes());
+        h.update(&[0]);
+        h.update(r.tool_input.as_bytes());
+        Ok(Data {
+            role: r.role,
+            state: r.state,
+            tokens: r.tokens,
+            is_error: r.is_error,
+            use_blocks: blocks_match(&texts, r.rendered),
+            content_hash: h.digest(),
+            source_node_id,
+            attached_from,
+            rendered,
+            name,
+            caller,
+            tool_use_id,
+            tool_input,
+            args,
+            args_json,
+            blocks: (0, 0),
+            text: (0, 0),
+            key: (0, 0),
+        })
+    }
+
+    fn finish(self) -> Arc<Batch> {
+        Arc::new(Batch {
+            text: self.text,
+            keys: self.keys,
+            data: self.data,
+            blocks: self.blocks,
+        })
+    }
+}
+
+/// The tool arguments as an object text (see `Item::args`); `None`: use the text as is.
+fn object_args(input: &str) -> Option<String> {
+    let t = input.trim();
+    if t.is_empty() {
+        return Some("{}".into());
+    }
+    // Arguments nested deeper than any stored value may be are not spliced into a
+    // body as JSON: they are sent as text, like arguments a rule cut.
+    let is_object = t.starts_with('{')
+        && !nests_deeper(t.as_bytes(), MAX_DEPTH)
+        && serde_json::from_str::<&serde_json::value::RawValue>(t).is_ok();
+    if is_object {
+        return None;
+    }
+    let mut out = Vec::with_capacity(input.len() + 24);
+    out.extend_from_slice(b"{\"truncated_args\":\"");
+    escape_into(&mut out, input);
+    out.extend_from_slice(b"\"}");
+    // SAFETY: literal ASCII around an escaped `&str` (see Builder::finish).
+    Some(unsafe { String::from_utf8_unchecked(out) })
+}
+
+/// Whether the text blocks of an item joined reproduce `rendered`.
+fn blocks_match(texts: &[&str], rendered: &str) -> bool {
+    if texts.is_empty() {
+        return false;
+    }
+    ["\n", "", "\n\n"]
+        .iter()
+        .any(|sep| joined_eq(texts, sep, rendered))
+}
+
+fn joined_eq(parts: &[&str], sep: &str, target: &str) -> bool {
+    let mut rest = target;
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            match rest.strip_prefix(sep) {
+                Some(r) => rest = r,
+                None => return false,
+            }
+        }
+        match rest.strip_prefix(p) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// The items of a commit, in order.
+pub type Items = Vec<Shared>;
+
+/// Where a decoded item came from while a decode runs.
+enum Slot {
+    Cached(Shared),
+    New { batch: usize, idx: u32, hash: u64 },
+}
+
+/// Prepare the items `walk` hands over (position and bytes of each); `name(k)` names
+/// the k-th item in errors.  With `keyed`, items seen before come from the content
+/// cache and new ones are added to it.
+fn decode<'a>(
+    total: usize,
+    walk: impl FnOnce(&mut dyn FnMut(usize, &'a [u8]) -> Result<(), String>) -> Result<(), String>,
+    name: impl Fn(usize) -> usize,
+    keyed: bool,
+) -> Result<Items, String> {
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut batches: Vec<Arc<Batch>> = Vec::new();
+    let mut b = Builder::default();
+    walk(&mut |at, bytes| {
+        let hash = if keyed { cache::hash(bytes) } else { 0 };
+        if keyed {
+            if let Some(s) = cache::lookup(hash, bytes) {
+                slots.push(Slot::Cached(s));
+                return Ok(());
+            }
+        }
+        if b.text.len() >= BATCH_TEXT {
+            batches.push(std::mem::take(&mut b).finish());
+        }
+        if b.data.capacity() == 0 {
+            // Sized once for the rest of the input (escaping adds a few percent), from
+            // buffers earlier batches left: they then never move while they fill, and
+            // their pages are already mapped.
+            let rest = total.saturating_sub(at).min(BATCH_TEXT);
+            b.text = spare::BYTES.take(rest + rest / 8);
+            if keyed {
+                b.keys = spare::BYTES.take(rest);
+            }
+            b.data = spare::DATA.take(rest / 256 + 1);
+        }
+        let idx = b
+            .add(bytes, at, keyed)
+            .map_err(|e| format!("items[{}]: {e}", name(slots.len())))?;
+        slots.push(Slot::New {
+            batch: batches.len(),
+            idx,
+            hash,
+        });
+        Ok(())
+    })?;
+    batches.push(b.finish());
+    let mut fresh: Vec<(u64, Shared)> = Vec::new();
+    let items = slots
+        .into_iter()
+        .map(|s| match s {
+            Slot::Cached(s) => s,
+            Slot::New { batch, idx, hash } => {
+                let s = Shared {
+                    batch: batches[batch].clone(),
+                    idx,
+                };
+                if keyed {
+                    fresh.push((hash, s.clone()));
+                }
+                s
+            }
+        })
+        .collect();
+    cache::insert(fresh);
+    Ok(items)
+}
+
+/// Decode a commit as `msgspec.msgpack.encode(commit)` writes it (fields other than
+/// `items` are checked for shape and skipped).  Items seen before in any commit's bytes
+/// come from the content cache.
+pub fn decode_commit(bytes: &[u8]) -> Result<Items, String> {
+    decode(bytes.len(), |f| reader::commit_items(bytes, f), |k| k, true)
+}
+
+/// Decode a bare item list as `msgspec.msgpack.encode(commit.items)` writes it, without
+/// the content cache (the caller keeps the items by identity, see the Python bindings);
+/// `index_of(k)` gives the index an error names for the k-th item.
+pub fn decode_items(bytes: &[u8], index_of: impl Fn(usize) -> usize) -> Result<Items, String> {
+    decode(bytes.len(), |f| reader::array_items(bytes, f), index_of, false)
+}
+
+/// Buffers of dropped batches, kept for the next decode: a fresh multi-megabyte buffer
+/// costs a page fault per 4 KiB on first touch, which was most of a cold decode.
+mod spare {
+    use std::sync::Mutex;
+
+    /// A few buffers of one kind, at most `KEEP_BYTES` together.
+    pub struct Spare<T> {
+        kept: Mutex<Vec<Vec<T>>>,
+    }
+
+    const KEEP: usize = 4;
+    const KEEP_BYTES: usize = 64 << 20;
+    /// Smaller buffers are cheap to make: not kept.
+    const MIN_BYTES: usize = 64 << 10;
+
+    pub static BYTES: Spare<u8> = Spare::new();
+    pub static DATA: Spare<super::Data> = Spare::new();
+
+    fn bytes<T>(v: &Vec<T>) -> usize {
+        v.capacity() * std::mem::size_of::<T>().max(1)
+    }
+
+    impl<T> Spare<T> {
+        const fn new() -> Self {
+            Spare {
+                kept: Mutex::new(Vec::new()),
+            }
+        }
+
+        /// An empty buffer with room for at least `n` elements.
+        pub fn take(&self, n: usize) -> Vec<T> {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            let best = (0..kept.len())
+                .filter(|&i| kept[i].capacity() >= n)
+                .min_by_key(|&i| kept[i].capacity());
+            let mut v = match best {
+                Some(i) => kept.swap_remove(i),
+                None => Vec::new(),
+            };
+            drop(kept);
+            v.reserve(n);
+            v
+        }
+
+        /// Keep `v`'s memory for a later `take` (or let it go when enough is kept).
+        pub fn give(&self, mut v: Vec<T>) {
+            if bytes(&v) < MIN_BYTES {
+                return;
+            }
+            v.clear();
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            let held: usize = kept.iter().map(bytes).sum();
+            if kept.len() < KEEP && held + bytes(&v) <= KEEP_BYTES {
+                kept.push(v);
+            }
+        }
+    }
+}

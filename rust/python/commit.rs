@@ -1,0 +1,241 @@
+//! How a commit crosses the boundary: as MessagePack bytes, or as the commit's item
+//! tuple, whose items are looked up by identity first.
+//!
+//! Encoding a commit with msgspec on every render cost as much as rendering it, and a
+//! session's consecutive commits share almost all their items (the same Python
+//! objects).  So for an item tuple, each `ContextItem` is first looked up by identity
+//! in a table that holds a reference to it; only the items not found there are encoded
+//! (one msgspec call for all of them) and prepared through the content-keyed cache
+//! (`crate::commit::cache`).  The table is correct by construction:
+//! - it holds a strong reference to every object it lists, so an address in it cannot
+//!   be reused by another object while the entry exists;
+//! - it lists only objects of exactly `ctxrules.model.ContextItem`, a frozen msgspec
+//!   Struct: none of its fields can be reassigned, and every value the core reads from
+//!   an item (strings, numbers, tuples of frozen blocks and image sources) is
+//!   immutable.  The only mutable containers an item can hold — a tool_use block's
+//!   `input` dict, a tool_result block's content list — are never read (`crate::commit`
+//!   drops those blocks).
+//!
+//! So the prepared item an entry points to is always the one that object's bytes give.
+//! Other objects (subclasses, dicts) are encoded on every call.  The table is bounded
+//! like the content cache and starts over when full; it only changes with the GIL held.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
+
+use crate::commit::{self, cache, Items, Shared};
+
+/// Hash of an object address (aligned, so the low bits carry nothing).
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+
+    fn write_usize(&mut self, a: usize) {
+        self.0 = (a as u64 >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+struct Tracked {
+    /// Keeps the object (and so its address) alive while it is listed.
+    _obj: Py<PyAny>,
+    item: Shared,
+}
+
+#[derive(Default)]
+struct Table {
+    map: HashMap<usize, Tracked, BuildHasherDefault<AddrHasher>>,
+    bytes: usize,
+    hits: u64,
+}
+
+static TABLE: LazyLock<Mutex<Table>> = LazyLock::new(|| Mutex::new(Table::default()));
+
+fn table() -> MutexGuard<'static, Table> {
+    TABLE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+static ITEM_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+static ENCODE: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// A commit argument between reading it (with the GIL) and decoding it (without).
+pub enum Pending {
+    /// A whole commit's MessagePack.
+    Bytes(PyBackedBytes),
+    /// An item sequence: items found by identity, and the MessagePack of the others.
+    Items {
+        found: Vec<Option<Shared>>,
+        missing: Vec<(usize, Option<Py<PyAny>>)>,
+        encoded: Option<PyBackedBytes>,
+    },
+}
+
+/// Read a commit argument: `bytes` (a whole commit, as `msgspec.msgpack.encode(commit)`
+/// writes it) or a tuple or list of items (a commit's `items`).
+pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
+    if let Ok(b) = commit.cast::<PyBytes>() {
+        return Ok(Pending::Bytes(b.clone().into()));
+    }
+    let seq: Vec<Bound<'_, PyAny>> = if let Ok(t) = commit.cast::<PyTuple>() {
+        t.iter().collect()
+    } else if let Ok(l) = commit.cast::<PyList>() {
+        l.iter().collect()
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "a commit is bytes (its MessagePack) or a tuple of ContextItem, not {}",
+            commit.get_type().name()?
+        )));
+    };
+    let item_type = ITEM_TYPE
+        .import(py, "ctxrules.model", "ContextItem")?
+        .as_ptr();
+    let mut found = Vec::with_capacity(seq.len());
+    let mut missing = Vec::new();
+    {
+        let mut t = table();
+        let mut hits = 0u64;
+        for (i, obj) in seq.iter().enumerate() {
+            let exact = obj.get_type().as_ptr() == item_type;
+            let hit = if exact {
+                t.map.get(&(obj.as_ptr() as usize)).map(|e| e.item.clone())
+            } else {
+                None
+            };
+            hits += u64::from(hit.is_some());
+            if hit.is_none() {
+                missing.push((i, exact.then(|| obj.clone().unbind())));
+            }
+            found.push(hit);
+        }
+        t.hits += hits;
+    }
+    let encoded = if missing.is_empty() {
+        None
+    } else {
+        let objs = PyList::new(py, missing.iter().map(|&(i, _)| &seq[i]))?;
+        let encode = ENCODE.import(py, "msgspec.msgpack", "encode")?;
+        let out = encode.call1((objs,)).map_err(|e| {
+            PyValueError::new_err(format!("commit items could not be encoded: {e}"))
+        })?;
+        Some(out.extract::<PyBackedBytes>()?)
+    };
+    Ok(Pending::Items {
+        found,
+        missing,
+        encoded,
+    })
+}
+
+impl Pending {
+    /// Decode what `gather` left (no GIL needed): the commit's prepared items.
+    pub fn resolve(&mut self) -> Result<Items, String> {
+        match self {
+            Pending::Bytes(b) => commit::decode_commit(b),
+            Pending::Items {
+                found,
+                missing,
+                encoded,
+            } => {
+                let mut items = std::mem::take(found);
+                if let Some(bytes) = encoded {
+                    // Positions in the encoding of the missing items mean nothing to
+                    // the caller: errors name the item by its index in the commit.
+                    let index_of = |k: usize| missing.get(k).map_or(k, |m| m.0);
+                    let decoded = commit::decode_items(bytes, index_of)?;
+                    if decoded.len() != missing.len() {
+                        return Err("commit items: the encoding does not list every item".into());
+                    }
+                    for (&(i, _), item) in missing.iter().zip(decoded) {
+                        items[i] = Some(item);
+                    }
+                }
+                items
+                    .into_iter()
+                    .map(|i| i.ok_or_else(|| "commit items: an item was not decoded".to_string()))
+                    .collect()
+            }
+        }
+    }
+
+    /// List the `ContextItem`s that were not yet listed, with their prepared `items`
+    /// (call with the GIL held, after a successful `resolve`).
+    pub fn remember(self, _py: Python<'_>, items: &Items) {
+        let Pending::Items { missing, .. } = self else {
+            return;
+        };
+        let limit = cache::stats().capacity;
+        // Entries dropped here are released after the lock: releasing a reference may
+        // free an object, which must not happen while the table is locked.
+        let mut dropped: Vec<Tracked> = Vec::new();
+        let mut t = table();
+        for (i, obj) in missing {
+            let (Some(obj), Some(item)) = (obj, items.get(i)) else {
+                continue;
+            };
+            let cost = item.size();
+            if cost > limit {
+                continue;
+            }
+            if t.bytes + cost > limit {
+                dropped.extend(t.map.drain().map(|(_, e)| e));
+                t.bytes = 0;
+            }
+            let old = t.map.insert(
+                obj.as_ptr() as usize,
+                Tracked {
+                    _obj: obj,
+                    item: item.clone(),
+                },
+            );
+            t.bytes += cost;
+            if let Some(old) = old {
+                t.bytes -= old.item.size();
+                dropped.push(old);
+            }
+        }
+        drop(t);
+        drop(dropped);
+    }
+}
+
+/// Read, decode and remember a commit argument in one go (for single calls).
+pub fn items_of(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Items> {
+    let mut pending = gather(py, commit)?;
+    let items = py
+        .detach(|| pending.resolve())
+        .map_err(PyValueError::new_err)?;
+    pending.remember(py, &items);
+    Ok(items)
+}
+
+/// (objects listed, bytes they hold, identity hits).
+pub fn table_stats() -> (usize, usize, u64) {
+    let t = table();
+    (t.map.len(), t.bytes, t.hits)
+}
+
+/// Forget every listed object (call with the GIL held: references are dropped).
+pub fn table_clear(_py: Python<'_>) {
+    let mut t = table();
+    let dropped = std::mem::take(&mut t.map);
+    t.bytes = 0;
+    t.hits = 0;
+    drop(t);
+    drop(dropped);
+}
