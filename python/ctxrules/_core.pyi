@@ -1,14 +1,21 @@
 # Hand-written stub of the compiled extension; checked by `python -m mypy.stubtest ctxrules._core`.
 
+from .model import ContextItem
+
 __all__ = [
     "ENCODINGS",
+    "MAX_DEPTH",
     "__version__",
     "count_tokens",
     "count_tokens_batch",
     "diff_items",
     "encoding_ranks",
+    "item_cache_clear",
+    "item_cache_stats",
+    "render_batch",
     "render_context",
     "render_request",
+    "set_item_cache_capacity",
     "token_cache_clear",
     "token_cache_len",
     "token_cache_stats",
@@ -16,6 +23,11 @@ __all__ = [
 
 __version__: str
 ENCODINGS: list[str]
+#: Deepest nesting of maps and arrays accepted in a commit (and in JSON the core parses).
+MAX_DEPTH: int
+
+#: A commit as the core takes it: its MessagePack bytes, or its item tuple.
+_Commit = bytes | tuple[ContextItem, ...] | list[ContextItem]
 
 def count_tokens(encoding_name: str, text: str, cached: bool = True) -> int: ...
 def count_tokens_batch(encoding_name: str, texts: list[str], cached: bool = True) -> list[int]: ...
@@ -23,8 +35,14 @@ def encoding_ranks(encoding_name: str) -> list[bytes]: ...
 def token_cache_len() -> int: ...
 def token_cache_stats() -> tuple[int, int, int, int]: ...
 def token_cache_clear() -> None: ...
-def render_context(commit: bytes, options: bytes) -> bytes: ...
-def render_request(provider: str, commit: bytes, options: bytes) -> tuple[bytes, bytes]: ...
+def render_context(commit: _Commit, options: bytes) -> bytes: ...
+def render_request(provider: str, commit: _Commit, options: bytes) -> tuple[bytes, bytes]: ...
+def render_batch(
+    commits: list[_Commit], jobs: list[tuple[str, int, bytes]], threads: int | None = None
+) -> list[tuple[bytes, bytes] | str]: ...
+def item_cache_stats() -> dict[str, int]: ...
+def item_cache_clear() -> None: ...
+def set_item_cache_capacity(capacity: int) -> None: ...
 def diff_items(
-    a: bytes, b: bytes
+    a: _Commit, b: _Commit
 ) -> tuple[list[str], list[str], list[tuple[str, str, str]], list[str], int, int]: ...

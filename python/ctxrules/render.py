@@ -20,7 +20,7 @@ and what it would read from and write to its prompt cache against the previous r
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import msgspec
 
@@ -36,6 +36,7 @@ __all__ = [
     "explain",
     "header_tokens",
     "render",
+    "render_batch",
     "render_commit",
     "render_context",
     "render_request",
@@ -255,6 +256,125 @@ def render_request(
 ) -> bytes:
     """The request body bytes, exactly as they would be sent (see ``render``)."""
     return render(commit, provider, model, **options).body
+
+
+#: Most threads ``render_batch`` may be given.
+MAX_THREADS = 1024
+
+
+@overload
+def render_batch(
+    commits: Sequence[ContextCommit | bytes],
+    providers: Sequence[str | Provider],
+    *,
+    options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    threads: int | None = None,
+    errors: Literal["raise"] = "raise",
+) -> list[list[RenderedRequest]]: ...
+
+
+@overload
+def render_batch(
+    commits: Sequence[ContextCommit | bytes],
+    providers: Sequence[str | Provider],
+    *,
+    options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    threads: int | None = None,
+    errors: Literal["return"],
+) -> list[list[RenderedRequest | RenderError]]: ...
+
+
+def render_batch(
+    commits: Sequence[ContextCommit | bytes],
+    providers: Sequence[str | Provider],
+    *,
+    options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    threads: int | None = None,
+    errors: Literal["raise", "return"] = "raise",
+) -> list[list[RenderedRequest]] | list[list[RenderedRequest | RenderError]]:
+    """Render every commit for every provider in one crossing into Rust.
+
+    ``result[i][j]`` is ``commits[i]`` rendered for ``providers[j]``: the same request,
+    byte for byte, as ``render(commits[i], providers[j], **options_i)``.  ``options`` are
+    the keyword options of ``render`` (``model``, ``system``, ``situation``, ``tools``,
+    ``max_tokens``, ``extra``, ``cache``, ``cache_ttl``): one mapping for all commits, or
+    one per commit.
+
+    With the GIL released, each commit is decoded once and all bodies are rendered in
+    parallel: on rayon's global pool (every core, or ``RAYON_NUM_THREADS``) when
+    ``threads`` is None, else on a pool of exactly ``threads`` threads (1 to
+    ``MAX_THREADS``; pools are kept per size).  Every body is held until the call returns,
+    so render a large corpus in chunks.  Providers without a built-in wire format are
+    rendered one by one through their ``build_body``.  With ``errors="raise"`` the first
+    failure raises ``RenderError`` (naming the commit and provider); with
+    ``errors="return"`` it takes that request's place in the result.
+    """
+    from .providers import get_provider
+
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+    ):
+        raise RenderError(
+            f"threads must be an int from 1 to {MAX_THREADS} or None, not {threads!r}",
+            where="render_batch",
+        )
+    provs = [get_provider(p) if isinstance(p, str) else p for p in providers]
+    encoded = [_encode(c) for c in commits]
+    if options is None or isinstance(options, Mapping):
+        per_commit: list[Mapping[str, Any]] = [options or {}] * len(encoded)
+    else:
+        per_commit = list(options)
+        if len(per_commit) != len(encoded):
+            raise RenderError(
+                f"{len(per_commit)} option mappings for {len(encoded)} commits",
+                where="render_batch",
+                hint="pass one mapping for all commits, or one per commit",
+            )
+    out: list[list[Any]] = [[None] * len(provs) for _ in encoded]
+    jobs: list[tuple[str, int, bytes]] = []
+    slots: list[tuple[int, int, Provider, RequestOptions]] = []
+    for i, (commit, kw) in enumerate(zip(commits, per_commit)):
+        kw = dict(kw)
+        model = kw.pop("model", None)
+        for j, prov in enumerate(provs):
+            opts = request_options(prov, model, **kw)
+            if prov.wire is None:
+                out[i][j] = prov.render(commit, opts)
+                continue
+            opts = prov.wire_options(opts)
+            jobs.append((prov.wire, i, msgspec.json.encode(opts)))
+            slots.append((i, j, prov, opts))
+    try:
+        results = _core.render_batch([data for data, _ in encoded], jobs, threads)
+    except (ValueError, TypeError) as exc:
+        raise RenderError(str(exc), where="render_batch", hint=_BAD_COMMIT) from None
+    for (i, j, prov, opts), res in zip(slots, results):
+        if isinstance(res, str):
+            err = RenderError(res, where=f"{encoded[i][1]}, provider {prov.name}", hint=_BAD_COMMIT)
+            if errors == "raise":
+                raise err
+            out[i][j] = err
+        else:
+            body, raw_meta = res
+            out[i][j] = prov.rendered(opts, body, msgspec.json.decode(raw_meta))
+    return out
+
+
+class CacheHit(msgspec.Struct, frozen=True, kw_only=True):
+    """Predicted prompt-cache reuse between two consecutive requests of a session.
+
+    ``shared_tokens`` is the number of leading tokens both requests carry unchanged
+    (header + unchanged item prefix); ``total_tokens`` the current request's size.
+    """
+
+    shared_items: int
+    shared_tokens: int
+    total_tokens: int
+
+    @property
+    def ratio(self) -> float:
+        """Shared fraction of the current request (0.0 when it is empty)."""
+        return self.shared_tokens / self.total_tokens if self.total_tokens else 0.0
 
 
 def header_tokens(

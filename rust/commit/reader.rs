@@ -175,6 +175,7 @@ impl<'a> Reader<'a> {
                 }
                 Ok(v)
             }
+            0xe0..=0xff => self.err("negative integer"),
             _ => self.err("expected an integer"),
         }
     }

@@ -1,6 +1,6 @@
 //! Bindings of the commit diff: both item lists cross once (see `commit.rs`).
 
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use super::commit::items_of;
@@ -19,8 +19,16 @@ type DiffTuple = (
 /// items: each a tuple of ContextItem, or bytes of a whole commit's MessagePack.
 #[pyfunction]
 fn diff_items(py: Python<'_>, a: &Bound<'_, PyAny>, b: &Bound<'_, PyAny>) -> PyResult<DiffTuple> {
-    let a = items_of(py, a).map_err(|e| PyValueError::new_err(format!("commit a: {e}")))?;
-    let b = items_of(py, b).map_err(|e| PyValueError::new_err(format!("commit b: {e}")))?;
+    let named = |which: &str, e: PyErr| {
+        let msg = format!("commit {which}: {}", e.value(py));
+        if e.is_instance_of::<PyTypeError>(py) {
+            PyTypeError::new_err(msg)
+        } else {
+            PyValueError::new_err(msg)
+        }
+    };
+    let a = items_of(py, a).map_err(|e| named("a", e))?;
+    let b = items_of(py, b).map_err(|e| named("b", e))?;
     let d = py.detach(|| diff::diff(&a, &b));
     Ok((
         d.added,

@@ -143,8 +143,10 @@ class Provider:
         """Build the body from the neutral context; plugins without a ``wire`` override it."""
         raise NotImplementedError(f"provider {self.name!r} has no wire format and no build_body")
 
-    def render(self, commit: ContextCommit | bytes, options: RequestOptions) -> RenderedRequest:
-        """Render ``commit`` into this provider's request body."""
+    def wire_options(self, options: RequestOptions) -> RequestOptions:
+        """The options as the renderer receives them: ``extra`` checked against the
+        fields the renderer writes, then ``adapt_options`` (used by ``render`` and by
+        ``ctxrules.render.render_batch``)."""
         clash = sorted(set(options.extra) & self.reserved)
         if clash:
             raise ProviderError(
@@ -152,7 +154,23 @@ class Provider:
                 where=f"provider {self.name}",
                 hint="set them through RequestOptions (system, tools, max_tokens) instead",
             )
-        options = self.adapt_options(options)
+        return self.adapt_options(options)
+
+    def rendered(
+        self, options: RequestOptions, body: bytes, meta: dict[str, Any]
+    ) -> RenderedRequest:
+        """The ``RenderedRequest`` of a body rendered with ``wire_options(...)``."""
+        return RenderedRequest(
+            provider=self.name,
+            model=options.model,
+            endpoint=self.endpoint(options.model),
+            body=body,
+            meta=meta,
+        )
+
+    def render(self, commit: ContextCommit | bytes, options: RequestOptions) -> RenderedRequest:
+        """Render ``commit`` into this provider's request body."""
+        options = self.wire_options(options)
         # Items cross as the tuple itself: the core finds those it prepared before.
         data = commit if isinstance(commit, bytes) else commit.items
         where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
@@ -165,20 +183,14 @@ class Provider:
         else:
             try:
                 body, raw_meta = _core.render_request(self.wire, data, msgspec.json.encode(options))
-            except ValueError as exc:
+            except (ValueError, TypeError) as exc:
                 raise RenderError(
                     str(exc),
                     where=where,
-                    hint="render a head that has at least one user or assistant turn",
+                    hint="pass a ContextCommit, or bytes that msgspec.msgpack.encode(commit) wrote",
                 ) from None
             meta = msgspec.json.decode(raw_meta)
-        return RenderedRequest(
-            provider=self.name,
-            model=options.model,
-            endpoint=self.endpoint(options.model),
-            body=body,
-            meta=meta,
-        )
+        return self.rendered(options, body, meta)
 
     def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
         """Read the vendor's usage from a response body; ``None`` when it has none."""
