@@ -8,7 +8,7 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/m
 LINT_PATHS := $(wildcard python tests benches plugins) conftest.py
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
-.PHONY: run test setup build lint fmt pytest cargo-test bench clean
+.PHONY: run test setup build lint fmt pytest cargo-test bench fuzz clean
 
 run: setup
 	$(BIN)/ctxrules demo
@@ -51,6 +51,30 @@ cargo-test:
 
 pytest: setup
 	$(BIN)/pytest -q
+
+# Longer fuzzing of the core than `make test` does (there: 20,000 mutated commits in
+# `cargo test`, 1,500 through the Python API and a hypothesis property in pytest).
+# Here: the mutation test in release mode, the Python-API run in child processes, then
+# libFuzzer (cargo-fuzz, on the stable toolchain through RUSTC_BOOTSTRAP=1) on both
+# targets, seeded with the seed commits.  Findings land in fuzz/artifacts/.
+FUZZ_ROUNDS ?= 1000000
+FUZZ_COMMITS ?= 40000
+FUZZ_SECONDS ?= 300
+FUZZ_SEED ?= $(shell date +%s)
+fuzz: setup
+	CTXRULES_FUZZ_ROUNDS=$(FUZZ_ROUNDS) CTXRULES_FUZZ_SECONDS=$(FUZZ_SECONDS) CTXRULES_FUZZ_SEED=$(FUZZ_SEED) \
+		cargo test --release -q --test fuzz_commits -- --nocapture
+	$(BIN)/python tests/fuzz_core.py --commits $(FUZZ_COMMITS) --seed $(FUZZ_SEED)
+	command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
+	mkdir -p fuzz/corpus/commit fuzz/corpus/options
+	for f in tests/data/commits/*.msgpack; do for b in 0 1 2; do \
+		{ printf "\\x0$$b"; cat "$$f"; } > "fuzz/corpus/commit/$$b-$$(basename "$$f")"; done; done
+	printf '{"model":"m","max_tokens":9,"system":[{"text":"s","layer":1}],"tools":[{"name":"ls","input_schema":{"type":"object"}}],"extra":{"t":0},"cache_ttl":"1h"}' \
+		> fuzz/corpus/options/seed.json
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O -a commit corpus/commit -- \
+		-max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1
+	cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run -O -a options corpus/options -- \
+		-max_total_time=$(FUZZ_SECONDS) -max_len=4096 -rss_limit_mb=2048 -print_final_stats=1
 
 bench: setup
 	$(BIN)/pytest benches --benchmark-enable --benchmark-autosave --benchmark-columns=min,median,mean,ops -q

@@ -10,8 +10,8 @@
 //! rendering uses: an item is decoded once, whichever of the two reads it first, and
 //! later diffs and renders of commits that share it find it in the item cache.
 
-use std::collections::HashMap;
 use crate::commit::{Item, Shared, State};
+use std::collections::HashMap;
 
 /// An item's key: its node id, with the attach source for expanded items.
 fn key(item: Item<'_>) -> String {

@@ -324,7 +324,10 @@ mod tests {
             w.raw("<");
             w.pre(&s);
             w.pre_str(&s);
-            assert_eq!(String::from_utf8(w.finish()).unwrap(), format!("<{s}\"{s}\""));
+            assert_eq!(
+                String::from_utf8(w.finish()).unwrap(),
+                format!("<{s}\"{s}\"")
+            );
         }
     }
 

@@ -7,6 +7,8 @@
 
 pub mod commit;
 pub mod diff;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod json;
 pub mod render;
 pub mod tokens;

@@ -432,7 +432,10 @@ impl Builder {
         let blocks_start = self.blocks.len();
         let d = self.prepare(&raw)?;
         let d = Data {
-            blocks: (blocks_start as u32, (self.blocks.len() - blocks_start) as u32),
+            blocks: (
+                blocks_start as u32,
+                (self.blocks.len() - blocks_start) as u32,
+            ),
             text: (start as u32, (self.text.len() - start) as u32),
             key: (self.keys.len(), if keyed { bytes.len() } else { 0 }),
             ..d
@@ -657,7 +660,12 @@ pub fn decode_commit(bytes: &[u8]) -> Result<Items, String> {
 /// the content cache (the caller keeps the items by identity, see the Python bindings);
 /// `index_of(k)` gives the index an error names for the k-th item.
 pub fn decode_items(bytes: &[u8], index_of: impl Fn(usize) -> usize) -> Result<Items, String> {
-    decode(bytes.len(), |f| reader::array_items(bytes, f), index_of, false)
+    decode(
+        bytes.len(),
+        |f| reader::array_items(bytes, f),
+        index_of,
+        false,
+    )
 }
 
 /// Buffers of dropped batches, kept for the next decode: a fresh multi-megabyte buffer

@@ -14,11 +14,11 @@ pub mod neutral;
 pub mod openai_chat;
 pub mod openai_responses;
 
-use std::borrow::Cow;
 use crate::commit::{self, ImageSource, Shared};
 use crate::json::Json;
 use input::Options;
 use neutral::{NBlock, NRole, Neutral, Txt};
+use std::borrow::Cow;
 
 /// Text of the user message put first when a conversation would open with the
 /// assistant (Anthropic and Gemini refuse that; the text says why it is there).

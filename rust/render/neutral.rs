@@ -484,7 +484,10 @@ pub fn build<'c>(items: &'c [Shared]) -> Neutral<'c> {
         pending: Vec::new(),
         open_assistants: Owners::default(),
         seen_ids: HashMap::with_capacity_and_hasher(
-            items.iter().filter(|i| i.get().role() == Role::Tool).count(),
+            items
+                .iter()
+                .filter(|i| i.get().role() == Role::Tool)
+                .count(),
             BuildHasherDefault::default(),
         ),
         renamed: HashSet::default(),
