@@ -7,18 +7,23 @@ JSON arguments, tool results).
 
 Compared in the same run, on the same conversation:
 
-- ``ours``: ``render_request(commit, provider)`` — msgspec encode of the commit, one
-  crossing into Rust, body bytes back;
-- ``json.dumps``: ``json.dumps`` of the already-built request dict (the same body,
-  decoded beforehand) — the floor for any renderer that builds dicts in Python;
+- ``ours``: ``render_request(commit, provider)`` — one crossing into Rust with the
+  commit's item tuple, body bytes back.  Items the core has prepared before (each
+  decoded once, its strings kept JSON-escaped) are found by identity, as in a session
+  where each commit shares all but its newest items with the last one rendered;
+- ``ours, cold``: the same after ``_core.item_cache_clear()``: every item is encoded
+  with msgspec, decoded and prepared again (a commit the process has never seen);
+- ``orjson``: ``orjson.dumps`` of the already-built request dict (the same body,
+  decoded beforehand) — the fastest any renderer that builds dicts can be;
+- ``json.dumps``: the same with the standard library — the usual floor;
 - ``langchain``: ``langchain_core.messages.convert_to_openai_messages`` on the same
   conversation as LangChain message objects (built beforehand), then ``json.dumps`` of
   the result — what a LangChain user does to get Chat Completions bytes.
 
 ``make bench`` runs them for real; under ``make test`` each runs once as a check.
 pytest-benchmark runs all rounds of one function before the next, so the figures in
-benches/README.md come from ``python benches/bench_render.py``, which alternates ours
-and the floor round by round and reports CPU and wall time, minimum and median.
+benches/README.md come from ``python benches/bench_render.py``, which alternates all of
+them round by round and reports CPU and wall time, minimum and median.
 """
 
 from __future__ import annotations
@@ -34,8 +39,10 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import orjson
 import pytest
 
+from ctxrules import _core
 from ctxrules.commit import Pipeline, ensure_latest_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
@@ -121,6 +128,28 @@ def test_render_ours(benchmark, big_commit, provider):
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
+def test_render_ours_cold(benchmark, big_commit, provider):
+    benchmark.group = f"render 10k items: {provider}"
+    prov = get_provider(provider)
+    warm = render_request(big_commit, prov)
+    body = benchmark(_cold, big_commit, prov)
+    assert body == warm
+
+
+def _cold(commit: ContextCommit, prov: Any) -> bytes:
+    _core.item_cache_clear()
+    return render_request(commit, prov)
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_render_orjson_floor(benchmark, big_commit, provider):
+    benchmark.group = f"render 10k items: {provider}"
+    built = json.loads(render_request(big_commit, provider))
+    out = benchmark(orjson.dumps, built)
+    assert json.loads(out) == built
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
 def test_render_json_dumps_floor(benchmark, big_commit, provider):
     benchmark.group = f"render 10k items: {provider}"
     built = json.loads(render_request(big_commit, provider))
@@ -168,14 +197,17 @@ def _time(fn: Callable[[], object]) -> tuple[float, float]:
 
 
 def alternate(commit: ContextCommit, rounds: int) -> list[dict[str, Any]]:
-    """Per provider: ours and the floor (and LangChain for openai-chat), one call each
-    per round, in turn, so load changes hit them alike; CPU and wall samples kept."""
+    """Per provider: ours (warm and cold), orjson and json.dumps (and LangChain for
+    openai-chat), one call each per round, in turn, so load changes hit them alike; CPU
+    and wall samples kept."""
     rows = []
     for provider in PROVIDERS:
         prov = get_provider(provider)
         built = json.loads(render_request(commit, prov))
         fns: dict[str, Callable[[], object]] = {
             "ours": lambda prov=prov: render_request(commit, prov),
+            "cold": lambda prov=prov: _cold(commit, prov),
+            "orjson": lambda built=built: orjson.dumps(built),
             "floor": lambda built=built: json.dumps(built),
         }
         if provider == "openai-chat":
@@ -211,20 +243,27 @@ def main() -> None:
     rows = alternate(commit, args.rounds)
     print(f"{len(commit.items)} items, {args.rounds} alternating rounds; ms, min / median")
     print(
-        "| provider | clock | ours | json.dumps floor | floor ÷ ours (min / median) | LangChain |"
+        "| provider | clock | ours | ours, cold | orjson | json.dumps "
+        "| orjson ÷ ours (min / median) | json.dumps ÷ ours | LangChain |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         s = row["samples"]
         for i, clock in enumerate(["CPU", "wall"]):
-            ours = [x[i] for x in s["ours"]]
-            floor = [x[i] for x in s["floor"]]
-            ratio = (
-                f"{min(floor) / min(ours):.2f}× / "
-                f"{statistics.median(floor) / statistics.median(ours):.2f}×"
+            col = {k: [x[i] for x in v] for k, v in s.items()}
+
+            def ratio(k: str, col: dict[str, list[float]] = col) -> str:
+                return (
+                    f"{min(col[k]) / min(col['ours']):.2f}× / "
+                    f"{statistics.median(col[k]) / statistics.median(col['ours']):.2f}×"
+                )
+
+            lc = _ms(col["langchain"]) if "langchain" in col else "–"
+            print(
+                f"| {row['provider']} | {clock} | {_ms(col['ours'])} | {_ms(col['cold'])} "
+                f"| {_ms(col['orjson'])} | {_ms(col['floor'])} | {ratio('orjson')} "
+                f"| {ratio('floor')} | {lc} |"
             )
-            lc = _ms([x[i] for x in s["langchain"]]) if "langchain" in s else "–"
-            print(f"| {row['provider']} | {clock} | {_ms(ours)} | {_ms(floor)} | {ratio} | {lc} |")
 
 
 if __name__ == "__main__":

@@ -258,3 +258,15 @@ def test_core_entry_points_raise_value_error_for_bad_names():
         _core.render_batch([], [], 0)
     with pytest.raises(ValueError, match="out of range"):
         _core.render_batch([], [("anthropic", 3, b"")])
+
+
+def test_tokenizer_wrapper_turns_core_errors_into_tokenizer_errors():
+    from ctxrules.errors import TokenizerError
+    from ctxrules.tokenizers import RustTokenizer
+
+    tok = RustTokenizer("o200k_base")
+    tok.encoding = "no-such-encoding"  # past the constructor's check: the core refuses
+    with pytest.raises(TokenizerError, match="unknown encoding"):
+        tok.count("x")
+    with pytest.raises(TokenizerError, match="unknown encoding"):
+        tok.count_batch(["x", "y"])

@@ -130,7 +130,7 @@ pub enum Block<'a> {
 }
 
 /// Where an image's bytes are.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct ImageSource<'a> {
     pub kind: S<'a>,
     pub media_type: S<'a>,
@@ -205,8 +205,7 @@ impl Shared {
     pub fn get(&self) -> Item<'_> {
         let b = &*self.batch;
         Item {
-            text: &b.text,
-            blocks: &b.blocks,
+            batch: b,
             d: &b.data[self.idx as usize],
         }
     }
@@ -234,8 +233,7 @@ impl Shared {
 /// once.
 #[derive(Clone, Copy, Debug)]
 pub struct Item<'a> {
-    text: &'a [u8],
-    blocks: &'a [BlockSpans],
+    batch: &'a Batch,
     d: &'a Data,
 }
 
@@ -243,14 +241,15 @@ impl<'a> Item<'a> {
     #[inline(always)]
     fn slice(&self, at: u32, len: u32) -> &'a str {
         let (a, b) = (at as usize, at as usize + len as usize);
-        debug_assert!(b <= self.text.len() && std::str::from_utf8(&self.text[a..b]).is_ok());
+        let text = &self.batch.text;
+        debug_assert!(b <= text.len() && std::str::from_utf8(&text[a..b]).is_ok());
         // SAFETY: spans are made only by `Builder::push*`, around whole `&str`s (or
         // their escaped forms, also UTF-8: escaping copies multi-byte sequences as they
         // are and adds ASCII) pushed into this buffer, so the range is in bounds and
         // UTF-8.  Checked slicing would read the bytes at both ends: for the ~10
         // strings of each of 10,000 items that was a cache miss each and a third of a
         // render.
-        unsafe { std::str::from_utf8_unchecked(self.text.get_unchecked(a..b)) }
+        unsafe { std::str::from_utf8_unchecked(text.get_unchecked(a..b)) }
     }
 
     #[inline(always)]
@@ -342,25 +341,30 @@ impl<'a> Item<'a> {
 
     /// The content blocks.
     pub fn blocks(&self) -> impl Iterator<Item = Block<'a>> + 'a {
-        let (a, n) = self.d.blocks;
         let me = *self;
-        self.blocks[a as usize..(a + n) as usize]
-            .iter()
-            .map(move |b| match *b {
-                BlockSpans::Text(t) => Block::Text(me.s(t)),
-                BlockSpans::Image([k, m, d, u]) => Block::Image(ImageSource {
-                    kind: me.s(k),
-                    media_type: me.s(m),
-                    data: me.s(d),
-                    url: me.s(u),
-                }),
-                BlockSpans::Thinking([t, s, v]) => Block::Thinking {
-                    thinking: me.s(t),
-                    signature: me.s(s),
-                    vendor: me.s(v),
-                },
-                BlockSpans::Redacted(d) => Block::Redacted(me.s(d)),
-            })
+        (0..self.d.blocks.1).map(move |i| me.block(i))
+    }
+
+    /// Content block `i` (of `0..` the number `blocks` yields).
+    #[inline]
+    pub fn block(&self, i: u32) -> Block<'a> {
+        let (a, n) = self.d.blocks;
+        debug_assert!(i < n);
+        match self.batch.blocks[(a + i) as usize] {
+            BlockSpans::Text(t) => Block::Text(self.s(t)),
+            BlockSpans::Image([k, m, d, u]) => Block::Image(ImageSource {
+                kind: self.s(k),
+                media_type: self.s(m),
+                data: self.s(d),
+                url: self.s(u),
+            }),
+            BlockSpans::Thinking([t, s, v]) => Block::Thinking {
+                thinking: self.s(t),
+                signature: self.s(s),
+                vendor: self.s(v),
+            },
+            BlockSpans::Redacted(d) => Block::Redacted(self.s(d)),
+        }
     }
 
     /// The images among the blocks (a tool's returned images, a user's attachments).
@@ -374,6 +378,22 @@ impl<'a> Item<'a> {
     /// Whether the item has image blocks.
     pub fn has_images(&self) -> bool {
         self.images().next().is_some()
+    }
+
+    /// Ask the CPU to start loading the item's ids (its first strings, see
+    /// `Builder::prepare`) into the cache.  A pass over a commit touches each item's
+    /// ids first; without a hint every item cost a cache miss there.
+    #[inline(always)]
+    pub fn prefetch(&self) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = self.batch.text.as_ptr().wrapping_add(self.d.text.0 as usize);
+            // SAFETY: a prefetch is only a hint: it never faults and changes no state
+            // the program can see, whatever the address.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+            };
+        }
     }
 
     /// Bytes of the item's texts, escaped (an estimate of its rendered size).
@@ -422,39 +442,51 @@ impl Builder {
         })
     }
 
-    /// Decode and prepare one item from its MessagePack bytes (at byte `at` of the
-    /// caller's input), keeping the bytes as its cache key when `keyed`; returns its
-    /// index in the batch.
-    fn add(&mut self, bytes: &[u8], at: usize, keyed: bool) -> Result<u32, String> {
-        let mut r = reader::Reader::new(bytes, at);
-        let raw = reader::item(&mut r)?;
+    /// Prepare one decoded item, keeping `key` (its MessagePack bytes) when given;
+    /// returns its index in the batch.
+    fn add(&mut self, raw: &reader::RawItem<'_>, key: Option<&[u8]>) -> Result<u32, String> {
         let start = self.text.len();
         let blocks_start = self.blocks.len();
-        let d = self.prepare(&raw)?;
+        let d = self.prepare(raw)?;
+        let key = key.unwrap_or_default();
         let d = Data {
             blocks: (
                 blocks_start as u32,
                 (self.blocks.len() - blocks_start) as u32,
             ),
             text: (start as u32, (self.text.len() - start) as u32),
-            key: (self.keys.len(), if keyed { bytes.len() } else { 0 }),
+            key: (self.keys.len(), key.len()),
             ..d
         };
-        if keyed {
-            self.keys.extend_from_slice(bytes);
-        }
+        self.keys.extend_from_slice(key);
         self.data.push(d);
         Ok((self.data.len() - 1) as u32)
     }
 
+    /// Size the buffers once for the `rest` bytes of input still to come (escaping adds
+    /// a few percent), from buffers earlier batches left: they then never move while
+    /// they fill, and their pages are already mapped.
+    fn size_for(&mut self, rest: usize, keyed: bool) {
+        if self.data.capacity() == 0 {
+            let rest = rest.min(BATCH_TEXT);
+            self.text = spare::BYTES.take(rest + rest / 8);
+            if keyed {
+                self.keys = spare::BYTES.take(rest);
+            }
+            self.data = spare::DATA.take(rest / 256 + 1);
+        }
+    }
+
     /// The item's data; blocks are appended to `self.blocks` (ranges set by `add`).
     fn prepare(&mut self, r: &reader::RawItem<'_>) -> Result<Data, String> {
+        // The ids first: building the neutral messages reads them for every item and
+        // nothing else of most items, so they share a cache line or two.
         let source_node_id = self.push(r.source_node_id)?;
-        let attached_from = r.attached_from.map(|s| self.push(s)).transpose()?;
-        let rendered = self.push(r.rendered)?;
-        let name = self.push(r.name)?;
         let caller = r.caller.map(|s| self.push(s)).transpose()?;
         let tool_use_id = r.tool_use_id.map(|s| self.push(s)).transpose()?;
+        let attached_from = r.attached_from.map(|s| self.push(s)).transpose()?;
+        let name = self.push(r.name)?;
+        let rendered = self.push(r.rendered)?;
         let tool_input = self.push(r.tool_input)?;
         let obj = object_args(r.tool_input);
         let obj = obj.as_deref().unwrap_or_else(|| r.tool_input.trim());
@@ -583,43 +615,28 @@ enum Slot {
     New { batch: usize, idx: u32, hash: u64 },
 }
 
-/// Prepare the items `walk` hands over (position and bytes of each); `name(k)` names
-/// the k-th item in errors.  With `keyed`, items seen before come from the content
-/// cache and new ones are added to it.
-fn decode<'a>(
-    total: usize,
-    walk: impl FnOnce(&mut dyn FnMut(usize, &'a [u8]) -> Result<(), String>) -> Result<(), String>,
-    name: impl Fn(usize) -> usize,
-    keyed: bool,
-) -> Result<Items, String> {
+/// Decode a commit as `msgspec.msgpack.encode(commit)` writes it (fields other than
+/// `items` are checked for shape and skipped).  Items seen before in any commit's bytes
+/// come from the content cache; new ones are added to it.
+pub fn decode_commit(bytes: &[u8]) -> Result<Items, String> {
     let mut slots: Vec<Slot> = Vec::new();
     let mut batches: Vec<Arc<Batch>> = Vec::new();
     let mut b = Builder::default();
-    walk(&mut |at, bytes| {
-        let hash = if keyed { cache::hash(bytes) } else { 0 };
-        if keyed {
-            if let Some(s) = cache::lookup(hash, bytes) {
-                slots.push(Slot::Cached(s));
-                return Ok(());
-            }
+    reader::commit_items(bytes, |at, key| {
+        let k = slots.len();
+        let hash = cache::hash(key);
+        if let Some(s) = cache::lookup(hash, key) {
+            slots.push(Slot::Cached(s));
+            return Ok(());
         }
         if b.text.len() >= BATCH_TEXT {
             batches.push(std::mem::take(&mut b).finish());
         }
-        if b.data.capacity() == 0 {
-            // Sized once for the rest of the input (escaping adds a few percent), from
-            // buffers earlier batches left: they then never move while they fill, and
-            // their pages are already mapped.
-            let rest = total.saturating_sub(at).min(BATCH_TEXT);
-            b.text = spare::BYTES.take(rest + rest / 8);
-            if keyed {
-                b.keys = spare::BYTES.take(rest);
-            }
-            b.data = spare::DATA.take(rest / 256 + 1);
-        }
-        let idx = b
-            .add(bytes, at, keyed)
-            .map_err(|e| format!("items[{}]: {e}", name(slots.len())))?;
+        b.size_for(bytes.len().saturating_sub(at), true);
+        let raw = reader::whole_item(&mut reader::Reader::new(key, at));
+        let idx = raw
+            .and_then(|raw| b.add(&raw, Some(key)))
+            .map_err(|e| format!("items[{k}]: {e}"))?;
         slots.push(Slot::New {
             batch: batches.len(),
             idx,
@@ -638,9 +655,7 @@ fn decode<'a>(
                     batch: batches[batch].clone(),
                     idx,
                 };
-                if keyed {
-                    fresh.push((hash, s.clone()));
-                }
+                fresh.push((hash, s.clone()));
                 s
             }
         })
@@ -649,23 +664,32 @@ fn decode<'a>(
     Ok(items)
 }
 
-/// Decode a commit as `msgspec.msgpack.encode(commit)` writes it (fields other than
-/// `items` are checked for shape and skipped).  Items seen before in any commit's bytes
-/// come from the content cache.
-pub fn decode_commit(bytes: &[u8]) -> Result<Items, String> {
-    decode(bytes.len(), |f| reader::commit_items(bytes, f), |k| k, true)
-}
-
 /// Decode a bare item list as `msgspec.msgpack.encode(commit.items)` writes it, without
 /// the content cache (the caller keeps the items by identity, see the Python bindings);
 /// `index_of(k)` gives the index an error names for the k-th item.
 pub fn decode_items(bytes: &[u8], index_of: impl Fn(usize) -> usize) -> Result<Items, String> {
-    decode(
-        bytes.len(),
-        |f| reader::array_items(bytes, f),
-        index_of,
-        false,
-    )
+    let mut made: Vec<(usize, u32)> = Vec::new();
+    let mut batches: Vec<Arc<Batch>> = Vec::new();
+    let mut b = Builder::default();
+    b.size_for(bytes.len(), false);
+    let r = reader::array_items(bytes, |raw| {
+        if b.text.len() >= BATCH_TEXT {
+            batches.push(std::mem::take(&mut b).finish());
+            b.size_for(BATCH_TEXT, false);
+        }
+        let idx = b.add(&raw, None)?;
+        made.push((batches.len(), idx));
+        Ok(())
+    });
+    r.map_err(|e| format!("items[{}]: {e}", index_of(made.len())))?;
+    batches.push(b.finish());
+    Ok(made
+        .into_iter()
+        .map(|(batch, idx)| Shared {
+            batch: batches[batch].clone(),
+            idx,
+        })
+        .collect())
 }
 
 /// Buffers of dropped batches, kept for the next decode: a fresh multi-megabyte buffer

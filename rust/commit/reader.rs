@@ -408,7 +408,7 @@ fn block<'a>(r: &mut Reader<'a>) -> R<RawBlock<'a>> {
     Ok(b)
 }
 
-/// Decode one item map; it must span all of `r`'s bytes.
+/// Decode the item map that starts at `r`'s position.
 pub fn item<'a>(r: &mut Reader<'a>) -> R<RawItem<'a>> {
     let mut it = RawItem::default();
     let mut has_id = false;
@@ -443,6 +443,12 @@ pub fn item<'a>(r: &mut Reader<'a>) -> R<RawItem<'a>> {
     if !has_id || !has_role {
         return r.err("an item without source_node_id or role");
     }
+    Ok(it)
+}
+
+/// Decode an item map that must span all of `r`'s bytes (an item's own slice).
+pub fn whole_item<'a>(r: &mut Reader<'a>) -> R<RawItem<'a>> {
+    let it = item(r)?;
     if r.remaining() != 0 {
         return r.err("trailing bytes after the item");
     }
@@ -496,11 +502,14 @@ pub fn commit_items<'a>(bytes: &'a [u8], mut f: impl FnMut(usize, &'a [u8]) -> R
     Ok(())
 }
 
-/// Hand the items of a bare item list (as `msgspec.msgpack.encode(commit.items)` writes
-/// it) to `f`, each with its position and bytes.
-pub fn array_items<'a>(bytes: &'a [u8], mut f: impl FnMut(usize, &'a [u8]) -> R<()>) -> R<()> {
+/// Decode the items of a bare item list (as `msgspec.msgpack.encode(commit.items)`
+/// writes it) one by one, handing each to `f` (no slices are made: such items are not
+/// looked up by their bytes).
+pub fn array_items<'a>(bytes: &'a [u8], mut f: impl FnMut(RawItem<'a>) -> R<()>) -> R<()> {
     let mut r = Reader::new(bytes, 0);
-    each_item(&mut r, &mut f)?;
+    for _ in 0..r.array_len()? {
+        f(item(&mut r)?)?;
+    }
     if r.remaining() != 0 {
         return r.err("trailing bytes after the item list");
     }

@@ -92,10 +92,10 @@ pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
     if let Ok(b) = commit.cast::<PyBytes>() {
         return Ok(Pending::Bytes(b.clone().into()));
     }
-    let seq: Vec<Bound<'_, PyAny>> = if let Ok(t) = commit.cast::<PyTuple>() {
-        t.iter().collect()
+    let tuple = if let Ok(t) = commit.cast::<PyTuple>() {
+        t.clone()
     } else if let Ok(l) = commit.cast::<PyList>() {
-        l.iter().collect()
+        l.to_tuple()
     } else {
         return Err(PyTypeError::new_err(format!(
             "a commit is bytes (its MessagePack) or a tuple of ContextItem, not {}",
@@ -105,30 +105,42 @@ pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
     let item_type = ITEM_TYPE
         .import(py, "ctxrules.model", "ContextItem")?
         .as_ptr();
-    let mut found = Vec::with_capacity(seq.len());
+    let mut found = Vec::with_capacity(tuple.len());
     let mut missing = Vec::new();
     {
+        // Only addresses are read here, not the objects: an address in the table is an
+        // object the table keeps alive, so it is the very item listed.  Objects are
+        // touched (type checked, encoded) only when they are not found.
         let mut t = table();
-        let mut hits = 0u64;
-        for (i, obj) in seq.iter().enumerate() {
-            let exact = obj.get_type().as_ptr() == item_type;
-            let hit = if exact {
-                t.map.get(&(obj.as_ptr() as usize)).map(|e| e.item.clone())
-            } else {
-                None
-            };
-            hits += u64::from(hit.is_some());
-            if hit.is_none() {
-                missing.push((i, exact.then(|| obj.clone().unbind())));
+        for (i, obj) in tuple.iter_borrowed().enumerate() {
+            match t.map.get(&(obj.as_ptr() as usize)) {
+                Some(e) => found.push(Some(e.item.clone())),
+                None => {
+                    found.push(None);
+                    missing.push(i);
+                }
             }
-            found.push(hit);
         }
-        t.hits += hits;
+        t.hits += (found.len() - missing.len()) as u64;
     }
+    let missing: Vec<(usize, Option<Py<PyAny>>)> = missing
+        .into_iter()
+        .map(|i| {
+            let obj = tuple.get_borrowed_item(i)?;
+            let exact = obj.get_type().as_ptr() == item_type;
+            Ok((i, exact.then(|| obj.to_owned().unbind())))
+        })
+        .collect::<PyResult<_>>()?;
     let encoded = if missing.is_empty() {
         None
     } else {
-        let objs = PyList::new(py, missing.iter().map(|&(i, _)| &seq[i]))?;
+        let objs = PyList::new(
+            py,
+            missing
+                .iter()
+                .map(|&(i, _)| tuple.get_borrowed_item(i))
+                .collect::<PyResult<Vec<_>>>()?,
+        )?;
         let encode = ENCODE.import(py, "msgspec.msgpack", "encode")?;
         let out = encode.call1((objs,)).map_err(|e| {
             PyValueError::new_err(format!("commit items could not be encoded: {e}"))

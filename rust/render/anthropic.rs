@@ -40,9 +40,10 @@ pub fn write(
     let mut tail: Option<NBlock<'_>> = None;
     let mut v = view(n, |role, b| match b {
         // Another vendor's signature (a Gemini thought signature) means nothing here.
-        NBlock::Thinking {
-            signature, vendor, ..
-        } => role == NRole::Assistant && !signature.is_empty() && vendor.is_empty(),
+        NBlock::Thinking(t) => {
+            let (_, signature, vendor) = t.thinking();
+            role == NRole::Assistant && !signature.is_empty() && vendor.is_empty()
+        }
         NBlock::Redacted(_) => role == NRole::Assistant,
         NBlock::Image(_) => role == NRole::User,
         _ => true,

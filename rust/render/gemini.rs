@@ -16,13 +16,19 @@ use super::{view, Sys, OPENING_PLACEHOLDER};
 use crate::json::Json;
 
 fn is_signature(b: &NBlock<'_>) -> bool {
-    matches!(b, NBlock::Thinking { signature, vendor, .. } if vendor.esc == "gemini" && !signature.is_empty())
+    match b {
+        NBlock::Thinking(t) => {
+            let (_, signature, vendor) = t.thinking();
+            vendor.esc == "gemini" && !signature.is_empty()
+        }
+        _ => false,
+    }
 }
 
 /// Write the body; returns the number of contents.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
     let v = view(n, |role, b| match b {
-        NBlock::Thinking { .. } => role == NRole::Assistant && is_signature(b),
+        NBlock::Thinking(_) => role == NRole::Assistant && is_signature(b),
         NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
@@ -59,8 +65,8 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         let mut fp = prev_parts_open(w);
         let mut signature: Option<&str> = None;
         for b in blocks.iter() {
-            if let NBlock::Thinking { signature: s, .. } = b {
-                signature = Some(s.esc);
+            if let NBlock::Thinking(t) = b {
+                signature = Some(t.thinking().1.esc);
                 continue;
             }
             w.sep(&mut fp);
@@ -69,7 +75,8 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     w.raw("{\"text\":");
                     t.write(w);
                 }
-                NBlock::Image(src) => {
+                NBlock::Image(img) => {
+                    let src = img.image();
                     if src.is_url() {
                         w.raw("{\"fileData\":{\"mimeType\":");
                         w.pre_str(src.media_type.esc);
@@ -81,38 +88,27 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     }
                     w.raw("}");
                 }
-                NBlock::ToolUse {
-                    id,
-                    name,
-                    args_json,
-                    ..
-                } => {
+                NBlock::ToolUse(call) => {
                     w.raw("{\"functionCall\":{\"id\":");
-                    id.write(w);
-                    w.field_pre("name", name.esc);
+                    call.write_id(w);
+                    w.field_pre("name", call.name().esc);
                     w.raw(",\"args\":");
-                    w.raw(args_json);
+                    w.raw(call.item.args_json());
                     w.raw("}");
                 }
-                NBlock::ToolResult {
-                    id,
-                    name,
-                    content,
-                    is_error,
-                    ..
-                } => {
+                NBlock::ToolResult(call) => {
                     w.raw("{\"functionResponse\":{\"id\":");
-                    id.write(w);
-                    w.field_pre("name", name.esc);
-                    w.raw(if *is_error {
+                    call.write_id(w);
+                    w.field_pre("name", call.name().esc);
+                    w.raw(if call.is_error() {
                         ",\"response\":{\"error\":"
                     } else {
                         ",\"response\":{\"output\":"
                     });
-                    w.pre_str(content.esc);
+                    w.pre_str(call.content().esc);
                     w.raw("}}");
                 }
-                NBlock::Thinking { .. } | NBlock::Redacted(_) => {}
+                NBlock::Thinking(_) | NBlock::Redacted(_) => {}
             }
             if let Some(s) = signature.take() {
                 w.field_pre("thoughtSignature", s);

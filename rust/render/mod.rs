@@ -193,12 +193,9 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
             w.raw("{\"type\":\"text\",\"text\":");
             t.write(w);
         }
-        NBlock::Image(src) => image_block(w, src, image),
-        NBlock::Thinking {
-            thinking,
-            signature,
-            vendor,
-        } => {
+        NBlock::Image(img) => image_block(w, &img.image(), image),
+        NBlock::Thinking(t) => {
+            let (thinking, signature, vendor) = t.thinking();
             w.raw("{\"type\":\"thinking\",\"thinking\":");
             w.pre_str(thinking.esc);
             if !signature.is_empty() {
@@ -212,28 +209,18 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
             w.raw("{\"type\":\"redacted_thinking\",\"data\":");
             w.pre_str(data.esc);
         }
-        NBlock::ToolUse {
-            id,
-            name,
-            args_json,
-            ..
-        } => {
+        NBlock::ToolUse(call) => {
             w.raw("{\"type\":\"tool_use\",\"id\":");
-            id.write(w);
-            w.field_pre("name", name.esc);
+            call.write_id(w);
+            w.field_pre("name", call.name().esc);
             w.raw(",\"input\":");
-            w.raw(args_json);
+            w.raw(call.item.args_json());
         }
-        NBlock::ToolResult {
-            id,
-            content,
-            is_error,
-            item,
-            ..
-        } => {
+        NBlock::ToolResult(call) => {
+            let content = call.content();
             w.raw("{\"type\":\"tool_result\",\"tool_use_id\":");
-            id.write(w);
-            if !item.has_images() {
+            call.write_id(w);
+            if !call.item.has_images() {
                 w.field_pre("content", content.esc);
             } else {
                 // A tool that returned images: text and images as content blocks.
@@ -245,14 +232,14 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
                     w.pre_str(content.esc);
                     w.raw("}");
                 }
-                for src in item.images() {
+                for src in call.item.images() {
                     w.sep(&mut first);
                     image_block(w, &src, image);
                     w.raw("}");
                 }
                 w.raw("]");
             }
-            if *is_error {
+            if call.is_error() {
                 w.raw(",\"is_error\":true");
             }
         }

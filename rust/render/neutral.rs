@@ -157,63 +157,92 @@ pub fn write_joined<'t, 'c: 't>(
     w.raw("\"");
 }
 
-/// The id a tool call goes out with: its own, or `{id}_{n}` for a repeat (see
-/// `Builder::wire_id`).
+/// A tool item as a call or a result, with the id it goes out with: its own call id,
+/// or for the `n`-th repeat (`n` > 0) `{id}_{n}` (see `Builder::wire_id`).  Every other
+/// field is read from the item when written, so a block stays small.
 #[derive(Debug, Clone, Copy)]
-pub enum Id<'c> {
-    Orig(S<'c>),
-    Renamed(S<'c>, u32),
+pub struct Call<'c> {
+    pub item: Item<'c>,
+    pub n: u32,
 }
 
-impl Id<'_> {
-    /// Append the id as a JSON string literal.
-    pub fn write(&self, w: &mut Json) {
-        match self {
-            Id::Orig(s) => w.pre_str(s.esc),
-            Id::Renamed(s, n) => {
-                w.raw("\"");
-                w.pre(s.esc);
-                w.raw("_");
-                w.uint(u64::from(*n));
-                w.raw("\"");
-            }
+impl<'c> Call<'c> {
+    /// Append the call id as a JSON string literal.
+    pub fn write_id(&self, w: &mut Json) {
+        let id = self.item.tool_use_id().unwrap_or_default();
+        if self.n == 0 {
+            w.pre_str(id.esc);
+        } else {
+            w.raw("\"");
+            w.pre(id.esc);
+            w.raw("_");
+            w.uint(u64::from(self.n));
+            w.raw("\"");
+        }
+    }
+
+    /// The tool's name.
+    pub fn name(&self) -> S<'c> {
+        self.item.name()
+    }
+
+    /// What the tool returned (results).
+    pub fn content(&self) -> S<'c> {
+        self.item.rendered()
+    }
+
+    /// Whether the tool reported an error (results).
+    pub fn is_error(&self) -> bool {
+        self.item.is_error()
+    }
+}
+
+/// A block of an item, by its index (`Item::block`).
+#[derive(Debug, Clone, Copy)]
+pub struct BlockRef<'c> {
+    pub item: Item<'c>,
+    pub i: u32,
+}
+
+impl<'c> BlockRef<'c> {
+    /// The image of an image block.
+    pub fn image(&self) -> ImageSource<'c> {
+        match self.item.block(self.i) {
+            Block::Image(src) => src,
+            _ => ImageSource::default(),
+        }
+    }
+
+    /// `(thinking, signature, vendor)` of a thinking block; `vendor` says who minted
+    /// the signature: only that vendor is sent it.
+    pub fn thinking(&self) -> (S<'c>, S<'c>, S<'c>) {
+        match self.item.block(self.i) {
+            Block::Thinking {
+                thinking,
+                signature,
+                vendor,
+            } => (thinking, signature, vendor),
+            _ => Default::default(),
         }
     }
 }
 
-/// A neutral content block, borrowing from the commit.
+/// A neutral content block, borrowing from the commit (at most five words: building the
+/// messages of a large commit writes and reads one per block).
 #[derive(Debug)]
 pub enum NBlock<'c> {
     Text(Txt<'c>),
-    Image(ImageSource<'c>),
-    Thinking {
-        thinking: S<'c>,
-        signature: S<'c>,
-        /// Who minted the signature: only that vendor is sent it.
-        vendor: S<'c>,
-    },
+    Image(BlockRef<'c>),
+    Thinking(BlockRef<'c>),
     Redacted(S<'c>),
-    ToolUse {
-        id: Id<'c>,
-        name: S<'c>,
-        /// The arguments as one JSON object text (`Item::args_json`) and escaped.
-        args: S<'c>,
-        args_json: &'c str,
-    },
-    ToolResult {
-        id: Id<'c>,
-        name: S<'c>,
-        content: S<'c>,
-        is_error: bool,
-        /// The tool item: images it returned are sent where the vendor can.
-        item: Item<'c>,
-    },
+    ToolUse(Call<'c>),
+    ToolResult(Call<'c>),
 }
 
 impl NBlock<'_> {
     /// Blocks that may carry a cache breakpoint on Anthropic.
     pub fn cacheable(&self) -> bool {
-        !matches!(self, NBlock::Thinking { .. } | NBlock::Redacted(_))
+        !matches!(self, NBlock::Thinking(_) | NBlock::Redacted(_))
     }
 }
 
@@ -350,8 +379,11 @@ impl<'c> Builder<'c> {
         if !item.rendered().is_empty() {
             self.push(NRole::User, NBlock::Text(Txt::Pre(item.rendered())));
         }
-        for src in item.images() {
-            self.push(NRole::User, NBlock::Image(src));
+        for (i, b) in item.blocks().enumerate() {
+            if let Block::Image(_) = b {
+                let i = i as u32;
+                self.push(NRole::User, NBlock::Image(BlockRef { item, i }));
+            }
         }
     }
 
@@ -373,18 +405,11 @@ impl<'c> Builder<'c> {
             // Text blocks give the original block order, but only while they still say
             // what `rendered` says (a rule may have rewritten the text).
             let use_blocks = item.use_blocks();
-            for b in item.blocks() {
+            for (i, b) in item.blocks().enumerate() {
+                let i = i as u32;
                 let block = match b {
                     Block::Text(t) if use_blocks && !t.is_empty() => NBlock::Text(Txt::Pre(t)),
-                    Block::Thinking {
-                        thinking,
-                        signature,
-                        vendor,
-                    } => NBlock::Thinking {
-                        thinking,
-                        signature,
-                        vendor,
-                    },
+                    Block::Thinking { .. } => NBlock::Thinking(BlockRef { item, i }),
                     Block::Redacted(data) => NBlock::Redacted(data),
                     _ => continue,
                 };
@@ -416,11 +441,11 @@ impl<'c> Builder<'c> {
     ///
     /// Ids are compared in their escaped forms (escaping is one-to-one, and `_` and
     /// digits need none, so `{id}_{n}` escaped is the escaped id, `_`, `n`).
-    fn wire_id(&mut self, id: S<'c>) -> Id<'c> {
+    fn wire_id(&mut self, id: S<'c>) -> u32 {
         if !self.renamed.contains(id.esc) {
             if let std::collections::hash_map::Entry::Vacant(e) = self.seen_ids.entry(id.esc) {
                 e.insert(1);
-                return Id::Orig(id);
+                return 0;
             }
         }
         // The counter per id makes n-fold repeats linear, not quadratic.
@@ -432,7 +457,7 @@ impl<'c> Builder<'c> {
             {
                 self.seen_ids.insert(id.esc, n);
                 self.renamed.insert(candidate);
-                return Id::Renamed(id, n);
+                return n;
             }
         }
     }
@@ -449,24 +474,13 @@ impl<'c> Builder<'c> {
             && self.open_assistants.contains(caller)
             && (last_is_assistant || self.empty_open);
         if paired {
-            let id = self.wire_id(id);
-            self.empty_open = false;
-            self.push(
-                NRole::Assistant,
-                NBlock::ToolUse {
-                    id,
-                    name: item.name(),
-                    args: item.args(),
-                    args_json: item.args_json(),
-                },
-            );
-            self.pending.push(NBlock::ToolResult {
-                id,
-                name: item.name(),
-                content: item.rendered(),
-                is_error: item.is_error(),
+            let call = Call {
                 item,
-            });
+                n: self.wire_id(id),
+            };
+            self.empty_open = false;
+            self.push(NRole::Assistant, NBlock::ToolUse(call));
+            self.pending.push(NBlock::ToolResult(call));
         } else {
             self.out.degraded += 1;
             self.flush();
@@ -475,6 +489,10 @@ impl<'c> Builder<'c> {
         }
     }
 }
+
+/// How many items ahead `build` asks for an item's ids to be loaded: far enough for the
+/// load to arrive, near enough to stay in the cache.
+const PREFETCH_AHEAD: usize = 4;
 
 /// Render a commit's items to neutral messages.  Ids repeated in the commit are made
 /// unique (`wire_id`); an id is never dropped.
@@ -493,7 +511,10 @@ pub fn build<'c>(items: &'c [Shared]) -> Neutral<'c> {
         renamed: HashSet::default(),
         empty_open: false,
     };
-    for item in items.iter().map(Shared::get) {
+    for (k, item) in items.iter().map(Shared::get).enumerate() {
+        if let Some(ahead) = items.get(k + PREFETCH_AHEAD) {
+            ahead.get().prefetch();
+        }
         let state = item.state();
         if state == State::Summarized {
             continue;

@@ -18,7 +18,7 @@ pub const TEXT_JOIN: &str = "\\n\\n";
 /// vendor's own ids), images only from the user.
 pub fn keep(role: NRole, b: &NBlock<'_>) -> bool {
     match b {
-        NBlock::Thinking { .. } | NBlock::Redacted(_) => false,
+        NBlock::Thinking(_) | NBlock::Redacted(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     }
@@ -104,10 +104,10 @@ pub fn content_parts(w: &mut Json, blocks: &[&NBlock<'_>], shape: PartShapes) {
                 t.write(w);
                 w.raw("}");
             }
-            NBlock::Image(src) => {
+            NBlock::Image(img) => {
                 w.sep(&mut first);
                 w.raw(shape.image);
-                image_url(w, src);
+                image_url(w, &img.image());
                 w.raw(shape.image_end);
             }
             _ => {}
@@ -135,11 +135,11 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         match role {
             NRole::User => {
                 for b in blocks.iter() {
-                    if let NBlock::ToolResult { id, content, .. } = b {
+                    if let NBlock::ToolResult(call) = b {
                         w.sep(&mut first);
                         w.raw("{\"role\":\"tool\",\"tool_call_id\":");
-                        id.write(w);
-                        w.field_pre("content", content.esc);
+                        call.write_id(w);
+                        w.field_pre("content", call.content().esc);
                         w.raw("}");
                         count += 1;
                     }
@@ -147,7 +147,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 // Counted, not collected: this runs once per message.
                 let mut rest = blocks
                     .iter()
-                    .filter(|b| !matches!(b, NBlock::ToolResult { .. }));
+                    .filter(|b| !matches!(b, NBlock::ToolResult(_)));
                 let (Some(one), more) = (rest.next(), rest.next().is_some()) else {
                     continue;
                 };
@@ -174,17 +174,17 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 }
                 let mut fc = true;
                 for b in blocks.iter() {
-                    if let NBlock::ToolUse { id, name, args, .. } = b {
+                    if let NBlock::ToolUse(call) = b {
                         if fc {
                             w.raw(",\"tool_calls\":[");
                         }
                         w.sep(&mut fc);
                         w.raw("{\"id\":");
-                        id.write(w);
+                        call.write_id(w);
                         w.raw(",\"type\":\"function\",\"function\":{\"name\":");
-                        w.pre_str(name.esc);
+                        w.pre_str(call.name().esc);
                         w.raw(",\"arguments\":");
-                        w.pre_str(args.esc);
+                        w.pre_str(call.item.args().esc);
                         w.raw("}}");
                     }
                 }

@@ -37,11 +37,11 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 let mut parts = 0usize;
                 for b in blocks.iter() {
                     match b {
-                        NBlock::ToolResult { id, content, .. } => {
+                        NBlock::ToolResult(call) => {
                             w.sep(&mut first);
                             w.raw("{\"type\":\"function_call_output\",\"call_id\":");
-                            id.write(w);
-                            w.field_pre("output", content.esc);
+                            call.write_id(w);
+                            w.field_pre("output", call.content().esc);
                             w.raw("}");
                             count += 1;
                         }
@@ -68,12 +68,12 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     count += 1;
                 }
                 for b in blocks.iter() {
-                    if let NBlock::ToolUse { id, name, args, .. } = b {
+                    if let NBlock::ToolUse(call) = b {
                         w.sep(&mut first);
                         w.raw("{\"type\":\"function_call\",\"call_id\":");
-                        id.write(w);
-                        w.field_pre("name", name.esc);
-                        w.field_pre("arguments", args.esc);
+                        call.write_id(w);
+                        w.field_pre("name", call.name().esc);
+                        w.field_pre("arguments", call.item.args().esc);
                         w.raw("}");
                         count += 1;
                     }

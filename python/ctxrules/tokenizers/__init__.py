@@ -104,6 +104,8 @@ class RustTokenizer:
             return _core.count_tokens(self.encoding, clean_text(text), self.cached)
         except TypeError:
             raise _not_str([text]) from None
+        except ValueError as exc:  # the core refused the encoding
+            raise TokenizerError(str(exc), hint=f"known: {', '.join(ENCODINGS)}") from None
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
         """Counts of many texts in one crossing, on all cores, with the GIL released."""
@@ -115,6 +117,8 @@ class RustTokenizer:
             return _core.count_tokens_batch(self.encoding, clean, self.cached)
         except TypeError:
             raise _not_str(batch) from None
+        except ValueError as exc:  # the core refused the encoding
+            raise TokenizerError(str(exc), hint=f"known: {', '.join(ENCODINGS)}") from None
 
 
 class TiktokenTokenizer:
