@@ -164,3 +164,18 @@ def test_render_batch_equals_one_by_one():
     assert render_batch([], WIRES) == []
     shared = render_batch([SEEDS["summary"]], ["anthropic"], options={"system": "S"})[0][0]
     assert json.loads(shared.body)["system"][0]["text"] == "S"
+
+
+def test_cache_controls_of_the_render_module(capacity):
+    from ctxrules.errors import RenderError
+    from ctxrules.render import cache_stats, clear_cache, set_cache_capacity
+
+    render(_seed("summary"), "anthropic")
+    assert cache_stats()["objects"] > 0
+    clear_cache()
+    assert cache_stats()["objects"] == cache_stats()["items"] == 0
+    set_cache_capacity(1 << 20)
+    assert cache_stats()["capacity"] == 1 << 20
+    for bad in (-1, 1.5, True):
+        with pytest.raises(RenderError, match="capacity"):
+            set_cache_capacity(bad)  # type: ignore[arg-type]

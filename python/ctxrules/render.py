@@ -32,6 +32,8 @@ from .providers.estimate import PromptEstimate
 from .providers.models import resolve_model
 
 __all__ = [
+    "cache_stats",
+    "clear_cache",
     "estimate_request",
     "explain",
     "header_tokens",
@@ -42,6 +44,7 @@ __all__ = [
     "render_request",
     "request_options",
     "session_defaults",
+    "set_cache_capacity",
     "tool_specs",
 ]
 
@@ -256,6 +259,32 @@ def render_request(
 ) -> bytes:
     """The request body bytes, exactly as they would be sent (see ``render``)."""
     return render(commit, provider, model, **options).body
+
+
+def cache_stats() -> dict[str, int]:
+    """What the core's item caches hold: ``items`` / ``bytes`` / ``hits`` / ``misses``
+    of the cache of items prepared from commit bytes (found by their exact bytes),
+    ``objects`` / ``object_bytes`` / ``object_hits`` of the table of ``ContextItem``s
+    prepared from commits (found by identity; it keeps those objects alive), and
+    ``capacity``, the bound of each in bytes (when an insert would pass it, that cache
+    starts over)."""
+    return _core.item_cache_stats()
+
+
+def clear_cache() -> None:
+    """Empty the core's item caches (the next render of any commit prepares it again)."""
+    _core.item_cache_clear()
+
+
+def set_cache_capacity(capacity: int) -> None:
+    """Bound each of the core's item caches to ``capacity`` bytes (0: cache nothing);
+    applies from the next insert.  The default is 128 MiB each."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise RenderError(
+            f"cache capacity must be a non-negative int of bytes, not {capacity!r}",
+            where="set_cache_capacity",
+        )
+    _core.set_item_cache_capacity(capacity)
 
 
 #: Most threads ``render_batch`` may be given.

@@ -19,9 +19,10 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::Shared;
 
-/// Default bound of the cache, in bytes: a 10k-item commit of real sessions takes
-/// about 12 MB here.
-pub const CAPACITY: usize = 256 << 20;
+/// Default bound of the cache (and of the identity table of the Python bindings), in
+/// bytes: the 10k-item commit of the render benchmark takes about 12 MB here, so a
+/// session of ~100k items fits.
+pub const CAPACITY: usize = 128 << 20;
 
 /// A hasher that passes a precomputed 64-bit hash through.
 #[derive(Default)]
