@@ -202,7 +202,10 @@ impl Json {
             copy_nonoverlapping(src, dst, n);
         } else if n > 32 {
             let (a, b) = (rd(src.cast::<u128>()), rd(src.add(16).cast::<u128>()));
-            let (c, d) = (rd(src.add(n - 32).cast::<u128>()), rd(src.add(n - 16).cast::<u128>()));
+            let (c, d) = (
+                rd(src.add(n - 32).cast::<u128>()),
+                rd(src.add(n - 16).cast::<u128>()),
+            );
             wr(dst.cast::<u128>(), a);
             wr(dst.add(16).cast::<u128>(), b);
             wr(dst.add(n - 32).cast::<u128>(), c);

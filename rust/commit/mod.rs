@@ -13,6 +13,7 @@ pub mod cache;
 pub mod reader;
 
 use std::borrow::Cow;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use xxhash_rust::xxh3::Xxh3;
@@ -154,7 +155,8 @@ struct Data {
     tokens: u64,
     is_error: bool,
     use_blocks: bool,
-    content_hash: u64,
+    /// See `Item::content_hash`; 0 until first asked for.
+    content_hash: AtomicU64,
     source_node_id: Span,
     attached_from: Option<Span>,
     rendered: Span,
@@ -287,9 +289,23 @@ impl<'a> Item<'a> {
         self.d.use_blocks
     }
 
-    /// Hash of `rendered` and `tool_input`: the diff's "rendered the same" test.
+    /// Hash of `rendered` and `tool_input`: the diff's "rendered the same" test.  Made
+    /// on first use (rendering never needs it) from the escaped forms: escaping is one
+    /// to one and never leaves a NUL byte, so `esc(rendered) NUL esc(tool_input)` tells
+    /// exactly what the two texts tell.
     pub fn content_hash(&self) -> u64 {
-        self.d.content_hash
+        let known = self.d.content_hash.load(Ordering::Relaxed);
+        if known != 0 {
+            return known;
+        }
+        let mut h = Xxh3::new();
+        h.update(self.rendered().esc.as_bytes());
+        h.update(&[0]);
+        h.update(self.tool_input().esc.as_bytes());
+        // 0 means "not yet": a hash of 0 is made again each time, which is only slower.
+        let hash = h.digest();
+        self.d.content_hash.store(hash, Ordering::Relaxed);
+        hash
     }
 
     /// The node this item shows (a virtual `sm_…` id for summary items).
@@ -387,7 +403,11 @@ impl<'a> Item<'a> {
     pub fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
         {
-            let p = self.batch.text.as_ptr().wrapping_add(self.d.text.0 as usize);
+            let p = self
+                .batch
+                .text
+                .as_ptr()
+                .wrapping_add(self.d.text.0 as usize);
             // SAFETY: a prefetch is only a hint: it never faults and changes no state
             // the program can see, whatever the address.
             unsafe {
@@ -521,17 +541,13 @@ impl Builder {
             self.blocks.push(spans);
             Ok(())
         })?;
-        let mut h = Xxh3::new();
-        h.update(r.rendered.as_bytes());
-        h.update(&[0]);
-        h.update(r.tool_input.as_bytes());
         Ok(Data {
             role: r.role,
             state: r.state,
             tokens: r.tokens,
             is_error: r.is_error,
             use_blocks: blocks_match(&texts, r.rendered),
-            content_hash: h.digest(),
+            content_hash: AtomicU64::new(0),
             source_node_id,
             attached_from,
             rendered,

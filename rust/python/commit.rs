@@ -134,14 +134,17 @@ pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
     let encoded = if missing.is_empty() {
         None
     } else {
-        let objs = PyList::new(
-            py,
-            missing
+        let encode = ENCODE.import(py, "msgspec.msgpack", "encode")?;
+        let objs = if missing.len() == tuple.len() {
+            // Nothing known (a commit seen for the first time): encode it as it is.
+            tuple.clone().into_any()
+        } else {
+            let objs: Vec<_> = missing
                 .iter()
                 .map(|&(i, _)| tuple.get_borrowed_item(i))
-                .collect::<PyResult<Vec<_>>>()?,
-        )?;
-        let encode = ENCODE.import(py, "msgspec.msgpack", "encode")?;
+                .collect::<PyResult<_>>()?;
+            PyList::new(py, objs)?.into_any()
+        };
         let out = encode.call1((objs,)).map_err(|e| {
             PyValueError::new_err(format!("commit items could not be encoded: {e}"))
         })?;

@@ -272,4 +272,3 @@ fn tool_result_images_go_where_the_vendor_takes_them() {
     let o = body(Wire::OpenAiChat, &c);
     assert_eq!(o["messages"][3]["content"], "taken");
 }
-
