@@ -9,6 +9,29 @@ use crate::commit;
 use crate::diff;
 use crate::render::{self, Wire};
 
+/// A small deterministic generator (xorshift64*), for tests and fuzzers that need
+/// repeatable random choices without a crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 random bits.
+    pub fn bits(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.bits() % n as u64) as usize
+        }
+    }
+}
+
 /// Every built-in wire format.
 pub const WIRES: [Wire; 4] = [
     Wire::Anthropic,

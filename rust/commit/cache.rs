@@ -43,11 +43,84 @@ impl Hasher for Prehashed {
     }
 }
 
-#[derive(Default)]
-struct Cache {
-    map: HashMap<u64, Shared, BuildHasherDefault<Prehashed>>,
+/// Something a bounded map counts the bytes of.
+pub trait Weighed {
+    /// Bytes this value holds.
+    fn weight(&self) -> usize;
+}
+
+impl Weighed for Shared {
+    fn weight(&self) -> usize {
+        self.size()
+    }
+}
+
+/// A map bounded by the bytes its values hold: when an insert would pass the bound it
+/// starts over (as the token cache does).  Values it lets go are handed back, for the
+/// caller to drop after releasing the lock that guards the map (dropping may free a
+/// batch, or a Python object).
+pub struct Bounded<K, V, S> {
+    map: HashMap<K, V, S>,
     bytes: usize,
 }
+
+impl<K, V, S: Default> Default for Bounded<K, V, S> {
+    fn default() -> Self {
+        Bounded {
+            map: HashMap::default(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<K: std::hash::Hash + Eq, V: Weighed, S: std::hash::BuildHasher> Bounded<K, V, S> {
+    /// The value of `key`.
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.map.get(key)
+    }
+
+    /// Insert `value` under `key` within `limit` bytes; what leaves goes to `dropped`.
+    pub fn insert(&mut self, key: K, value: V, limit: usize, dropped: &mut Vec<V>) {
+        let cost = value.weight();
+        if cost > limit {
+            dropped.push(value);
+            return;
+        }
+        if self.bytes + cost > limit {
+            dropped.extend(self.map.drain().map(|(_, v)| v));
+            self.bytes = 0;
+        }
+        self.bytes += cost;
+        if let Some(old) = self.map.insert(key, value) {
+            self.bytes -= old.weight();
+            dropped.push(old);
+        }
+    }
+
+    /// Take every value out (to drop after the lock), leaving the map empty.
+    pub fn take_all(&mut self) -> Vec<V> {
+        self.bytes = 0;
+        self.map.drain().map(|(_, v)| v).collect()
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Bytes the values hold.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+type Cache = Bounded<u64, Shared, BuildHasherDefault<Prehashed>>;
 
 static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::default()));
 static LIMIT: AtomicUsize = AtomicUsize::new(CAPACITY);
@@ -67,7 +140,7 @@ pub fn hash(bytes: &[u8]) -> u64 {
 
 /// The prepared item of exactly these bytes (one item's MessagePack map), if cached.
 pub fn lookup(hash: u64, bytes: &[u8]) -> Option<Shared> {
-    let hit = match cache().map.get(&hash) {
+    let hit = match cache().get(&hash) {
         Some(s) if s.key() == bytes => Some(s.clone()),
         _ => None,
     };
@@ -81,27 +154,19 @@ pub fn insert(fresh: Vec<(u64, Shared)>) {
     if fresh.is_empty() {
         return;
     }
-    let limit = LIMIT.load(Ordering::Relaxed);
-    // Entries dropped here are released after the lock (freeing a batch takes a while).
+    let limit = capacity();
     let mut dropped: Vec<Shared> = Vec::new();
     let mut c = cache();
     for (h, item) in fresh {
-        let cost = item.size();
-        if cost > limit {
-            continue;
-        }
-        if c.bytes + cost > limit {
-            dropped.extend(c.map.drain().map(|(_, s)| s));
-            c.bytes = 0;
-        }
-        c.bytes += cost;
-        if let Some(old) = c.map.insert(h, item) {
-            c.bytes -= old.size();
-            dropped.push(old);
-        }
+        c.insert(h, item, limit, &mut dropped);
     }
     drop(c);
     drop(dropped);
+}
+
+/// The bound of each item cache, in bytes.
+pub fn capacity() -> usize {
+    LIMIT.load(Ordering::Relaxed)
 }
 
 /// What the cache holds and how it was used.
@@ -118,8 +183,8 @@ pub struct Stats {
 pub fn stats() -> Stats {
     let c = cache();
     Stats {
-        items: c.map.len(),
-        bytes: c.bytes,
+        items: c.len(),
+        bytes: c.bytes(),
         hits: HITS.load(Ordering::Relaxed),
         misses: MISSES.load(Ordering::Relaxed),
         capacity: LIMIT.load(Ordering::Relaxed),
@@ -128,10 +193,7 @@ pub fn stats() -> Stats {
 
 /// Drop every entry and reset the counters.
 pub fn clear() {
-    let mut c = cache();
-    let dropped = std::mem::take(&mut c.map);
-    c.bytes = 0;
-    drop(c);
+    let dropped = cache().take_all();
     drop(dropped);
     HITS.store(0, Ordering::Relaxed);
     MISSES.store(0, Ordering::Relaxed);

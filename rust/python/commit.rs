@@ -20,7 +20,6 @@
 //! Other objects (subclasses, dicts) are encoded on every call.  The table is bounded
 //! like the content cache and starts over when full; it only changes with the GIL held.
 
-use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -30,7 +29,8 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 
-use crate::commit::{self, cache, Items, Shared};
+use crate::commit::cache::{self, Bounded, Weighed};
+use crate::commit::{self, Items, Shared};
 
 /// Hash of an object address (aligned, so the low bits carry nothing).
 #[derive(Default)]
@@ -54,14 +54,19 @@ impl Hasher for AddrHasher {
 
 struct Tracked {
     /// Keeps the object (and so its address) alive while it is listed.
-    _obj: Py<PyAny>,
+    obj: Py<PyAny>,
     item: Shared,
+}
+
+impl Weighed for Tracked {
+    fn weight(&self) -> usize {
+        self.item.size()
+    }
 }
 
 #[derive(Default)]
 struct Table {
-    map: HashMap<usize, Tracked, BuildHasherDefault<AddrHasher>>,
-    bytes: usize,
+    map: Bounded<usize, Tracked, BuildHasherDefault<AddrHasher>>,
     hits: u64,
 }
 
@@ -194,7 +199,7 @@ impl Pending {
         let Pending::Items { missing, .. } = self else {
             return;
         };
-        let limit = cache::stats().capacity;
+        let limit = cache::capacity();
         // Entries dropped here are released after the lock: releasing a reference may
         // free an object, which must not happen while the table is locked.
         let mut dropped: Vec<Tracked> = Vec::new();
@@ -203,26 +208,12 @@ impl Pending {
             let (Some(obj), Some(item)) = (obj, items.get(i)) else {
                 continue;
             };
-            let cost = item.size();
-            if cost > limit {
-                continue;
-            }
-            if t.bytes + cost > limit {
-                dropped.extend(t.map.drain().map(|(_, e)| e));
-                t.bytes = 0;
-            }
-            let old = t.map.insert(
-                obj.as_ptr() as usize,
-                Tracked {
-                    _obj: obj,
-                    item: item.clone(),
-                },
-            );
-            t.bytes += cost;
-            if let Some(old) = old {
-                t.bytes -= old.item.size();
-                dropped.push(old);
-            }
+            let entry = Tracked {
+                obj,
+                item: item.clone(),
+            };
+            t.map
+                .insert(entry.obj.as_ptr() as usize, entry, limit, &mut dropped);
         }
         drop(t);
         drop(dropped);
@@ -242,14 +233,13 @@ pub fn items_of(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Items> {
 /// (objects listed, bytes they hold, identity hits).
 pub fn table_stats() -> (usize, usize, u64) {
     let t = table();
-    (t.map.len(), t.bytes, t.hits)
+    (t.map.len(), t.map.bytes(), t.hits)
 }
 
 /// Forget every listed object (call with the GIL held: references are dropped).
 pub fn table_clear(_py: Python<'_>) {
     let mut t = table();
-    let dropped = std::mem::take(&mut t.map);
-    t.bytes = 0;
+    let dropped = t.map.take_all();
     t.hits = 0;
     drop(t);
     drop(dropped);

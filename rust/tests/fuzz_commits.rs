@@ -14,28 +14,8 @@
 
 use std::time::{Duration, Instant};
 
-use ctxrules_core::fuzzing;
+use ctxrules_core::fuzzing::{self, Rng};
 use serde_json::Value;
-
-/// xorshift64*: small, seedable, good enough to pick mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
 
 /// Marker bytes of MessagePack (containers, strings, lengths, nil, bools, invalid 0xc1).
 const MARKERS: [u8; 24] = [
@@ -55,7 +35,7 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>, seeds: &[Vec<u8>]) {
                 let v = if rng.below(2) == 0 {
                     u32::MAX
                 } else {
-                    rng.next() as u32
+                    rng.bits() as u32
                 };
                 data[at..at + 4].copy_from_slice(&v.to_be_bytes());
             }
@@ -82,7 +62,7 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>, seeds: &[Vec<u8>]) {
                 let chunk = data[at.min(b)..b].to_vec();
                 data.splice(at..at, chunk);
             }
-            _ => data.push(rng.next() as u8),
+            _ => data.push(rng.bits() as u8),
         }
     }
 }
@@ -112,7 +92,7 @@ fn field_value(rng: &mut Rng, key: &str) -> Value {
             rng,
             &["full", "aged", "cleared", "summarized", "summary", "odd"],
         ),
-        "tokens" => Value::from(rng.next() >> rng.below(64)),
+        "tokens" => Value::from(rng.bits() >> rng.below(64)),
         "is_error" => Value::from(rng.below(2) == 0),
         "caller" | "tool_use_id" | "attached_from" if rng.below(4) == 0 => Value::Null,
         _ => Value::from(TEXTS[rng.below(TEXTS.len())]),
@@ -215,7 +195,7 @@ fn mutated_commits_only_ever_give_errors_or_valid_bodies() {
         if rng.below(16) == 0 {
             mutate(&mut rng, &mut data, &seeds);
         }
-        let mut input = vec![rng.next() as u8];
+        let mut input = vec![rng.bits() as u8];
         input.extend_from_slice(&data);
         let o = fuzzing::commit(&input);
         bodies += o.ok as u64;

@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use super::*;
+use crate::fuzzing::Rng;
 
 /// Tests that read the global content-cache counters must not interleave.
 static CACHE_LOCK: Mutex<()> = Mutex::new(());
@@ -258,22 +259,6 @@ fn pieces_equal_the_regex_for_every_code_point() {
                 format!("{c}a{c} {c}A{c}b'{c}{c}{c}1{c}\n{c}\u{301} {c}'s{c}\r\n{c}  {c}ǅ{c}/{c}");
             assert_same_pieces(enc, &text);
         }
-    }
-}
-
-/// A small deterministic generator (xorshift64*), so the test needs no crate.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
     }
 }
 
