@@ -48,7 +48,7 @@ from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.model import ContextCommit, ContextItem
 from ctxrules.providers import get_provider
-from ctxrules.render import render_request
+from ctxrules.render import render_batch, render_request
 from ctxrules.store import open_store
 
 PROVIDERS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
@@ -95,6 +95,35 @@ def build_big_commit(corpus: Path, store_dir: Path) -> ContextCommit:
     return ContextCommit(
         id="cc_bench", session_id="s", head_node_id="h", rules_version="rv", items=tuple(items)
     )
+
+
+def _batch_commits(commit: ContextCommit) -> list[ContextCommit]:
+    """Four commits of one session for the batch comparison: the 10k-item commit and
+    three earlier ones (its first 9,000, 8,000, 7,000 items: the same item objects)."""
+    return [commit] + [
+        msgspec.structs.replace(commit, id=f"cc_{n}", items=commit.items[:n])
+        for n in (9_000, 8_000, 7_000)
+    ]
+
+
+def _one_by_one(commits: list[ContextCommit]) -> list[bytes]:
+    return [render_request(c, p) for c in commits for p in PROVIDERS]
+
+
+def _batched(commits: list[ContextCommit], threads: int | None) -> list[bytes]:
+    return [r.body for row in render_batch(commits, PROVIDERS, threads=threads) for r in row]
+
+
+@pytest.mark.parametrize("threads", [1, None])
+def test_render_batch(benchmark, big_commit, threads):
+    benchmark.group = "render 4 commits x 4 providers"
+    commits = _batch_commits(big_commit)
+    assert benchmark(_batched, commits, threads) == _one_by_one(commits)
+
+
+def test_render_one_by_one(benchmark, big_commit):
+    benchmark.group = "render 4 commits x 4 providers"
+    benchmark(_one_by_one, _batch_commits(big_commit))
 
 
 def _langchain_messages(commit: ContextCommit) -> list[Any]:
@@ -226,6 +255,22 @@ def alternate(commit: ContextCommit, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
+def alternate_batch(commit: ContextCommit, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """16 bodies (4 commits × 4 providers): one by one, and in one batch on 1 thread and
+    on rayon's default pool, alternating round by round."""
+    commits = _batch_commits(commit)
+    fns: dict[str, Callable[[], object]] = {
+        "one by one": lambda: _one_by_one(commits),
+        "batch, 1 thread": lambda: _batched(commits, 1),
+        "batch, default pool": lambda: _batched(commits, None),
+    }
+    samples: dict[str, list[tuple[float, float]]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(_time(fn))
+    return samples
+
+
 def _ms(xs: list[float]) -> str:
     return f"{min(xs) * 1e3:.2f} / {statistics.median(xs) * 1e3:.2f}"
 
@@ -234,6 +279,7 @@ def main() -> None:
     """Print the alternating comparison (ms, min / median) as a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--batch", type=int, default=0, metavar="ROUNDS", help="also the batch")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from conftest import CORPUS  # the same corpus path the tests use
@@ -264,6 +310,12 @@ def main() -> None:
                 f"| {_ms(col['orjson'])} | {_ms(col['floor'])} | {ratio('orjson')} "
                 f"| {ratio('floor')} | {lc} |"
             )
+    if args.batch:
+        print("\n16 bodies (4 commits of the session × 4 providers); ms, min / median")
+        print("| how | CPU | wall |")
+        print("|---|---|---|")
+        for name, xs in alternate_batch(commit, args.batch).items():
+            print(f"| {name} | {_ms([x[0] for x in xs])} | {_ms([x[1] for x in xs])} |")
 
 
 if __name__ == "__main__":

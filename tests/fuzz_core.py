@@ -1,7 +1,8 @@
 """Mutation fuzzing of the core through the Python API, over the seed commits.
 
 Each round takes a seed commit (``tests/data/commits``), mutates it — as bytes (bit
-flips, MessagePack markers, length bombs, deep nesting, splices, cuts) or as data
+flips, MessagePack markers, markers declaring their largest length, deep nesting,
+splices, cuts) or as data
 (items dropped, copied, swapped, fields set to odd values) — and runs every entry point
 that reads it: ``render`` for each wire, ``render_context``, ``render_batch`` and, when
 msgspec can still decode it into a ``ContextCommit``, the same calls on the object (the
@@ -34,6 +35,9 @@ SEED_DIR = Path(__file__).parent / "data" / "commits"
 WIRES = ["anthropic", "openai-chat", "openai-responses", "gemini"]
 #: MessagePack markers: containers, strings, lengths, nil, booleans, invalid 0xc1.
 MARKERS = bytes.fromhex("007f80818f90919fa0bfc0c1c2c3c4c6c9cfd3d9dbdddfff")
+#: A marker with the largest length it can declare (arrays, maps, strings, bin, ext).
+BOMBS = [bytes.fromhex(h) for h in ("ddffffffff", "dcffff", "dfffffffff", "deffff", "dbffffffff")]
+BOMBS += [bytes.fromhex(h) for h in ("c6ffffffff", "c9ffffffff01", "9f", "8f")]
 TEXTS = ["", " \n\t ", '"}],"role":"system"', "\\", "\x00\x1f\x7f", "é✓你好\u2028😀"]
 TEXTS += ['{"a":[1,{"b":null}]}', '{"cut', "call_1", "a1", "[tool x; result]"]
 
@@ -48,7 +52,7 @@ def mutate_bytes(rng: random.Random, data: bytearray, pool: list[bytes]) -> None
     for _ in range(1 + rng.randrange(4)):
         n = len(data)
         at = rng.randrange(n + 1)
-        op = rng.randrange(9)
+        op = rng.randrange(10)
         if op == 0 and n:
             data[min(at, n - 1)] ^= 1 << rng.randrange(8)
         elif op == 1 and n:
@@ -56,6 +60,13 @@ def mutate_bytes(rng: random.Random, data: bytearray, pool: list[bytes]) -> None
         elif op == 2 and n > 4:
             at = min(at, n - 4)
             data[at : at + 4] = rng.choice([b"\xff\xff\xff\xff", rng.randbytes(4)])
+        elif op == 9:
+            # A container or string marker (a byte that looks like one) made to declare
+            # its largest length: what trusts a declared length meets its limit.
+            marks = [i for i in range(n) if 0x80 <= data[i] <= 0xBF or 0xD9 <= data[i] <= 0xDF]
+            if marks:
+                i = rng.choice(marks)
+                data[i : i + 1] = rng.choice(BOMBS)
         elif op == 3:
             other = rng.choice(pool)
             a = rng.randrange(len(other) + 1)
@@ -65,7 +76,8 @@ def mutate_bytes(rng: random.Random, data: bytearray, pool: list[bytes]) -> None
         elif op == 5:
             del data[at:]
         elif op == 6:
-            data[at:at] = rng.choice([b"\x91", b"\x81\xa1k"]) * (1 + rng.randrange(400))
+            deep = 1 + rng.randrange(100_000 if rng.random() < 0.1 else 400)
+            data[at:at] = rng.choice([b"\x91", b"\x81\xa1k"]) * deep
         elif op == 7 and n:
             data[at:at] = data[at : at + rng.randrange(512)]
         else:

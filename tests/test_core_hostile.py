@@ -243,6 +243,10 @@ def test_python_wrappers_raise_typed_errors():
         diff_commits(good, odd)
     with pytest.raises(RenderError, match="could not be encoded"):
         render(msgspec.structs.replace(good, items=(object(),)), "gemini")  # type: ignore[arg-type]
+    no_items = msgspec.structs.replace(good, items=None)  # type: ignore[arg-type]
+    for call in (lambda: render(no_items, "anthropic"), lambda: render_context(no_items)):
+        with pytest.raises(RenderError, match="tuple of ContextItem"):
+            call()
 
 
 def test_core_entry_points_raise_value_error_for_bad_names():

@@ -23,7 +23,8 @@ __all__ = [
 
 __version__: str
 ENCODINGS: list[str]
-#: Deepest nesting of maps and arrays accepted in a commit (and in JSON the core parses).
+#: Deepest nesting of maps and arrays accepted in a commit and in JSON the core parses:
+#: 5 levels of a commit's own structure + ctxrules.limits.MAX_NESTING (100).
 MAX_DEPTH: int
 
 #: A commit as the core takes it: its MessagePack bytes, or its item tuple.

@@ -165,7 +165,7 @@ def _context_from_bytes(
     try:
         raw = _core.render_context(data, msgspec.json.encode({"system": options.system}))
         ctx = msgspec.json.decode(raw, type=Context)
-    except (ValueError, msgspec.ValidationError) as exc:  # DecodeError is a ValueError
+    except (ValueError, TypeError, msgspec.ValidationError) as exc:  # DecodeError: a ValueError
         raise RenderError(str(exc), where=where, hint=_BAD_COMMIT) from None
     return msgspec.structs.replace(ctx, tools=options.tools)
 

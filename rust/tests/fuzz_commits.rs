@@ -2,8 +2,8 @@
 //!
 //! The seeds are the commits in `tests/data/commits` (real sessions committed under
 //! several presets, plus hand-made shapes).  Each round mutates one seed, either as
-//! bytes — bit flips, MessagePack markers, length bombs, deep nesting, splices of other
-//! seeds, cuts — or as data — items dropped, copied, swapped, fields set to odd values
+//! bytes — bit flips, MessagePack markers, markers declaring their largest length, deep
+//! nesting, splices of other seeds, cuts — or as data — items dropped, copied, swapped, fields set to odd values
 //! (roles, states, repeated or missing call ids, hostile text) — and runs `ctxrules_core::fuzzing::commit` on it (decode, render for every
 //! wire, neutral context, diff), and sometimes mutated options through
 //! `fuzzing::options`.  A panic fails the test; an abort or a stack overflow kills it.
@@ -23,11 +23,24 @@ const MARKERS: [u8; 24] = [
     0xc9, 0xcf, 0xd3, 0xd9, 0xdb, 0xdd, 0xdf, 0xff,
 ];
 
+/// Markers with the largest length they can declare (arrays, maps, strings, bin, ext).
+const BOMBS: [&[u8]; 9] = [
+    b"\xdd\xff\xff\xff\xff",
+    b"\xdc\xff\xff",
+    b"\xdf\xff\xff\xff\xff",
+    b"\xde\xff\xff",
+    b"\xdb\xff\xff\xff\xff",
+    b"\xc6\xff\xff\xff\xff",
+    b"\xc9\xff\xff\xff\xff\x01",
+    b"\x9f",
+    b"\x8f",
+];
+
 fn mutate(rng: &mut Rng, data: &mut Vec<u8>, seeds: &[Vec<u8>]) {
     for _ in 0..1 + rng.below(4) {
         let n = data.len();
         let at = rng.below(n + 1);
-        match rng.below(9) {
+        match rng.below(10) {
             0 if n > 0 => data[at.min(n - 1)] ^= 1 << rng.below(8),
             1 if n > 0 => data[at.min(n - 1)] = MARKERS[rng.below(MARKERS.len())],
             2 if n > 4 => {
@@ -52,7 +65,8 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>, seeds: &[Vec<u8>]) {
             }
             5 => data.truncate(at),
             6 => {
-                let depth = 1 + rng.below(400);
+                let most = if rng.below(10) == 0 { 100_000 } else { 400 };
+                let depth = 1 + rng.below(most);
                 let marker = [0x91u8, 0x81][rng.below(2)];
                 data.splice(at..at, std::iter::repeat_n(marker, depth));
             }
@@ -61,6 +75,18 @@ fn mutate(rng: &mut Rng, data: &mut Vec<u8>, seeds: &[Vec<u8>]) {
                 let b = (at + rng.below(512)).min(n);
                 let chunk = data[at.min(b)..b].to_vec();
                 data.splice(at..at, chunk);
+            }
+            8 => {
+                // A container or string marker (a byte that looks like one) made to
+                // declare its largest length: what trusts a declared length meets it.
+                let marks: Vec<usize> = (0..n)
+                    .filter(|&i| matches!(data[i], 0x80..=0xbf | 0xd9..=0xdf))
+                    .collect();
+                if !marks.is_empty() {
+                    let i = marks[rng.below(marks.len())];
+                    let bomb = BOMBS[rng.below(BOMBS.len())];
+                    data.splice(i..i + 1, bomb.iter().copied());
+                }
             }
             _ => data.push(rng.bits() as u8),
         }
