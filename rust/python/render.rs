@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::commit::{gather, items_of, table_clear, table_stats, Pending};
 use crate::commit::{cache, Items, MAX_DEPTH};
-use crate::render::{self, Rendered, Wire};
+use crate::render::{self, Wire};
 
 fn wire(provider: &str) -> Result<Wire, String> {
     Wire::from_name(provider).ok_or_else(|| {
@@ -53,9 +53,7 @@ fn render_request<'py>(
         .detach(|| render::write_request(wire, &items, &options, buf))
         .map_err(PyValueError::new_err)?;
     let result = (PyBytes::new(py, &out.body), PyBytes::new(py, &out.meta));
-    if out.body.capacity() <= KEEP_BODY_BUFFER {
-        BODY.with(|b| b.set(out.body));
-    }
+    keep_body(out.body);
     Ok(result)
 }
 
@@ -67,6 +65,13 @@ thread_local! {
     /// are already mapped, so the next body is written without page faults (which cost
     /// about a tenth of rendering a 10k-item commit).  At most KEEP_BODY_BUFFER is kept.
     static BODY: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// Keep `body`'s buffer for the next render on this thread (see `BODY`).
+fn keep_body(body: Vec<u8>) {
+    if body.capacity() <= KEEP_BODY_BUFFER {
+        BODY.with(|b| b.set(body));
+    }
 }
 
 /// Most threads a batch may ask for.
@@ -92,7 +97,8 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, String> {
     Ok(p)
 }
 
-type JobResult<'py> = Result<(Bound<'py, PyBytes>, Bound<'py, PyBytes>), String>;
+/// A job's body and breakdown, as Python objects.
+type Bodies = (Py<PyBytes>, Py<PyBytes>);
 
 /// Render many (provider, commit, options) jobs in one crossing.
 ///
@@ -138,11 +144,23 @@ fn render_batch<'py>(
         let mut work = move || {
             let decoded: Vec<Result<Items, String>> =
                 pending_ref.par_iter_mut().map(|p| p.resolve()).collect();
-            let rendered: Vec<Result<Rendered, String>> = jobs_ref
+            let rendered: Vec<Result<Bodies, String>> = jobs_ref
                 .par_iter()
                 .map(|(provider, c, options)| {
                     let items = decoded[*c].as_ref().map_err(|e| e.clone())?;
-                    render::write_request(wire(provider)?, items, options, Vec::new())
+                    // Each worker writes into its own kept buffer (a fresh one per body
+                    // cost more in page faults than the render) and copies the body into
+                    // its `bytes` object itself, taking the GIL just for that copy.
+                    let buf = BODY.with(|b| b.take());
+                    let out = render::write_request(wire(provider)?, items, options, buf)?;
+                    let bodies = Python::attach(|py| {
+                        (
+                            PyBytes::new(py, &out.body).unbind(),
+                            PyBytes::new(py, &out.meta).unbind(),
+                        )
+                    });
+                    keep_body(out.body);
+                    Ok(bodies)
                 })
                 .collect();
             (decoded, rendered)
@@ -160,10 +178,8 @@ fn render_batch<'py>(
     rendered
         .into_iter()
         .map(|r| {
-            let r: JobResult<'py> =
-                r.map(|out| (PyBytes::new(py, &out.body), PyBytes::new(py, &out.meta)));
             Ok(match r {
-                Ok(pair) => pair.into_pyobject(py)?.into_any(),
+                Ok((body, meta)) => (body, meta).into_pyobject(py)?.into_any(),
                 Err(e) => e.into_pyobject(py)?.into_any(),
             })
         })
