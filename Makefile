@@ -36,6 +36,7 @@ lint: setup
 	$(BIN)/ruff check $(LINT_PATHS)
 	$(BIN)/ruff format --check $(LINT_PATHS)
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m mypy.stubtest ctxrules._core
 	cargo fmt --check
 	cargo clippy --all-targets -q -- -D warnings

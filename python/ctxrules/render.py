@@ -27,7 +27,14 @@ import msgspec
 from . import _core
 from .errors import RenderError
 from .model import Context, ContextCommit, ContextItem, Message, ToolSpec
-from .providers.base import Provider, RenderedRequest, RequestOptions, SystemBlock
+from .providers.base import (
+    BAD_COMMIT,
+    Provider,
+    RenderedRequest,
+    RequestOptions,
+    SystemBlock,
+    neutral_context,
+)
 from .providers.estimate import PromptEstimate
 from .providers.models import resolve_model
 
@@ -51,7 +58,6 @@ __all__ = [
 #: Output reserve used for ``max_tokens`` when a vendor requires one (SPEC §11).
 DEFAULT_OUTPUT_RESERVE = 16_384
 
-_BAD_COMMIT = "pass a ContextCommit, or bytes that msgspec.msgpack.encode(commit) wrote"
 
 SystemArg = str | Sequence[str] | None
 
@@ -159,17 +165,6 @@ def session_defaults(metadata: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _context_from_bytes(
-    data: bytes | tuple[ContextItem, ...], options: RequestOptions, *, where: str
-) -> Context:
-    try:
-        raw = _core.render_context(data, msgspec.json.encode({"system": options.system}))
-        ctx = msgspec.json.decode(raw, type=Context)
-    except (ValueError, TypeError, msgspec.ValidationError) as exc:  # DecodeError: a ValueError
-        raise RenderError(str(exc), where=where, hint=_BAD_COMMIT) from None
-    return msgspec.structs.replace(ctx, tools=options.tools)
-
-
 def render_context(
     commit: ContextCommit | bytes,
     *,
@@ -186,7 +181,7 @@ def render_context(
     options = RequestOptions(
         model="", system=_system_blocks(system, situation), tools=_tools(tools)
     )
-    return _context_from_bytes(data, options, where=where)
+    return neutral_context(data, options, where=where)
 
 
 def render_commit(commit: ContextCommit | bytes) -> list[Message]:
@@ -376,10 +371,10 @@ def render_batch(
     try:
         results = _core.render_batch([data for data, _ in encoded], jobs, threads)
     except (ValueError, TypeError) as exc:
-        raise RenderError(str(exc), where="render_batch", hint=_BAD_COMMIT) from None
+        raise RenderError(str(exc), where="render_batch", hint=BAD_COMMIT) from None
     for (i, j, prov, opts), res in zip(slots, results):
         if isinstance(res, str):
-            err = RenderError(res, where=f"{encoded[i][1]}, provider {prov.name}", hint=_BAD_COMMIT)
+            err = RenderError(res, where=f"{encoded[i][1]}, provider {prov.name}", hint=BAD_COMMIT)
             if errors == "raise":
                 raise err
             out[i][j] = err

@@ -18,7 +18,7 @@ import msgspec
 
 from .. import _core
 from ..errors import PromptTooLongError, ProviderError, RenderError
-from ..model import Context, ContextCommit, ToolSpec
+from ..model import Context, ContextCommit, ContextItem, ToolSpec
 from .cache import CachePrediction, predict_cache
 from .estimate import PromptEstimate, estimate_generic
 from .models import ModelProfile
@@ -102,6 +102,24 @@ def _int(v: Any) -> int:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
 
 
+#: The hint of every error about a commit the core could not read.
+BAD_COMMIT = "pass a ContextCommit, or bytes that msgspec.msgpack.encode(commit) wrote"
+
+
+def neutral_context(
+    data: bytes | tuple[ContextItem, ...], options: RequestOptions, *, where: str
+) -> Context:
+    """The provider-neutral ``Context`` of a commit's items (or its MessagePack bytes) with
+    the system layers and tools of ``options``: what providers without a built-in wire
+    build their body from.  One crossing into the core."""
+    try:
+        raw = _core.render_context(data, msgspec.json.encode({"system": options.system}))
+        ctx = msgspec.json.decode(raw, type=Context)
+    except (ValueError, TypeError, msgspec.ValidationError) as exc:  # DecodeError: a ValueError
+        raise RenderError(str(exc), where=where, hint=BAD_COMMIT) from None
+    return msgspec.structs.replace(ctx, tools=options.tools)
+
+
 class Provider:
     """Base class of providers; subclasses set ``name`` and override what differs.
 
@@ -175,9 +193,7 @@ class Provider:
         data = commit if isinstance(commit, bytes) else commit.items
         where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
         if self.wire is None:
-            from ..render import _context_from_bytes
-
-            context = _context_from_bytes(data, options, where=where)
+            context = neutral_context(data, options, where=where)
             body = msgspec.json.encode(self.build_body(context, options))
             meta: dict[str, Any] = {"messages": len(context.messages), "body_bytes": len(body)}
         else:
@@ -187,7 +203,7 @@ class Provider:
                 raise RenderError(
                     str(exc),
                     where=where,
-                    hint="pass a ContextCommit, or bytes that msgspec.msgpack.encode(commit) wrote",
+                    hint=BAD_COMMIT,
                 ) from None
             meta = msgspec.json.decode(raw_meta)
         return self.rendered(options, body, meta)
