@@ -1,4 +1,4 @@
-"""Operations on the history graph (SPEC §2): append, retry, edit, checkout, fork.
+"""Operations on the history graph: append, retry, edit, checkout, fork.
 
 The graph is append-only: every operation adds nodes or moves a session's HEAD, none
 changes a stored node.  Two edges exist.  ``predecessor`` is the conversation edge
@@ -25,7 +25,7 @@ viewer all use it, so they can never disagree about what a branch contains.
 
 Content conventions: user and assistant text/blocks are in ``output``; a tool node has
 ``name`` = tool name, ``input`` = its arguments, ``output`` = its result and metadata
-``tool_use_id`` / ``is_error``; a system node carries its text in ``input`` (SPEC §2).
+``tool_use_id`` / ``is_error``; a system node carries its text in ``input``.
 """
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def checkout(store: Store, session_id: str, node_id: str, *, to_leaf: bool = Fal
     """Show ``node_id``: move HEAD there (a tool call: make it the shown variant).
 
     With ``to_leaf`` HEAD goes on to the newest end of the branch below the node (what
-    a ``< N/M >`` switcher shows).  Display only (SPEC §2): nothing is rerun, nothing
+    a ``< N/M >`` switcher shows).  Display only: nothing is rerun, nothing
     appended, the working directory is not touched.  Allowed during an agent run.
     One transaction: the shown variant and HEAD change together or not at all.
     """

@@ -72,7 +72,7 @@ class NotFoundError(StoreError):
 
 
 class DagError(CtxrulesError):
-    """An operation would break a rule of the history graph (SPEC §2)."""
+    """An operation would break a rule of the history graph."""
 
 
 class AgentRunActiveError(DagError):

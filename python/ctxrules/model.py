@@ -44,7 +44,7 @@ Role = Literal["user", "assistant", "tool", "system"]
 ItemState = Literal["full", "aged", "cleared", "summarized", "summary"]
 
 #: How far each state is from the original; a rule may only move an item up this scale
-#: (SPEC §3 invariant 3).  ``summary`` items are synthesised, never reached by a change.
+#: (invariant 3 of docs/rules.md).  ``summary`` items are synthesised, never reached by a change.
 STATE_RANK: dict[str, int] = {"full": 0, "aged": 1, "cleared": 2, "summarized": 3, "summary": 0}
 
 
@@ -149,7 +149,7 @@ CONTENT_BLOCK_TYPES = ("text", "image", "thinking", "redacted_thinking", "tool_u
 
 
 class Call(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """A node of the history graph (SPEC §2); never modified once stored.
+    """A node of the history graph; never modified once stored.
 
     ``predecessor`` (conversation edge) and ``caller`` (call edge: assistant → tool →
     sub-LLM) are mutually exclusive.  ``seq`` is the only ordering key.
@@ -211,7 +211,7 @@ class ContextItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
 
 
 class ContextCommit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Immutable snapshot of the model input at one head (SPEC §3).
+    """Immutable snapshot of the model input at one head.
 
     ``parent_ids`` has one entry for an ordinary turn and several only for a merge.
     ``notes`` records what the rules did or could not do (e.g. a summarizer failure).

@@ -43,7 +43,7 @@ pub enum Role {
     System,
 }
 
-/// Compression state of a commit item (SPEC §3).
+/// Compression state of a commit item (docs/items.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum State {
     #[default]

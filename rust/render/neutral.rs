@@ -45,7 +45,7 @@ impl Hasher for IdHasher {
 
 type IdSet<'c> = HashSet<&'c str, BuildHasherDefault<IdHasher>>;
 
-/// Text a summary item is shown with (SPEC §5).
+/// Text a summary item is shown with (docs/items.md).
 pub const SUMMARY_PREFIX: &str = "[Summary] ";
 
 /// Role of a neutral message.

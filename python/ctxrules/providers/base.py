@@ -34,7 +34,7 @@ __all__ = [
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """One request's token usage in neutral terms (SPEC §9).
+    """One request's token usage in neutral terms.
 
     ``input_tokens`` is the uncached remainder of the prompt (Anthropic's meaning), so
     ``prompt_tokens`` = input + cache read + cache write on every vendor.

@@ -145,7 +145,7 @@ def _history_graph(conn: sqlite3.Connection) -> None:
 )""",
         """CREATE INDEX nodes_predecessor ON nodes(predecessor) WHERE predecessor IS NOT NULL""",
         """CREATE INDEX nodes_caller ON nodes(caller) WHERE caller IS NOT NULL""",
-        # SPEC §2 invariant 1 enforced by the database itself: nodes are never changed.
+        # Invariant 1 (docs/rules.md) enforced by the database itself: nodes are never changed.
         """CREATE TRIGGER nodes_no_update BEFORE UPDATE ON nodes
     BEGIN SELECT RAISE(ABORT, 'history nodes are append-only'); END""",
         """CREATE TRIGGER nodes_no_delete BEFORE DELETE ON nodes
@@ -196,7 +196,7 @@ def _context_commits(conn: sqlite3.Connection) -> None:
         # serves both the filter and the order.
         "CREATE INDEX IF NOT EXISTS nodes_caller_seq ON nodes(caller, seq) "
         "WHERE caller IS NOT NULL",
-        # SPEC §3 invariant 2 enforced by the database: a saved commit is never rewritten.
+        # Invariant 2 (docs/rules.md) enforced by the database: a saved commit is never rewritten.
         """CREATE TRIGGER commits_no_update BEFORE UPDATE ON commits
     BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END""",
         """CREATE TRIGGER commits_no_delete BEFORE DELETE ON commits
