@@ -11,7 +11,7 @@ Compared in the same run, on the same conversation:
   commit's item tuple, body bytes back.  Items the core has prepared before (each
   decoded once, its strings kept JSON-escaped) are found by identity, as in a session
   where each commit shares all but its newest items with the last one rendered;
-- ``ours, cold``: the same after ``_core.item_cache_clear()``: every item is encoded
+- ``ours, cold``: the same after ``ctxrules.render.clear_cache()``: every item is encoded
   with msgspec, decoded and prepared again (a commit the process has never seen);
 - ``orjson``: ``orjson.dumps`` of the already-built request dict (the same body,
   decoded beforehand) — the fastest any renderer that builds dicts can be;
@@ -42,13 +42,12 @@ import msgspec
 import orjson
 import pytest
 
-from ctxrules import _core
 from ctxrules.commit import Pipeline, ensure_latest_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.model import ContextCommit, ContextItem
 from ctxrules.providers import get_provider
-from ctxrules.render import render_batch, render_request
+from ctxrules.render import clear_cache, render_batch, render_request
 from ctxrules.store import open_store
 
 PROVIDERS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
@@ -166,7 +165,7 @@ def test_render_ours_cold(benchmark, big_commit, provider):
 
 
 def _cold(commit: ContextCommit, prov: Any) -> bytes:
-    _core.item_cache_clear()
+    clear_cache()
     return render_request(commit, prov)
 
 

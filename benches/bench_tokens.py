@@ -23,8 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxrules import _core
-from ctxrules.tokenizers import ENCODINGS, clear_cache, get_tokenizer
+from ctxrules.tokenizers import ENCODINGS, RustTokenizer, cache_stats, clear_cache, get_tokenizer
 
 MB = 1_000_000
 CHUNK = 4096
@@ -99,6 +98,12 @@ def expected_adversarial(encoding: str) -> int:
     return len(oracle(encoding).encode_ordinary(ADVERSARIAL))
 
 
+@functools.cache
+def uncached(encoding: str) -> RustTokenizer:
+    """The Rust counter with its content cache off: every call tokenises."""
+    return RustTokenizer(encoding, cached=False)
+
+
 def megabytes(texts: list[str]) -> float:
     return sum(len(t.encode()) for t in texts) / MB
 
@@ -118,7 +123,8 @@ def test_mixed_ours_one_core(benchmark, corpus, encoding):
     chunks = chunks_of(corpus)
     benchmark.group = f"mixed-{encoding}"
     benchmark.extra_info["MB"] = megabytes(chunks)
-    counts = benchmark(lambda: [_core.count_tokens(encoding, c, False) for c in chunks])
+    count = uncached(encoding).count
+    counts = benchmark(lambda: [count(c) for c in chunks])
     assert counts == expected_chunks(corpus, encoding)
 
 
@@ -126,7 +132,7 @@ def test_mixed_ours_batch_two_cores(benchmark, corpus, encoding):
     chunks = chunks_of(corpus)
     benchmark.group = f"mixed-{encoding}"
     benchmark.extra_info["MB"] = megabytes(chunks)
-    counts = benchmark(lambda: _core.count_tokens_batch(encoding, chunks, False))
+    counts = benchmark(lambda: uncached(encoding).count_batch(chunks))
     assert counts == expected_chunks(corpus, encoding)
 
 
@@ -139,14 +145,14 @@ def test_adversarial_tiktoken(benchmark, encoding):
 
 def test_adversarial_ours(benchmark, encoding):
     benchmark.group = f"adversarial-{encoding}"
-    n = benchmark(lambda: _core.count_tokens(encoding, ADVERSARIAL, False))
+    n = benchmark(lambda: uncached(encoding).count(ADVERSARIAL))
     assert n == expected_adversarial(encoding)
 
 
 def test_recount_uncached_batch(benchmark, corpus, encoding):
     chunks = chunks_of(corpus)
     benchmark.group = f"recount-{encoding}"
-    counts = benchmark(lambda: _core.count_tokens_batch(encoding, chunks, False))
+    counts = benchmark(lambda: uncached(encoding).count_batch(chunks))
     assert counts == expected_chunks(corpus, encoding)
 
 
@@ -154,27 +160,25 @@ def test_recount_cached_batch(benchmark, corpus, encoding):
     chunks = chunks_of(corpus)
     benchmark.group = f"recount-{encoding}"
     clear_cache()
-    _core.count_tokens_batch(encoding, chunks, True)  # fill the cache
-    hits_before = _core.token_cache_stats()[1]
-    counts = benchmark(lambda: _core.count_tokens_batch(encoding, chunks, True))
+    get_tokenizer(encoding).count_batch(chunks)  # fill the cache
+    hits_before = cache_stats().hits
+    counts = benchmark(lambda: get_tokenizer(encoding).count_batch(chunks))
     assert counts == expected_chunks(corpus, encoding)
     # Every timed call was answered from the cache.
-    assert _core.token_cache_stats()[1] - hits_before >= len(chunks)
-    assert _core.token_cache_stats()[2] == len(chunks)
+    assert cache_stats().hits - hits_before >= len(chunks)
+    assert cache_stats().misses == len(chunks)
 
 
 def test_unicode_tiktoken(benchmark, encoding):
     text, enc = random_unicode(), oracle(encoding)
     benchmark.group = f"unicode-{encoding}"
     benchmark.extra_info["MB"] = len(text.encode()) / MB
-    assert benchmark(lambda: len(enc.encode_ordinary(text))) == _core.count_tokens(
-        encoding, text, False
-    )
+    assert benchmark(lambda: len(enc.encode_ordinary(text))) == uncached(encoding).count(text)
 
 
 def test_unicode_ours(benchmark, encoding):
     text, enc = random_unicode(), oracle(encoding)
     benchmark.group = f"unicode-{encoding}"
     benchmark.extra_info["MB"] = len(text.encode()) / MB
-    n = benchmark(lambda: _core.count_tokens(encoding, text, False))
+    n = benchmark(lambda: uncached(encoding).count(text))
     assert n == len(enc.encode_ordinary(text))

@@ -9,7 +9,6 @@ import json
 import pytest
 
 from ctxrules.cli import build_parser, main
-from ctxrules.cli._common import epoch
 
 NEW_YEAR = 1767225600.0  # 2026-01-01T00:00:00Z, from `date -u -d 2026-01-01 +%s`
 
@@ -36,7 +35,7 @@ CC = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
     ],
 )
 def test_now_reads_epoch_seconds_and_iso_8601(text, expected):
-    assert epoch(text) == expected
+    assert build_parser().parse_args(["commit", "s_x", "--now", text]).now == expected
 
 
 @pytest.mark.parametrize(
@@ -56,10 +55,12 @@ def test_now_reads_epoch_seconds_and_iso_8601(text, expected):
         "Z",
     ],
 )
-def test_now_refuses_what_is_not_a_time(text):
-    with pytest.raises(argparse.ArgumentTypeError) as exc:
-        epoch(text)
-    assert "ISO 8601" in str(exc.value) and repr(text) in str(exc.value)
+def test_now_refuses_what_is_not_a_time(text, capsys):
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["commit", "s_x", f"--now={text}"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert "ISO 8601" in err and repr(text) in err
 
 
 def test_every_now_option_takes_iso_8601():
@@ -72,10 +73,12 @@ def test_every_now_option_takes_iso_8601():
         if any("--now" in a.option_strings for a in p._actions)
     }
     assert {"commit", "render"} <= set(with_now)
+    types = set()
     for name, p in with_now.items():
         (now,) = [a for a in p._actions if "--now" in a.option_strings]
-        assert now.type is epoch, name
+        types.add(now.type)
         assert "ISO 8601" in (now.help or ""), name
+    assert len(types) == 1
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""DAG operations (SPEC §2): append, retry, edit, checkout, fork, the branch path and the
+"""DAG operations: append, retry, edit, checkout, fork, the branch path and the
 agent-run guard, plus property tests of the graph invariants after random operations."""
 
 from __future__ import annotations

@@ -9,7 +9,18 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from . import errors
-from .commit import ensure_latest_commit, generate_commit
+from .commit import (
+    CommitDiff,
+    Pipeline,
+    RuleContext,
+    derive_commit,
+    derive_with_summaries,
+    diff_commits,
+    ensure_latest_commit,
+    generate_commit,
+    load_commit,
+)
+from .config import PRESETS, PipelineConfig, find_config, load_config
 from .model import (
     Call,
     ContentBlock,
@@ -25,8 +36,18 @@ from .model import (
     ToolSpec,
     ToolUseBlock,
 )
-from .providers import resolve_model
-from .render import render_commit, render_context, render_request
+from .providers import (
+    ModelProfile,
+    Provider,
+    RenderedRequest,
+    Usage,
+    get_provider,
+    resolve_model,
+)
+from .render import explain, render_batch, render_commit, render_context, render_request
+from .replay import Request, next_request, request_for
+from .rules import Rule
+from .store import CommitStore, Store, open_store
 from .tokenizers import count, count_batch, get_tokenizer
 
 try:
@@ -35,28 +56,53 @@ except PackageNotFoundError:  # running from a source tree without an install
     __version__ = "0.0.0"
 
 __all__ = [
+    "PRESETS",
     "Call",
+    "CommitDiff",
+    "CommitStore",
     "ContentBlock",
     "Context",
     "ContextCommit",
     "ContextItem",
     "ImageBlock",
     "Message",
+    "ModelProfile",
+    "Pipeline",
+    "PipelineConfig",
+    "Provider",
     "RedactedThinkingBlock",
+    "RenderedRequest",
+    "Request",
+    "Rule",
+    "RuleContext",
+    "Store",
     "TextBlock",
     "ThinkingBlock",
     "ToolResultBlock",
     "ToolSpec",
     "ToolUseBlock",
+    "Usage",
     "__version__",
     "count",
     "count_batch",
+    "derive_commit",
+    "derive_with_summaries",
+    "diff_commits",
     "ensure_latest_commit",
     "errors",
+    "explain",
+    "find_config",
     "generate_commit",
+    "get_provider",
     "get_tokenizer",
+    "load_commit",
+    "load_config",
+    "next_request",
+    "open_store",
+    "render_batch",
     "render_commit",
     "render_context",
     "render_request",
+    "request_for",
     "resolve_model",
 ]

@@ -1,11 +1,11 @@
-"""Rendering: a commit → provider-neutral messages, or a provider's request body (SPEC §5).
+"""Rendering: a commit → provider-neutral messages, or a provider's request body.
 
 Both paths run in Rust from one boundary crossing per commit: the commit goes over as
 msgspec MessagePack bytes (its texts then need no unescaping in Rust), the body (or the
 neutral context) comes back as JSON bytes.  There is no Python work per item.
 Rendering is a pure function of its inputs — the commit and finished system layers and
 options; it reads no clock, no store and no randomness — so the same inputs give the
-same bytes in every process (SPEC §3 invariant 8).
+same bytes in every process (invariant 8 of docs/rules.md).
 
 The request is composed by stability so prompt caches hit: L0 is constant for the
 session (``system`` text and the tool list), L1 is the situation (``situation`` text,
@@ -55,7 +55,7 @@ __all__ = [
     "tool_specs",
 ]
 
-#: Output reserve used for ``max_tokens`` when a vendor requires one (SPEC §11).
+#: Output reserve used for ``max_tokens`` when a vendor requires one (16K, a common agent default).
 DEFAULT_OUTPUT_RESERVE = 16_384
 
 

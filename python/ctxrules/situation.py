@@ -1,4 +1,4 @@
-"""The L1 "situation" layer, rendered from the call tree (SPEC §5).
+"""The L1 "situation" layer, rendered from the call tree.
 
 A request is composed by stability: L0 is constant for the session, L1 says where this
 call sits — which function it is part of, who called it, where its output goes — and

@@ -133,7 +133,7 @@ def attach_items(
     *,
     now: float,
 ) -> list[ContextItem]:
-    """The items an attach pointer expands to (SPEC §8).
+    """The items an attach pointer expands to (docs/items.md, attach blocks).
 
     An open marker (the pointer node itself), the source commit's visible items, and a
     close marker, all with ``attached_from`` = the source commit id; the block is what
