@@ -13,9 +13,10 @@ import pytest
 from ctxrules.commit import Pipeline, derive_commit, derive_with_summaries
 from ctxrules.config import PipelineConfig
 from ctxrules.errors import ConfigError
+from ctxrules.model import ContextItem
 from ctxrules.plugins import registry
 from ctxrules.rules import IdleClearing, ResultCap, Summarize, ToolAging
-from ctxrules.summarizers import SummaryResult, run_summarizer
+from ctxrules.summarizers import SummaryRequest, SummaryResult, run_summarizer
 from ctxrules.testing import Script, Step, check_commits, check_rule, drive, tool_turn
 
 
@@ -358,3 +359,44 @@ def test_an_unknown_summarizer_is_refused_when_the_rule_is_built():
     with pytest.raises(ConfigError, match="no summarizer named 'nope'") as err:
         PipelineConfig.preset("default").with_params("summarize", summarizer="nope").build()
     assert "rules.summarize.summarizer" in str(err.value) and "extractive" in str(err.value)
+
+
+class _Flaky:
+    """A summarizer that fails its first ``failures`` calls, then answers."""
+
+    name = "flaky"
+
+    def __init__(self, failures: int):
+        self.failures = failures
+        self.calls = 0
+
+    def summarize(self, items, *, budget):
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise ConnectionError("connection reset")
+        return "recovered summary"
+
+
+def _request() -> SummaryRequest:
+    item = ContextItem(source_node_id="n1", role="user", rendered="hello", tokens=1)
+    return SummaryRequest(
+        key="sr_x", rule="summarize", summarizer="flaky", items=(item,), budget=100
+    )
+
+
+def test_a_transient_summarizer_failure_is_retried_twice():
+    flaky = _Flaky(failures=2)
+    result = run_summarizer(_request(), summarizer=flaky)
+    assert result == SummaryResult(text="recovered summary") and flaky.calls == 3
+
+
+def test_a_summarizer_failing_every_retry_is_reported_not_raised():
+    flaky = _Flaky(failures=10)
+    result = run_summarizer(_request(), summarizer=flaky, retries=1)
+    assert flaky.calls == 2
+    assert result.error == "ConnectionError: connection reset" and not result.text
+
+
+def test_an_unknown_summarizer_is_not_retried():
+    result = run_summarizer(msgspec.structs.replace(_request(), summarizer="no-such"))
+    assert "no-such" in result.error and not result.timed_out

@@ -66,28 +66,46 @@ def request_key(summarizer: str, budget: int, items: Sequence[ContextItem]) -> s
 
 _DEFAULT: Any = object()
 
+#: How many more times ``run_summarizer`` calls a summarizer that raised (a transient
+#: failure: a dropped connection, an overloaded model) before it reports the error.
+RETRIES = 2
+
 
 def run_summarizer(
-    request: SummaryRequest, *, timeout: float | None = _DEFAULT, summarizer: Any = None
+    request: SummaryRequest,
+    *,
+    timeout: float | None = _DEFAULT,
+    summarizer: Any = None,
+    retries: int = RETRIES,
 ) -> SummaryResult:
     """Answer ``request`` with the registered summarizer it names (or ``summarizer``).
 
     ``timeout`` defaults to the request's ``timeout_seconds`` (0 or None: wait for the
     answer).  Python cannot stop a thread, so a summarizer that times out keeps running
     on a daemon thread until it returns; it cannot change anything, since it was handed
-    a tuple of immutable items and its result is dropped.  Any exception of the
-    summarizer becomes ``SummaryResult(error=...)``: a plugin failure never loses
-    content, the rule just folds nothing.
+    a tuple of immutable items and its result is dropped.  A summarizer that raises is
+    called again up to ``retries`` times (a time-out is not retried: the rule backs
+    off); the last exception becomes ``SummaryResult(error=...)``: a plugin failure
+    never loses content, the rule just folds nothing.
     """
-    limit = request.timeout_seconds if timeout is _DEFAULT else timeout
     if summarizer is None:
         from ..errors import CtxrulesError
         from ..plugins import registry
 
         try:
             summarizer = registry("summarizers").get(request.summarizer)
-        except CtxrulesError as exc:
+        except CtxrulesError as exc:  # not installed: no retry will change that
             return SummaryResult(error=f"{type(exc).__name__}: {exc}")
+    result = _run_once(request, timeout, summarizer)
+    for _ in range(max(0, retries)):
+        if not result.error:
+            break
+        result = _run_once(request, timeout, summarizer)
+    return result
+
+
+def _run_once(request: SummaryRequest, timeout: float | None, summarizer: Any) -> SummaryResult:
+    limit = request.timeout_seconds if timeout is _DEFAULT else timeout
     outcome: dict[str, Any] = {}
 
     def call() -> None:
