@@ -26,6 +26,9 @@ NEEDS_A_STORE = [
     ["render", "s_x", "--provider", "anthropic"],
     ["checkout", "s_x", "n_x"],
     ["fork", "s_x", "n_x"],
+    ["quality", "s_x"],
+    ["stats", "s_x"],
+    ["stats", "s_x", "--json"],
 ]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from .commit import ensure_latest_commit
+from .commit import Pipeline, ensure_latest_commit
 from .config import PipelineConfig, find_config
 from .errors import DagError, RenderError
 from .model import Call, ContextCommit
@@ -77,7 +77,7 @@ def request_for(
     node: str,
     *,
     now: float | None = None,
-    config: PipelineConfig | None = None,
+    config: PipelineConfig | Pipeline | None = None,
 ) -> Request:
     """The request whose response is the assistant node ``node``.
 
@@ -120,13 +120,17 @@ def request_for(
 
 
 def _first_subagent_commit(
-    session: str, first: Call, now: float, config: PipelineConfig | None
+    session: str, first: Call, now: float, config: PipelineConfig | Pipeline | None
 ) -> ContextCommit:
     # ensure_latest_commit shows a node with a caller through the conversation above
     # it, so the sub-agent's opening request is derived from its first message here.
-    from .commit import Pipeline, derive_commit
+    from .commit import derive_commit
 
-    pipeline = Pipeline.from_config(config if config is not None else find_config())
+    pipeline = (
+        config
+        if isinstance(config, Pipeline)
+        else Pipeline.from_config(config if config is not None else find_config())
+    )
     return derive_commit(
         None, [first], session_id=session, head_node_id=first.id, pipeline=pipeline, now=now
     ).commit
@@ -138,7 +142,7 @@ def next_request(
     head: str | None = None,
     *,
     now: float,
-    config: PipelineConfig | None = None,
+    config: PipelineConfig | Pipeline | None = None,
 ) -> Request:
     """The request the agent sends next at ``head`` (default HEAD), at time ``now``.
 
@@ -163,7 +167,7 @@ def next_request(
 
 
 def previous_request(
-    store: CommitStore, request: Request, *, config: PipelineConfig | None = None
+    store: CommitStore, request: Request, *, config: PipelineConfig | Pipeline | None = None
 ) -> Request | None:
     """The request before ``request`` in its frame: the request for the nearest
     assistant answer at or before its head (``None`` at the start of the frame)."""
@@ -208,7 +212,7 @@ def explain_request(
     *,
     previous: Request | str | None = "auto",
     prefix_tokens: int = 0,
-    config: PipelineConfig | None = None,
+    config: PipelineConfig | Pipeline | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """``ctxrules.render.explain`` of ``request`` with what the store knows.
@@ -289,7 +293,7 @@ def compare_usage(
     session: str,
     provider: str | Provider,
     *,
-    config: PipelineConfig | None = None,
+    config: PipelineConfig | Pipeline | None = None,
     model_from_answer: bool = True,
 ) -> list[UsageRow]:
     """Replay every answer of ``session`` that carries the vendor's usage and compare.

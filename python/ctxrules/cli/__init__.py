@@ -37,6 +37,7 @@ COMMANDS: tuple[str, ...] = (
     "checkout",
     "fork",
     "render",
+    "stats",
     "quality",
 )
 

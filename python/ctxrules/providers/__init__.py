@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from .base import PromptTooLong, Provider, RenderedRequest, RequestOptions, SystemBlock, Usage
 from .models import ModelInfo, ModelProfile, Prices, model_entries, resolve_model
+from .responses import ModelResponse
 
 __all__ = [
     "ModelInfo",
     "ModelProfile",
+    "ModelResponse",
     "Prices",
     "PromptTooLong",
     "Provider",

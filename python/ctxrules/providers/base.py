@@ -22,6 +22,7 @@ from ..model import Context, ContextCommit, ContextItem, ToolSpec
 from .cache import CachePrediction, predict_cache
 from .estimate import PromptEstimate, estimate_generic
 from .models import ModelProfile
+from .responses import ModelResponse, parse_response, response_dict
 
 __all__ = [
     "PromptTooLong",
@@ -215,6 +216,17 @@ class Provider:
     def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
         """Return the error when ``(status, body)`` is this vendor's prompt-too-long refusal."""
         return None
+
+    def read_response(self, body: Any) -> ModelResponse:
+        """Read a response of this vendor: the assistant's blocks, its usage (raw and
+        neutral), the model and the stop reason.  ``body`` is the response as received:
+        a dict, JSON bytes or text, or the official SDK's response object.  Built-ins
+        read their wire format; a plugin provider without a ``wire`` overrides this."""
+        data = response_dict(body)
+        if self.wire is None:
+            raise NotImplementedError(f"provider {self.name!r} has no read_response")
+        parsed = parse_response(self.wire, data)
+        return msgspec.structs.replace(parsed, usage=self.parse_usage(data))
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:
         """Structural problems of a request body that the vendor would refuse (empty = fine)."""
