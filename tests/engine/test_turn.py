@@ -312,3 +312,23 @@ def test_config_is_checked():
     # Thresholds go up as well as down.
     assert EngineConfig(warn_at=0.9, compact_at=0.97, critical_at=0.99).compact_at == 0.97
     assert msgspec.convert({"compact_at": 0.5, "warn_at": 0.4}, EngineConfig).compact_at == 0.5
+
+
+def test_a_side_request_carries_no_history_tools_or_sources(store, tmp_path):
+    from ctxrules import dag
+    from ctxrules.context_sources import SourcesConfig
+
+    (tmp_path / "AGENTS.md").write_text("project rules")
+    engine = _engine(
+        store,
+        tools=(ToolSpec(name="ls"),),
+        sources=SourcesConfig(git_status=False),
+        working_directory=str(tmp_path),
+    )
+    s = dag.create_session(store).id
+    engine.prepare(s, "a long conversation", now=1.0)
+    side = json.loads(engine.side_request("Summarise.", "the text", max_tokens=300).body)
+    assert side["system"] == [{"type": "text", "text": "Summarise."}]
+    assert side["messages"] == [{"role": "user", "content": [{"type": "text", "text": "the text"}]}]
+    assert "tools" not in side and side["max_tokens"] == 300
+    assert "project rules" not in json.dumps(side)

@@ -336,6 +336,30 @@ class Engine:
         calls = tuple(b for b in parsed.content if isinstance(b, ToolUseBlock))
         return Recorded(node=node, usage=usage, tool_calls=calls, stop_reason=parsed.stop_reason)
 
+    def side_request(
+        self, system: str, text: str, *, max_tokens: int | None = None
+    ) -> RenderedRequest:
+        """A minimal request off the main path (a summary, a branch summary, a title):
+        ``system`` and one user message, no tools, no history, no context sources —
+        it bypasses ``prepare``, as such calls need none of the conversation around them."""
+        from ..model import ContextItem
+
+        item = ContextItem(source_node_id="side", role="user", rendered=text)
+        commit = ContextCommit(
+            id="side", session_id="", head_node_id="side", rules_version="", items=(item,)
+        )
+        model = self.config.model or self.provider.default_model
+        profile = resolve_model(f"{self.provider.family or self.provider.name}:{model}")
+        return render(
+            commit,
+            self.provider,
+            model,
+            system=system or None,
+            max_tokens=max_tokens
+            or min(output_reserve(profile, self.config), profile.max_output_tokens),
+            cache=False,
+        )
+
     # -- statistics ----------------------------------------------------------------------
 
     def stats(self, session: str, *, head: str | None = None, now: float) -> SessionStats:
