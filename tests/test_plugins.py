@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import typing
+import warnings
 from pathlib import Path
 
 import pytest
@@ -147,6 +148,21 @@ def test_an_allow_list_entry_matching_nothing_warns_with_the_installed_names(
     text = str(warning.message)
     assert "'bee'" not in text  # only the entry that matched nothing is named
     assert "redact_secrets (ctxrules-redact-secrets)" in text and "bee (fake-b)" in text
+
+
+def test_entry_point_names_match_however_they_are_spelt(plugin_site, monkeypatch):
+    """``redact-secrets`` names the entry point ``redact_secrets``, as pip spells names."""
+    monkeypatch.setenv(plugins.ENV_ALLOW_LIST, "redact-secrets")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PluginWarning)
+        names = {p.name for p in plugins.loaded_plugins()}
+    assert "redact_secrets" in names
+
+
+def test_several_unmatched_entries_are_named_in_one_sentence(plugin_site, monkeypatch):
+    monkeypatch.setenv(plugins.ENV_ALLOW_LIST, "nope-a,nope-b")
+    with pytest.warns(PluginWarning, match=r"'nope-a', 'nope-b', which match no installed"):
+        plugins.loaded_plugins()
 
 
 def test_the_cli_prints_that_warning_on_one_line():

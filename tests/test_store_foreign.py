@@ -118,9 +118,15 @@ def test_a_store_made_before_application_ids_still_opens(tmp_path):
     conn.close()
 
 
-def test_an_empty_store_location_is_an_error(capsys):
+def test_an_empty_store_location_is_an_error(capsys, monkeypatch, tmp_path):
     with pytest.raises(StoreError, match="empty"):
         open_store("")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXRULES_STORE", "")
+    with pytest.raises(StoreError, match=r"CTXRULES_STORE is set but empty"):
+        open_store()
+    assert not (tmp_path / ".ctxrules").exists()
+    monkeypatch.delenv("CTXRULES_STORE")
     assert main(["sessions", "--store", ""]) == 1
     err = capsys.readouterr().err
     assert "--store" in err and err.count("\n") == 1

@@ -192,14 +192,15 @@ def _entries() -> list[_Entry]:
 
 
 def _warn_unmatched(allowed: set[str], entries: list[_Entry]) -> None:
-    known = {e.ep.name for e in entries} | {_normalize(e.dist_name) for e in entries}
-    missing = sorted(a for a in allowed if a not in known and _normalize(a) not in known)
+    known = {_normalize(e.ep.name) for e in entries} | {_normalize(e.dist_name) for e in entries}
+    missing = sorted(a for a in allowed if _normalize(a) not in known)
     if not missing:
         return
     third = sorted({f"{e.ep.name} ({e.dist_name})" for e in entries if not e.builtin})
     warnings.warn(
-        f"{ENV_ALLOW_LIST} names {', '.join(map(repr, missing))}, which matches no installed "
-        f"plugin; installed plugins: {', '.join(third) or 'none besides the built-ins'}",
+        f"{ENV_ALLOW_LIST} names {', '.join(map(repr, missing))}, which "
+        f"{'match' if len(missing) > 1 else 'matches'} no installed plugin; installed "
+        f"plugins: {', '.join(third) or 'none besides the built-ins'}",
         PluginWarning,
         stacklevel=3,
     )
@@ -223,7 +224,10 @@ def get_plugin_manager() -> pluggy.PluginManager:
         for e in entries:
             ep = e.ep
             if not e.builtin and allowed is not None:
-                if ep.name not in allowed and _normalize(e.dist_name) not in allowed_dists:
+                if (
+                    _normalize(ep.name) not in allowed_dists
+                    and _normalize(e.dist_name) not in allowed_dists
+                ):
                     continue
             if ep.name in values:
                 if values[ep.name] == ep.value:

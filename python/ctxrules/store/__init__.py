@@ -56,7 +56,8 @@ DEFAULT_LOCATION = ".ctxrules"
 def store_location(path: str | os.PathLike[str] | None = None) -> Path:
     """The store location: ``path``, else ``$CTXRULES_STORE``, else ``./.ctxrules``.
 
-    ``StoreError`` for an empty ``path`` (say what you mean: leave it out for the default).
+    ``StoreError`` for an empty ``path`` or an empty ``$CTXRULES_STORE`` (say what you
+    mean: leave it out, or unset it, for the default).
     """
     if path is not None and str(path) == "":
         raise StoreError(
@@ -66,7 +67,14 @@ def store_location(path: str | os.PathLike[str] | None = None) -> Path:
             f"${ENV_STORE} or ./{DEFAULT_LOCATION}",
         )
     if path is None:
-        path = os.environ.get(ENV_STORE) or DEFAULT_LOCATION
+        path = os.environ.get(ENV_STORE)
+        if path is not None and not path.strip():
+            raise StoreError(
+                f"${ENV_STORE} is set but empty",
+                where=ENV_STORE,
+                hint=f"unset it for ./{DEFAULT_LOCATION}, or set it to a store directory",
+            )
+        path = path or DEFAULT_LOCATION
     return Path(path)
 
 
