@@ -56,7 +56,12 @@ def test_json_has_items_totals_and_every_field(session, capsys, corpus):
     assert out["total_tokens"] == sum(it["tokens"] for it in items if it["state"] != "summarized")
     by_state = out["totals"]["by_state"]
     assert by_state["full"]["items"] == len(items) and out["totals"]["items"] == len(items)
-    assert items[0]["is_anchor"] and items[0]["role"] == "user"
+    # The file opens with the /init command line; the task is its isMeta expansion.
+    lines = [json.loads(x) for x in (corpus / FILE).read_text(encoding="utf-8").splitlines()]
+    assert "<command-name>/init</command-name>" in lines[0]["message"]["content"]
+    assert lines[1]["isMeta"] is True
+    assert [i for i, it in enumerate(items) if it["is_anchor"]] == [1]
+    assert items[1]["role"] == "user" and items[1]["reason"] == "anchor"
 
 
 def test_aggressive_preset_ages_and_a_later_now_clears(session, capsys):

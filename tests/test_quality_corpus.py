@@ -100,13 +100,10 @@ def test_every_corpus_session_is_checked(corpus_store, config_name):
         model = defaults.pop("model", None)
         text = request_text(render(commit, "anthropic", model, **defaults).body)
         assert all((f.text in text) == f.found for f in report.facts)
-        # The first user message is the anchor: whatever folds, it is in the request.
-        first_user = next(
-            (c for c in branch_path(store, report.session_id) if c.role == "user"), None
-        )
+        # The task statement is the anchor: whatever folds, it is in the request.
         task = [f for f in report.facts if f.category == "task"]
-        if first_user is not None and task and task[0].node_id == first_user.id:
-            assert task[0].found, report.session_id
+        assert len(task) <= 1, report.session_id
+        assert all(f.found for f in task), report.session_id
         for name in CATEGORIES:
             score = report.categories[name]
             assert score.found + len(score.missing) == score.total
@@ -114,7 +111,9 @@ def test_every_corpus_session_is_checked(corpus_store, config_name):
         compacted += report.folded_nodes > 0 and report.retained_ratio <= 0.5
     assert checked >= 210  # 200 tau-bench conversations and 11 other sessions
     if config_name == "half":  # made to fold every session that has something to fold
-        assert folded >= 200 and compacted >= 200, (folded, compacted)
+        # System prompts are locked: tau-bench's airline policy is about 40 % of a
+        # session, so only about half of them can get under 50 %.
+        assert folded >= 200 and compacted >= 100, (folded, compacted)
     else:
         assert folded > 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ctxrules.commit.anchor import AnchorSkip
 from ctxrules.model import Call, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 from ctxrules.quality.facts import (
     MAX_FACT_CHARS,
@@ -94,8 +95,9 @@ def test_error_lines_and_the_first_line_of_a_failure():
 
 
 def test_extract_facts_from_folded_nodes():
-    u1 = node("user", "Fix the flaky login test.")
-    u1b = node("user", [TextBlock("The expanded command prompt.")])
+    # A slash-command line, then its expansion: the expansion is the task statement.
+    u1 = node("user", "<command-name>/fix</command-name>\n<command-args>login</command-args>")
+    u1b = node("user", [TextBlock("Fix the flaky login test. The expanded command prompt.")])
     a1 = node(
         "assistant",
         [
@@ -135,8 +137,7 @@ def test_extract_facts_from_folded_nodes():
     facts = extract_facts([a1, t1, t2, t3, u2], branch)
     got = [(f.category, f.kind, f.text, f.node_id) for f in facts]
     assert got == [
-        ("task", "task", "Fix the flaky login test.", u1.id),
-        ("task", "task", "The expanded command prompt.", u1b.id),
+        ("task", "task", "Fix the flaky login test. The expanded command prompt.", u1b.id),
         # a1's text only: its thinking and its tool call are not what it said
         ("identifiers", "path", "src/auth/session.py", a1.id),
         ("files", "file", "/repo/src/auth/session.py", t1.id),
@@ -149,6 +150,9 @@ def test_extract_facts_from_folded_nodes():
         ("todos", "todo", "Write the changelog", t4.id),
     ]
     assert not any(f.found for f in facts)
+    # With no skip kinds the first user line, the command line, is the task statement.
+    plain = [f.node_id for f in extract_facts([], branch, AnchorSkip(())) if f.category == "task"]
+    assert plain == [u1.id]
     # No todo call folded: no todo facts, whatever the branch holds.
     assert not [f for f in extract_facts([u2], branch) if f.category == "todos"]
 

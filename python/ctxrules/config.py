@@ -11,7 +11,10 @@ TOML layout::
     preset = "default"                 # optional starting point
     encoding = "o200k_base"            # tokenizer used for item token counts
     pipeline = ["result_cap", "tool_aging", "idle_clearing", "summarize"]
-    anchor_task = true                 # first user message is an anchor
+    anchor_task = true                 # the first real instruction is the task anchor
+    anchor_skip = ["demonstration", "command"]   # lines that are not the task (default: all kinds)
+    anchor_skip_patterns = ['^\\[auto\\]']     # more of them: regular expressions
+    lock_system = true                 # system items are locked (never changed by rules)
 
     [rules.tool_aging]                 # ([tool.ctxrules.rules.tool_aging] in pyproject)
     tail_turns = 3
@@ -20,6 +23,7 @@ TOML layout::
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -67,7 +71,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     "off": {"pipeline": [], "rules": {}},
 }
 
-_TOP_KEYS = {"preset", "encoding", "pipeline", "anchor_task", "rules"}
+_TOP_KEYS = {
+    "preset",
+    "encoding",
+    "pipeline",
+    "anchor_task",
+    "anchor_skip",
+    "anchor_skip_patterns",
+    "lock_system",
+    "rules",
+}
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,15 @@ class PipelineConfig:
     ``rules`` maps a rule name to the parameters that differ from that rule's defaults.
     Build one with ``PipelineConfig.preset(name)``, ``load_config(path)`` or directly;
     ``build()`` checks every name and parameter against the registered rules.
+
+    What never folds: with ``lock_system`` (default) every system item is locked, and
+    with ``anchor_task`` (default) the first real instruction of a branch is the task
+    anchor, which summarize keeps full.  ``anchor_skip`` names the kinds of user lines
+    that are not the task (``None``: every built-in kind, ``()``: none, so the first
+    user line is the anchor); ``anchor_skip_patterns`` adds regular expressions, searched
+    in a line's text.  Both are checked when the pipeline is built
+    (``ctxrules.commit.anchor`` lists the kinds), and all four are part of the
+    pipeline's ``rules_version``.
     """
 
     pipeline: tuple[str, ...] = DEFAULT_PIPELINE
@@ -84,6 +106,9 @@ class PipelineConfig:
     encoding: str = "o200k_base"
     anchor_task: bool = True
     source: str = "<python>"
+    lock_system: bool = True
+    anchor_skip: tuple[str, ...] | None = None
+    anchor_skip_patterns: tuple[str, ...] = ()
 
     @classmethod
     def preset(cls, name: str = "default", **overrides: Any) -> PipelineConfig:
@@ -100,7 +125,7 @@ class PipelineConfig:
         """A copy with ``params`` set on ``rule`` (validated when the pipeline is built)."""
         rules = {k: dict(v) for k, v in self.rules.items()}
         rules.setdefault(rule, {}).update(params)
-        return PipelineConfig(self.pipeline, rules, self.encoding, self.anchor_task, self.source)
+        return dataclasses.replace(self, rules=rules)
 
     def build(self) -> list[Any]:
         """Instantiate the rules in pipeline order; bad names or parameters: ``ConfigError``."""
@@ -167,10 +192,35 @@ def _from_mapping(data: Mapping[str, Any], *, source: str) -> PipelineConfig:
     encoding = data.get("encoding", "o200k_base")
     if not isinstance(encoding, str):
         raise ConfigError("'encoding' must be a tokenizer name", where=f"{source}: encoding")
-    anchor = data.get("anchor_task", True)
-    if not isinstance(anchor, bool):
-        raise ConfigError("'anchor_task' must be true or false", where=f"{source}: anchor_task")
-    return PipelineConfig(tuple(pipeline), rules, encoding, anchor, source)
+    flags = {}
+    for key in ("anchor_task", "lock_system"):
+        flags[key] = data.get(key, True)
+        if not isinstance(flags[key], bool):
+            raise ConfigError(f"{key!r} must be true or false", where=f"{source}: {key}")
+    skip = data.get("anchor_skip")
+    if skip is not None:
+        skip = _strings(skip, "anchor_skip", source)
+    patterns = _strings(data.get("anchor_skip_patterns", ()), "anchor_skip_patterns", source)
+    return PipelineConfig(
+        tuple(pipeline),
+        rules,
+        encoding,
+        flags["anchor_task"],
+        source,
+        lock_system=flags["lock_system"],
+        anchor_skip=skip,
+        anchor_skip_patterns=patterns,
+    )
+
+
+def _strings(value: Any, key: str, source: str) -> tuple[str, ...]:
+    if (
+        isinstance(value, str)
+        or not isinstance(value, Sequence)
+        or not all(isinstance(v, str) for v in value)
+    ):
+        raise ConfigError(f"{key!r} must be a list of strings", where=f"{source}: {key}")
+    return tuple(value)
 
 
 def load_config(path: str | Path) -> PipelineConfig:

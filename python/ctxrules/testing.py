@@ -11,9 +11,11 @@
 tools, huge and failing results, branches, attach pointers, locked and pinned nodes,
 time gaps), derives commits turn by turn through the pipeline (summary requests
 answered by the registered summarizers) and asserts invariants 1–8 (docs/rules.md)
-plus the consistency a renderer relies on (tool pairing, token totals, the task
-anchor, attach blocks folded whole) and the promise of every rule in the pipeline
-(``Rule.check_promise``).  ``check_commits`` runs the same checks on commits you
+plus the consistency a renderer relies on (tool pairing, token totals, attach blocks
+folded whole), the promise of every rule in the pipeline (``Rule.check_promise``) and
+the pipeline's own promise (``PIPELINE_PROMISE``: system items and the task anchor —
+the first real instruction, as ``ctxrules.commit.anchor.task_anchor`` picks it — are
+never folded, aged or cleared).  ``check_commits`` runs the same checks on commits you
 produced yourself, e.g. from a real transcript; ``check_promises`` only the promises;
 ``tool_turn`` + ``commit_of`` build one hand-written case in two lines.  A failure
 raises ``InvariantViolation`` naming the invariant or promise, the rule set and the
@@ -26,13 +28,14 @@ Installed as a pytest plugin (entry point ``pytest11: ctxrules``): the fixture
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from .commit import Generated, Pipeline, derive_with_summaries
+from .commit.anchor import task_anchor
 from .commit.context import item_text_for_tokens
 from .commit.delta import Delta, replay
 from .config import PRESETS, PipelineConfig
@@ -41,6 +44,8 @@ from .model import STATE_RANK, Call, ContextCommit, ContextItem, TextBlock, Tool
 from .rules.base import Rule
 
 __all__ = [
+    "NOT_TASK",
+    "PIPELINE_PROMISE",
     "InvariantViolation",
     "Script",
     "Step",
@@ -73,9 +78,58 @@ def _fail(number: str, message: str, pipeline: Pipeline, commit: ContextCommit) 
 # -- checks ------------------------------------------------------------------------------
 
 
-def check_promises(commit: ContextCommit, pipeline: Pipeline) -> None:
+#: What every pipeline promises besides its rules' promises, whatever the rules.
+PIPELINE_PROMISE = "system items and the task anchor are never folded, aged or cleared"
+
+
+def _protected_broken(
+    commit: ContextCommit, pipeline: Pipeline, nodes: Mapping[str, Call] | None
+) -> list[str]:
+    """Where ``commit`` breaks ``PIPELINE_PROMISE``: a system item that is not locked or
+    not full (while the pipeline locks them), and a task anchor — ``task_anchor`` of the
+    commit's own nodes, when ``nodes`` are given — not marked as one or not full."""
+    broken: list[str] = []
+    native = [it for it in commit.items if it.attached_from is None]
+    if pipeline.lock_system:
+        broken.extend(
+            f"system item {it.source_node_id} is {'not locked' if it.locked else it.state}"
+            for it in native
+            if it.role == "system" and (not it.locked or it.state != "full")
+        )
+    if pipeline.anchor_task and nodes is not None:
+        shown = [it for it in native if it.source_node_id in nodes]
+        task = task_anchor((nodes[it.source_node_id] for it in shown), pipeline.anchor_skip)
+        for it in shown:
+            if task is not None and it.source_node_id == task.id:
+                if not it.is_anchor:
+                    broken.append(
+                        f"the task statement {it.source_node_id} (the first real "
+                        "instruction) is not the anchor"
+                    )
+                if it.state != "full":
+                    broken.append(f"the task anchor {it.source_node_id} is {it.state}")
+    return broken
+
+
+def check_promises(
+    commit: ContextCommit, pipeline: Pipeline, nodes: Mapping[str, Call] | None = None
+) -> None:
     """Assert that ``commit`` keeps the promise of every rule of ``pipeline`` (the
-    pipeline that derived it, from the start of its chain)."""
+    pipeline that derived it, from the start of its chain) and ``PIPELINE_PROMISE``.
+
+    The task anchor is checked when ``nodes`` (the nodes by id, as ``drive`` and
+    ``drive_branch`` give them) are passed: which node is the first real instruction
+    depends on their metadata, which items do not carry.
+    """
+    broken = _protected_broken(commit, pipeline, nodes)
+    if broken:
+        more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+        _fail(
+            "promise of the pipeline",
+            f"{PIPELINE_PROMISE} — broken: {broken[0]}{more}",
+            pipeline,
+            commit,
+        )
     for rule in pipeline.rules:
         broken = rule.check_promise(commit)
         if broken:
@@ -97,7 +151,7 @@ def check_step(
     gen: Generated,
     *,
     pipeline: Pipeline,
-    node_ids: set[str],
+    node_ids: Set[str] | Mapping[str, Call],
     parent_bytes: bytes | None,
     counter: Any,
 ) -> None:
@@ -223,6 +277,30 @@ class Step:
     locked: bool = False
     pinned: bool = False
     cite_back: int = 0
+    system: str = ""  # a system node before the user node
+    kind: str = "task"  # "task", or a NOT_TASK kind: the user node is that line instead
+
+
+#: Lines that are not the task statement, as real transcripts have them before it:
+#: skip kind → (text, node metadata).  A ``Step`` of one of these kinds sends that
+#: line in place of its user text (``{}`` in the text is the step's text).
+NOT_TASK: dict[str, tuple[str, dict[str, Any]]] = {
+    # SWE-agent: only the metadata says so (the text is ordinary).
+    "demonstration": ("{}", {"extra": {"is_demo": True, "message_type": "demonstration"}}),
+    "command": (
+        "<command-message>fix is running…</command-message>\n"
+        "<command-name>/fix</command-name>\n<command-args>{}</command-args>",
+        {"claude_code": {"type": "user"}},
+    ),
+    "caveat": (
+        "Caveat: The messages below were generated by the user while running local "
+        "commands. DO NOT respond to these messages or otherwise consider them in your "
+        "response unless the user explicitly asks you to.",
+        {"claude_code": {"type": "user", "isMeta": True}},
+    ),
+    "local_command": ("<local-command-stdout>{}</local-command-stdout>", {}),
+    "system_reminder": ("<system-reminder>{}</system-reminder>", {}),
+}
 
 
 @dataclass
@@ -270,6 +348,8 @@ def scripts(max_steps: int = 10) -> Any:
         locked=st.sampled_from([False, False, False, False, True]),
         pinned=st.sampled_from([False, False, False, True]),
         cite_back=st.sampled_from([0, 0, 0, 2]),
+        system=st.sampled_from(["", "", "", "You are careful. Always run make test."]),
+        kind=st.sampled_from(["task"] * 5 + list(NOT_TASK)),
     )
     return st.lists(step, min_size=1, max_size=max_steps).map(Script)
 
@@ -356,7 +436,8 @@ def _filler(size: int, seed: int) -> str:
 
 
 def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> list[Any]:
-    """Run a script through ``pipeline``; returns ``[(parent, generated, calls_so_far)]``."""
+    """Run a script through ``pipeline``; returns ``[(parent, generated, nodes)]``
+    (``nodes``: every node made so far, by id)."""
     seq = itertools.count(1)
     calls: dict[str, Call] = {}
     heads: list[str] = []
@@ -394,7 +475,16 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
         reads: tuple[str, ...] = ()
         if step.cite_back and len(heads) > step.cite_back:
             reads = (heads[-step.cite_back],)
-        user = node("user", output=step.user, predecessor=prev, metadata=meta, reads=reads)
+        if step.system:
+            sysnode = node("system", input=step.system, predecessor=prev, metadata=dict(meta))
+            new.append(sysnode)
+            prev = sysnode.id
+        text = step.user
+        if step.kind != "task":
+            template, kind_meta = NOT_TASK[step.kind]
+            text = template.replace("{}", step.user)
+            meta = {**kind_meta, **meta}
+        user = node("user", output=text, predecessor=prev, metadata=meta, reads=reads)
         uses = [
             ToolUseBlock(id=f"tu{i}_{k}", name=t[0], input={"path": f"src/f{k}.py"})
             for k, t in enumerate(step.tools)
@@ -437,7 +527,7 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
                 pipeline,
                 gen.commit,
             )
-        out.append((parent, gen, set(calls)))
+        out.append((parent, gen, dict(calls)))
         heads.append(asst.id)
         commits.append(gen.commit)
         by_id[gen.commit.id] = gen.commit
@@ -448,7 +538,8 @@ def drive_branch(
     path: Sequence[Call], pipeline: Pipeline, *, session_id: str = "s", delay: float = 0.0
 ) -> list[Any]:
     """Derive the commits of a recorded branch head by head, each from the previous one;
-    returns ``[(parent, generated, node_ids)]`` for ``check_commits``.
+    returns ``[(parent, generated, nodes)]`` for ``check_commits`` (``nodes``: the
+    branch's nodes so far, by id).
 
     ``path`` is a branch in ``dag.branch_path`` order (e.g. of an imported transcript);
     a commit is made at every conversation node, with the calls under it, at ``now`` =
@@ -462,9 +553,9 @@ def drive_branch(
             turns[-1][1].append(call)
     runs: list[Any] = []
     parent: ContextCommit | None = None
-    seen: set[str] = set()
+    seen: dict[str, Call] = {}
     for head, calls in turns:
-        seen.update(c.id for c in calls)
+        seen.update((c.id, c) for c in calls)
         before = [msgspec.msgpack.encode(c) for c in calls]
         gen = _derive(
             parent,
@@ -478,7 +569,7 @@ def drive_branch(
             _fail(
                 "1", f"a node of the turn at {head} changed during generation", pipeline, gen.commit
             )
-        runs.append((parent, gen, set(seen)))
+        runs.append((parent, gen, dict(seen)))
         parent = gen.commit
     return runs
 
@@ -491,9 +582,13 @@ def _derive(*args: Any, **kwargs: Any) -> Generated:
 
 
 def check_commits(runs: Iterable[Any], pipeline: Pipeline) -> int:
-    """Check every ``(parent, generated, node_ids)`` of ``drive`` (or your own) against
-    the invariants and the promises of ``pipeline``'s rules; returns how many commits
-    were checked."""
+    """Check every ``(parent, generated, nodes)`` of ``drive`` (or your own) against the
+    invariants, the promises of ``pipeline``'s rules and ``PIPELINE_PROMISE``; returns
+    how many commits were checked.
+
+    ``nodes`` is a mapping of node id → ``Call`` (what ``drive`` and ``drive_branch``
+    give), or a set of node ids: then the task anchor is not checked.
+    """
     counter = pipeline.tokenizer
     n = 0
     for parent, gen, node_ids in runs:
@@ -501,7 +596,7 @@ def check_commits(runs: Iterable[Any], pipeline: Pipeline) -> int:
         check_step(
             parent, gen, pipeline=pipeline, node_ids=node_ids, parent_bytes=pb, counter=counter
         )
-        check_promises(gen.commit, pipeline)
+        check_promises(gen.commit, pipeline, node_ids if isinstance(node_ids, Mapping) else None)
         _check_render(gen.commit, pipeline)
         n += 1
     return n
@@ -512,14 +607,14 @@ def pipelines_with(rule: Rule | None = None) -> list[Pipeline]:
     of the configuration's rule of the same name — plus ``rule`` alone."""
     out = []
     for name in PRESETS:
-        built = PipelineConfig.preset(name).build()
-        rules: Sequence[Rule] = built
+        shipped = Pipeline.from_config(PipelineConfig.preset(name))
+        rules: Sequence[Rule] = shipped.rules
         if rule is not None:
-            same = [i for i, r in enumerate(built) if r.name == rule.name]
-            rules = [rule if i in same else r for i, r in enumerate(built)]
+            same = [i for i, r in enumerate(rules) if r.name == rule.name]
+            rules = [rule if i in same else r for i, r in enumerate(rules)]
             if not same:
                 rules.insert(0, rule)
-        out.append(Pipeline.of(rules))
+        out.append(shipped.with_rules(rules))
     if rule is not None:
         out.append(Pipeline.of([rule]))
     return out

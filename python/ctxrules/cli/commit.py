@@ -248,10 +248,10 @@ def step_commits(state: DemoState) -> None:
     """The bundled session through the pipeline turn by turn: items per state, tokens and
     what each rule did, one commit per conversation node (time = the node's timestamp)."""
     # A short session: lower the summarize threshold so folding shows too.
-    config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=800)
+    config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=900)
     heads = [c for c in state.path if c.caller is None]
     table = Table(
-        title=f"commits turn by turn (preset {DEMO_PRESET!r}, summarize threshold 800 "
+        title=f"commits turn by turn (preset {DEMO_PRESET!r}, summarize threshold 900 "
         "tokens, so every rule fires on a short session)"
     )
     for col in (

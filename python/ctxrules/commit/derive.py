@@ -28,6 +28,7 @@ from ..errors import RuleError
 from ..model import Call, ContextCommit, ContextItem
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from . import delta as cdelta
+from .anchor import task_anchor
 from .context import RuleContext
 from .items import attach_items, attach_ref, find_native, item_for_call
 from .pipeline import Pipeline
@@ -115,6 +116,15 @@ def derive_commit(
         positions=pipeline.position_cursors,
         summaries=answers,
     )
+    # The task anchor is chosen once per branch: the first real instruction
+    # (``task_anchor``), looked for until a commit on the branch has found it.
+    task = (
+        task_anchor(calls, pipeline.anchor_skip)
+        if pipeline.anchor_task and "anchor" not in cursors
+        else None
+    )
+    if task is not None:
+        cursors["anchor"] = 1
     for call in calls:
         ref = attach_ref(call)
         if ref is not None:
@@ -124,10 +134,9 @@ def derive_commit(
             cursors[key] = 1
             new_items = attach_items(call, ref, load_commit, now=now)
         else:
-            anchor = pipeline.anchor_task and call.role == "user" and "anchor" not in cursors
-            if anchor:
-                cursors["anchor"] = 1
-            new_items = [item_for_call(call, anchor=anchor, now=now)]
+            new_items = [
+                item_for_call(call, anchor=call is task, lock_system=pipeline.lock_system, now=now)
+            ]
         pos = _place(items, call)
         for it in new_items:
             new_ids.add(it.source_node_id)

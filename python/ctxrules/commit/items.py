@@ -3,7 +3,8 @@
 ``derive_commit`` calls ``item_for_call`` for every new node of the branch.
 Conventions read from nodes (set by the importers and the DAG): tool nodes carry
 ``metadata["tool_use_id"]`` / ``["is_error"]``; ``metadata["pinned"]`` makes an item an
-anchor (kept full by summarize); ``metadata["locked"]`` locks it; an attach pointer is
+anchor (kept full by summarize); ``metadata["locked"]`` locks it, and so does the
+role ``system`` while the pipeline locks system items; an attach pointer is
 a node with ``metadata["attach"] = {"session", "head", "commit"}``.
 """
 
@@ -26,7 +27,7 @@ from ..model import (
     content_text,
 )
 
-__all__ = ["attach_items", "attach_ref", "find_native", "item_for_call"]
+__all__ = ["attach_items", "attach_ref", "find_native", "item_for_call", "user_text"]
 
 ATTACH_KEY = "attach"
 
@@ -66,13 +67,22 @@ def _tool_result_text(output: Any) -> tuple[str, tuple[ContentBlock, ...], bool]
     return "\n".join(parts), tuple(images), failed
 
 
-def item_for_call(call: Call, *, anchor: bool, now: float) -> ContextItem:
-    """The ``full`` item of one node (``anchor``: make it the task-statement anchor)."""
+def user_text(call: Call) -> str:
+    """The text a user node shows: its text blocks joined by newlines (what its item's
+    ``rendered`` starts as)."""
+    if isinstance(call.output, list):
+        return "\n".join(b.text for b in call.output if isinstance(b, TextBlock))
+    return _text_of(call.output)
+
+
+def item_for_call(call: Call, *, anchor: bool, lock_system: bool, now: float) -> ContextItem:
+    """The ``full`` item of one node (``anchor``: make it the task-statement anchor;
+    ``lock_system``: a system node's item is locked)."""
     meta = call.metadata
     common: dict[str, Any] = {
         "source_node_id": call.id,
         "role": call.role,
-        "locked": bool(meta.get("locked", False)),
+        "locked": bool(meta.get("locked", False)) or (lock_system and call.role == "system"),
         "is_anchor": anchor or bool(meta.get("pinned", False)),
         "reason": "anchor" if anchor else "new",
         "changed_at": now,
@@ -111,11 +121,12 @@ def item_for_call(call: Call, *, anchor: bool, now: float) -> ContextItem:
         text = _text_of(call.input) if call.input not in (None, "") else _text_of(call.output)
         return ContextItem(**common, rendered=text)
     # user
-    if isinstance(call.output, list):
-        text = "\n".join(b.text for b in call.output if isinstance(b, TextBlock))
-        blocks = tuple(b for b in call.output if not isinstance(b, TextBlock))
-        return ContextItem(**common, rendered=text, blocks=blocks)
-    return ContextItem(**common, rendered=_text_of(call.output))
+    blocks = (
+        tuple(b for b in call.output if not isinstance(b, TextBlock))
+        if isinstance(call.output, list)
+        else ()
+    )
+    return ContextItem(**common, rendered=user_text(call), blocks=blocks)
 
 
 def attach_ref(call: Call) -> dict[str, str] | None:

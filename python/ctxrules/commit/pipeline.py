@@ -11,14 +11,32 @@ from dataclasses import dataclass, field
 from ..config import PipelineConfig, find_config
 from ..rules.base import Rule
 from ..tokenizers import Tokenizer, get_tokenizer
+from .anchor import SKIP_KINDS, AnchorSkip
 
 __all__ = ["Pipeline", "rules_version"]
 
 
-def rules_version(rules: Sequence[Rule], *, encoding: str, anchor_task: bool) -> str:
-    """The id of a rule set: a hash of every rule's name, version and parameters, in order."""
+def rules_version(
+    rules: Sequence[Rule],
+    *,
+    encoding: str,
+    anchor_task: bool,
+    lock_system: bool = True,
+    anchor_skip: AnchorSkip | None = None,
+) -> str:
+    """The id of a rule set: a hash of every rule's name, version and parameters, in
+    order, and of the options that decide what a rule may touch (which item is the task
+    anchor, whether system items are locked): a commit made under other options is
+    never a parent."""
+    skip = anchor_skip if anchor_skip is not None else AnchorSkip()
     text = "\n".join(
-        [f"encoding={encoding}", f"anchor_task={anchor_task}"] + [r.signature() for r in rules]
+        [
+            f"encoding={encoding}",
+            f"anchor_task={anchor_task}",
+            f"lock_system={lock_system}",
+            f"anchor_skip={skip.signature()}",
+        ]
+        + [r.signature() for r in rules]
     )
     return "rv_" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
@@ -27,10 +45,12 @@ def rules_version(rules: Sequence[Rule], *, encoding: str, anchor_task: bool) ->
 class Pipeline:
     """Built rules in order plus the options of generation; ``version`` is its ``rules_version``.
 
-    ``tokenizer`` is the counter of ``encoding``, looked up when the pipeline is built
-    (pass one to count with something else: its ``name`` should then be ``encoding``).
-    ``position_cursors`` is the union of the rules' position cursors: the cursor keys
-    that ``RuleContext.insert`` shifts.
+    ``anchor_task``: the first real instruction is the task anchor, chosen under
+    ``anchor_skip`` (``ctxrules.commit.anchor``); ``lock_system``: system items are
+    locked.  ``tokenizer`` is the counter of ``encoding``, looked up when the pipeline
+    is built (pass one to count with something else: its ``name`` should then be
+    ``encoding``).  ``position_cursors`` is the union of the rules' position cursors:
+    the cursor keys that ``RuleContext.insert`` shifts.
     """
 
     rules: tuple[Rule, ...]
@@ -38,6 +58,8 @@ class Pipeline:
     anchor_task: bool = True
     version: str = ""
     tokenizer: Tokenizer = field(default=None, compare=False, repr=False)  # type: ignore[assignment]
+    lock_system: bool = True
+    anchor_skip: AnchorSkip = field(default_factory=AnchorSkip)
     position_cursors: frozenset[str] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -51,18 +73,54 @@ class Pipeline:
         """Build the pipeline of ``config`` (default: ``find_config()`` from the cwd)."""
         cfg = config if config is not None else find_config()
         rules = tuple(cfg.build())
-        return cls(
+        skip = AnchorSkip(
+            tuple(SKIP_KINDS) if cfg.anchor_skip is None else cfg.anchor_skip,
+            cfg.anchor_skip_patterns,
+            where=cfg.source,
+        )
+        return cls.of(
             rules,
-            cfg.encoding,
-            cfg.anchor_task,
-            rules_version(rules, encoding=cfg.encoding, anchor_task=cfg.anchor_task),
+            encoding=cfg.encoding,
+            anchor_task=cfg.anchor_task,
+            lock_system=cfg.lock_system,
+            anchor_skip=skip,
+        )
+
+    def with_rules(self, rules: Sequence[Rule]) -> Pipeline:
+        """This pipeline's options (encoding, anchor, locks) with other ``rules``."""
+        return Pipeline.of(
+            rules,
+            encoding=self.encoding,
+            anchor_task=self.anchor_task,
+            lock_system=self.lock_system,
+            anchor_skip=self.anchor_skip,
         )
 
     @classmethod
     def of(
-        cls, rules: Sequence[Rule], *, encoding: str = "o200k_base", anchor_task: bool = True
+        cls,
+        rules: Sequence[Rule],
+        *,
+        encoding: str = "o200k_base",
+        anchor_task: bool = True,
+        lock_system: bool = True,
+        anchor_skip: AnchorSkip | None = None,
     ) -> Pipeline:
         """A pipeline of already built rules (what the test kit and plugins use)."""
         rules = tuple(rules)
-        version = rules_version(rules, encoding=encoding, anchor_task=anchor_task)
-        return cls(rules, encoding, anchor_task, version)
+        skip = anchor_skip if anchor_skip is not None else AnchorSkip()
+        version = rules_version(
+            rules,
+            encoding=encoding,
+            anchor_task=anchor_task,
+            lock_system=lock_system,
+            anchor_skip=skip,
+        )
+        return cls(
+            rules,
+            encoding,
+            anchor_task,
+            version,
+            lock_system=lock_system,
+            anchor_skip=skip,
+        )

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from ..commit import Pipeline, derive_commit, ensure_latest_commit, load_commit
+from ..commit.anchor import AnchorSkip
 from ..config import PipelineConfig
 from ..dag import branch_path
 from ..errors import CtxrulesError, NotFoundError
@@ -98,6 +99,7 @@ def assess(
     baseline_tokens: int,
     provider: str = "",
     model: str = "",
+    anchor_skip: AnchorSkip | None = None,
 ) -> QualityReport:
     """Score one rendered request: the facts of the commit's folded nodes looked up in
     ``body``.
@@ -106,7 +108,8 @@ def assess(
     ``NotFoundError`` otherwise); ``branch`` is the branch the commit was made from,
     root to head (``dag.branch_path`` order), for the task statement and the latest
     todo states; ``body`` the request body bytes (``render(...).body``);
-    ``baseline_tokens`` the tokens of that branch with no rules (``baseline_tokens``).
+    ``baseline_tokens`` the tokens of that branch with no rules (``baseline_tokens``);
+    ``anchor_skip`` the pipeline's (which node is the task statement).
     Pure: the same inputs give the same report.
     """
     folded: list[Call] = []
@@ -121,7 +124,8 @@ def assess(
         folded.append(node)
     text = request_text(body)
     facts = tuple(
-        msgspec.structs.replace(f, found=f.text in text) for f in extract_facts(folded, branch)
+        msgspec.structs.replace(f, found=f.text in text)
+        for f in extract_facts(folded, branch, anchor_skip)
     )
     categories: dict[str, CategoryScore] = {}
     for name in CATEGORIES:
@@ -215,4 +219,5 @@ def check_quality(
         baseline_tokens=baseline_tokens(store, commit, branch, pipeline),
         provider=rendered.provider,
         model=rendered.model,
+        anchor_skip=pipeline.anchor_skip,
     )

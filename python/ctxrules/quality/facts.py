@@ -2,10 +2,11 @@
 
 Five categories, each fact an exact text to look for in the rendered request:
 
-- ``task``: the task statement — the text of every user message before the first
-  assistant turn of the branch (a slash command and its expansion, or a demonstration
-  and the real task, are both part of it).  Always checked, folded or not: losing it
-  is the failure compaction is most blamed for.
+- ``task``: the task statement — the text of the branch's first real instruction,
+  the node the pipeline keeps as its task anchor (``ctxrules.commit.anchor``: a
+  demonstration or a slash-command line before it is not the task; the command's
+  expansion is).  Always checked, folded or not: losing it is the failure compaction
+  is most blamed for.
 - ``constraints``: sentences of folded user messages that state a rule (must, never,
   don't, only, always, should, avoid, make sure, …), outside code blocks, at least
   three words; a sentence over ``MAX_FACT_CHARS`` is looked for by its beginning.
@@ -33,6 +34,7 @@ from typing import Any
 
 import msgspec
 
+from ..commit.anchor import AnchorSkip, task_anchor
 from ..model import Call, TextBlock, ToolResultBlock, content_text
 
 __all__ = [
@@ -255,17 +257,16 @@ def _todo_state(branch: Sequence[Call]) -> dict[str, tuple[str, str, str]]:
     return todos
 
 
-def extract_facts(folded: Sequence[Call], branch: Sequence[Call]) -> list[Fact]:
-    """The facts to look for: the task statement of ``branch`` and the facts of the
-    ``folded`` nodes (see the module docstring); every ``found`` is ``False``."""
+def extract_facts(
+    folded: Sequence[Call], branch: Sequence[Call], anchor_skip: AnchorSkip | None = None
+) -> list[Fact]:
+    """The facts to look for: the task statement of ``branch`` (its task anchor under
+    ``anchor_skip``, default every built-in skip kind) and the facts of the ``folded``
+    nodes (see the module docstring); every ``found`` is ``False``."""
     facts = _Facts()
-    for call in branch:
-        if call.caller is not None:
-            continue
-        if call.role == "assistant":
-            break
-        if call.role == "user":
-            facts.add("task", "task", _text(call), call.id)
+    task = task_anchor(branch, anchor_skip)
+    if task is not None:
+        facts.add("task", "task", _text(task), task.id)
     todo_folded = False
     for call in folded:
         if call.role == "user":

@@ -18,10 +18,12 @@ get under the threshold says so too.  Nothing here ever loses content: folded it
 stay in the commit as ``summarized`` and the DAG keeps every original.
 
 Anti-thrash: a summary that is not shorter than the run it would replace, or a
-summarizer that timed out, is not asked for again on every commit.  The failed run is
-remembered in the cursors (``summarize.failed_start`` / ``summarize.failed_end``, item
-positions) and the fold from that start is tried again only once the run has doubled
-in items; until then each commit says so in its notes.
+summarizer that timed out, is not asked for again on every commit.  A run closed by a
+kept unit cannot grow: when its summary is not shorter it is left as it is for good
+and folding goes on after the kept unit.  Otherwise the failed run is remembered in
+the cursors (``summarize.failed_start`` / ``summarize.failed_end``, item positions) and
+the fold from that start is tried again only once the run has doubled in items; until
+then each commit says so in its notes.
 
 Promise: no locked or anchor item is ever folded, nothing from the start of the last
 ``keep_tail_turns`` turns on (with the request that opened the first of them) is
@@ -53,6 +55,7 @@ class Summarize(Rule):
     """Fold the oldest contiguous run of foldable units into one summary item."""
 
     name = "summarize"
+    version = 2  # 2: a short run before a kept unit is stepped over, not a stop
     position_cursors = frozenset({"summarize.pos", _FAILED_START, _FAILED_END})
     promise = (
         "no locked or anchor item is folded; nothing in the last keep_tail_turns turns "
@@ -186,6 +189,7 @@ class Summarize(Rule):
             run_tokens = 0
             end = p
             real = False  # the previous summary alone is no progress
+            before_kept = False  # the run ends at a kept unit (not at the tail)
             while end < tail and (total - run_tokens > target or not real):
                 it = items[end]
                 if it.state == "summarized":
@@ -194,9 +198,10 @@ class Summarize(Rule):
                 unit_end = self._unit_end(items, end)
                 unit = items[end:unit_end]
                 if unit_end > tail or any(self._kept(u) for u in unit):
+                    before_kept = unit_end <= tail
                     blocked_by = (
                         f"kept item {unit[0].source_node_id}"
-                        if unit_end <= tail
+                        if before_kept
                         else "the protected tail"
                     )
                     break
@@ -236,6 +241,19 @@ class Summarize(Rule):
             if text is None:
                 return
             summary_tokens = ctx.count(text)
+            if summary_tokens >= run_tokens and before_kept:
+                # A run closed by a kept unit (a slash-command line before the task
+                # anchor, a turn before a locked system item) cannot grow, so retrying it
+                # later is pointless: it stays as it is, and folding goes on past the
+                # kept unit instead of stopping for good at the first short run.
+                ctx.note(
+                    f"left {len(run)} item(s) ({run_tokens} tokens) before {blocked_by} "
+                    f"as they are: their summary ({summary_tokens} tokens) is not shorter"
+                )
+                nxt = self._unit_end(items, end)
+                ctx.cursors["summarize.pos"] = nxt
+                p = nxt
+                continue
             if summary_tokens >= run_tokens:
                 ctx.note(
                     f"no folding: the summary ({summary_tokens} tokens) is not shorter than the "
