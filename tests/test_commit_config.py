@@ -121,3 +121,56 @@ def test_the_summarizer_is_checked_when_the_config_is_built_not_when_it_folds(tm
     p = write(tmp_path, "ctxrules.toml", "[rules.summarize]\nsummarizer = 'nope'\n")
     with pytest.raises(ConfigError, match="installed: extractive"):
         Pipeline.from_config(load_config(p))
+
+
+def test_what_never_folds_is_set_from_toml(tmp_path):
+    p = write(
+        tmp_path,
+        "ctxrules.toml",
+        """
+preset = "aggressive"
+lock_system = false
+anchor_skip = ["demonstration", "command"]
+anchor_skip_patterns = ['^\\[auto\\]']
+""",
+    )
+    pipeline = Pipeline.from_config(load_config(p))
+    assert pipeline.lock_system is False
+    assert pipeline.anchor_skip.kinds == ("demonstration", "command")
+    assert pipeline.anchor_skip.patterns == (r"^\[auto\]",)
+    assert [r.name for r in pipeline.rules] == list(DEFAULT_PIPELINE)
+    # every one of them is part of the version: a commit made under others is no parent
+    default = Pipeline.from_config(PipelineConfig.preset("aggressive"))
+    assert default.lock_system is True and default.anchor_skip.patterns == ()
+    versions = {
+        Pipeline.from_config(PipelineConfig.preset("aggressive", **kw)).version
+        for kw in (
+            {},
+            {"lock_system": False},
+            {"anchor_task": False},
+            {"anchor_skip": ("command",)},
+            {"anchor_skip": ()},
+            {"anchor_skip_patterns": ("x",)},
+        )
+    }
+    assert len(versions) == 6 and pipeline.version not in versions
+    # the options survive with_params
+    cfg = load_config(p).with_params("summarize", threshold_tokens=900)
+    assert cfg.lock_system is False and cfg.anchor_skip == ("demonstration", "command")
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "what"),
+    [
+        ("anchor_skip = ['command', 'nope']\n", "anchor_skip", "unknown anchor skip kind 'nope'"),
+        ("anchor_skip = 'command'\n", "anchor_skip", "list of strings"),
+        ("anchor_skip_patterns = ['ok', '(']\n", "anchor_skip_patterns[1]", "not a regular"),
+        ("anchor_skip_patterns = [1]\n", "anchor_skip_patterns", "list of strings"),
+        ("lock_system = 'yes'\n", "lock_system", "true or false"),
+    ],
+)
+def test_bad_never_fold_settings_name_the_file_and_key(tmp_path, text, where, what):
+    p = write(tmp_path, "ctxrules.toml", text)
+    with pytest.raises(ConfigError) as err:
+        Pipeline.from_config(load_config(p))
+    assert str(p) in str(err.value) and where in str(err.value) and what in str(err.value)

@@ -1,7 +1,7 @@
 """Invariants 1-8 (docs/rules.md) and every rule's promise as hypothesis property tests,
 for the built-in rules in every shipped configuration (the kit's generated sessions:
 tool calls, protected tools, huge and failing results, branches, attach pointers,
-locked / pinned / cited nodes)."""
+locked / pinned / cited nodes, system nodes, lines before the task)."""
 
 from __future__ import annotations
 
@@ -29,3 +29,11 @@ def test_generated_sessions_cover_branches_attach_and_locks(script: Script):
             )
         if step.locked:
             assert any(it.locked for it in gen.commit.items)
+        if step.system:  # system nodes reach the commit, locked
+            assert any(it.role == "system" and it.locked for it in gen.commit.items)
+        if step.kind != "task" and not step.pinned:
+            # a line that is not the task never becomes the anchor (it opens the turn)
+            items = gen.commit.items
+            at = gen.commit.head_node_id
+            head = next(p for p, it in enumerate(items) if it.source_node_id == at)
+            assert items[head - 1].role == "user" and not items[head - 1].is_anchor

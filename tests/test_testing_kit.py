@@ -6,6 +6,7 @@ import msgspec
 import pytest
 
 from ctxrules.commit import Pipeline, RuleContext
+from ctxrules.commit.anchor import AnchorSkip
 from ctxrules.rules import Rule
 from ctxrules.testing import (
     InvariantViolation,
@@ -15,6 +16,7 @@ from ctxrules.testing import (
     check_promises,
     check_rule,
     drive,
+    pipelines_with,
 )
 
 
@@ -221,3 +223,101 @@ def test_every_builtin_rule_states_its_promise():
     for cls in BUILTIN_RULES:
         assert cls.promise, cls.name
         assert cls.check_promise is not Rule.check_promise, cls.name
+
+
+class FoldAnchor(Rule):
+    """Broken: folds the task anchor (a single user item: pairing and groups are kept,
+    and summarize, which promises the same, is not in the pipeline to notice)."""
+
+    name = "test-fold-anchor"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p, it in enumerate(ctx.items):
+            if (
+                it.reason == "anchor"
+                and not it.locked
+                and it.state == "full"
+                and len(ctx.items) > 4
+            ):
+                ctx.fold(p, p + 1, "the user wanted something", reason="bad")
+                return
+
+
+class AgeAnchor(Rule):
+    """Broken: shortens the task anchor to a stub once the session moved on."""
+
+    name = "test-age-anchor"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p, it in enumerate(ctx.items):
+            if (
+                it.reason == "anchor"
+                and not it.locked
+                and it.state == "full"
+                and len(ctx.items) > 4
+            ):
+                ctx.replace(p, state="aged", rendered=it.rendered[:5], reason="bad")
+                return
+
+
+@pytest.mark.parametrize("rule", [FoldAnchor(), AgeAnchor()])
+def test_a_rule_that_folds_or_ages_the_task_anchor_is_caught(rule):
+    steps = [Step(user="the real task"), Step(), Step()]
+    pipeline = Pipeline.of([rule])
+    with pytest.raises(InvariantViolation, match=r"promise of the pipeline: .*task anchor"):
+        check_commits(drive(Script(steps), pipeline), pipeline)
+
+
+def test_check_rule_catches_a_rule_that_folds_the_task_anchor_in_a_shipped_preset():
+    # the first shipped preset (default) with the rule in front: the anchor folds
+    with pytest.raises(InvariantViolation, match="promise of the pipeline"):
+        check_rule(FoldAnchor(), examples=5, pipelines=pipelines_with(FoldAnchor())[:1])
+
+
+def test_the_kit_finds_the_anchor_with_the_pipelines_own_function():
+    # A demonstration first: derived with no skip kinds the demonstration is marked, which
+    # the default pipeline's promise says is the wrong item.
+    steps = [Step(user="a worked example", kind="demonstration"), Step(user="the task"), Step()]
+    wrong = Pipeline.of([], anchor_skip=AnchorSkip(()))
+    runs = drive(Script(steps), wrong)
+    check_commits(runs, wrong)  # consistent with itself
+    right = Pipeline.of([])
+    with pytest.raises(InvariantViolation, match="is not the anchor"):
+        check_commits(runs, right)
+    runs = drive(Script(steps), right)
+    check_commits(runs, right)
+    (anchor,) = [it for it in runs[-1][1].commit.items if it.is_anchor]
+    assert anchor.rendered == "the task"
+    # with the node ids only, the anchor cannot be told: the rest is still checked
+    check_commits([(p, g, set(nodes)) for p, g, nodes in drive(Script(steps), wrong)], right)
+
+
+def test_an_unlocked_system_item_breaks_the_promise():
+    steps = [Step(system="You are terse."), Step()]
+    unlocked = Pipeline.of([], lock_system=False)
+    runs = drive(Script(steps), unlocked)
+    check_commits(runs, unlocked)
+    with pytest.raises(InvariantViolation, match=r"system item \S+ is not locked"):
+        check_commits(runs, Pipeline.of([]))
+
+
+class FoldSystem(Rule):
+    """Folds system items: refused while they are locked (the default)."""
+
+    name = "test-fold-system"
+
+    def apply(self, ctx: RuleContext) -> None:
+        for p, it in enumerate(ctx.items):
+            if it.role == "system" and it.state == "full":
+                ctx.fold(p, p + 1, "rules", reason="bad")
+                return
+
+
+def test_system_items_are_locked_unless_the_pipeline_says_otherwise():
+    steps = [Step(system="You are terse. Never push."), Step(), Step()]
+    with pytest.raises(InvariantViolation, match="locked items may not be folded"):
+        drive(Script(steps), Pipeline.of([FoldSystem()]))
+    unlocked = Pipeline.of([FoldSystem()], lock_system=False)
+    runs = drive(Script(steps), unlocked)
+    check_commits(runs, unlocked)
+    assert [it.state for it in runs[-1][1].commit.items if it.role == "system"] == ["summarized"]

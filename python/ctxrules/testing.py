@@ -92,7 +92,7 @@ def _protected_broken(
     native = [it for it in commit.items if it.attached_from is None]
     if pipeline.lock_system:
         broken.extend(
-            f"system item {it.source_node_id} is {'not locked' if it.locked else it.state}"
+            f"system item {it.source_node_id} is {it.state if it.locked else 'not locked'}"
             for it in native
             if it.role == "system" and (not it.locked or it.state != "full")
         )

@@ -212,6 +212,24 @@ def test_a_summary_that_does_not_shrink_is_not_retried_every_commit(bad_summariz
     assert any("not retrying" in n for n in later.commit.notes)
 
 
+def test_a_short_run_before_a_kept_item_does_not_stop_folding():
+    # The first turn's answer alone sits between the task anchor and a pinned request:
+    # its summary is not shorter than it.  That run cannot grow, so it stays as it is
+    # and folding goes on after the pinned item (it used to stop there for good, as it
+    # did before the /init command line of a Claude Code session once that line was no
+    # longer the anchor).
+    steps = [Step(user="the task", assistant="ok"), Step(user="a pinned note", pinned=True)]
+    steps += _busy(10)
+    c = _run(steps, Summarize(threshold_tokens=3000, keep_tail_turns=2))
+    ok = next(it for it in c.items if it.role == "assistant" and it.rendered == "ok")
+    assert ok.state == "full"
+    pinned = next(it for it in c.items if it.rendered == "a pinned note")
+    assert pinned.state == "full"
+    after = c.items[c.items.index(pinned) + 1 :]
+    assert any(it.state == "summarized" for it in after)
+    assert c.total_tokens <= 3000
+
+
 def test_unreachable_threshold_is_reported():
     steps = [Step(user="x", locked=True, tools=[("Read", 1500, False)]) for _ in range(6)]
     c = _run(steps, Summarize(threshold_tokens=200))
