@@ -9,8 +9,9 @@
 
 ``check_rule`` generates sessions with hypothesis (tool calls of protected and ordinary
 tools, huge and failing results, branches, attach pointers, locked and pinned nodes,
-time gaps), derives commits turn by turn through the pipeline (summary requests
-answered by the registered summarizers) and asserts invariants 1–8 (docs/rules.md)
+system nodes, lines that are not the task, time gaps), derives commits turn by turn
+through the pipeline (summary requests answered by the registered summarizers) and
+asserts invariants 1–8 (docs/rules.md)
 plus the consistency a renderer relies on (tool pairing, token totals, attach blocks
 folded whole), the promise of every rule in the pipeline (``Rule.check_promise``) and
 the pipeline's own promise (``PIPELINE_PROMISE``: system items and the task anchor —
