@@ -225,6 +225,14 @@ def test_every_builtin_rule_states_its_promise():
         assert cls.check_promise is not Rule.check_promise, cls.name
 
 
+def _unlocked_anchor(ctx: RuleContext) -> int | None:
+    """Position of the full, unlocked task anchor once the session moved on, if any."""
+    for p, it in enumerate(ctx.items):
+        if it.reason == "anchor" and not it.locked and it.state == "full" and len(ctx.items) > 4:
+            return p
+    return None
+
+
 class FoldAnchor(Rule):
     """Broken: folds the task anchor (a single user item: pairing and groups are kept,
     and summarize, which promises the same, is not in the pipeline to notice)."""
@@ -232,15 +240,9 @@ class FoldAnchor(Rule):
     name = "test-fold-anchor"
 
     def apply(self, ctx: RuleContext) -> None:
-        for p, it in enumerate(ctx.items):
-            if (
-                it.reason == "anchor"
-                and not it.locked
-                and it.state == "full"
-                and len(ctx.items) > 4
-            ):
-                ctx.fold(p, p + 1, "the user wanted something", reason="bad")
-                return
+        p = _unlocked_anchor(ctx)
+        if p is not None:
+            ctx.fold(p, p + 1, "the user wanted something", reason="bad")
 
 
 class AgeAnchor(Rule):
@@ -249,15 +251,9 @@ class AgeAnchor(Rule):
     name = "test-age-anchor"
 
     def apply(self, ctx: RuleContext) -> None:
-        for p, it in enumerate(ctx.items):
-            if (
-                it.reason == "anchor"
-                and not it.locked
-                and it.state == "full"
-                and len(ctx.items) > 4
-            ):
-                ctx.replace(p, state="aged", rendered=it.rendered[:5], reason="bad")
-                return
+        p = _unlocked_anchor(ctx)
+        if p is not None:
+            ctx.replace(p, state="aged", rendered=ctx.items[p].rendered[:5], reason="bad")
 
 
 @pytest.mark.parametrize("rule", [FoldAnchor(), AgeAnchor()])

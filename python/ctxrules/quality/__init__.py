@@ -166,7 +166,7 @@ def baseline_tokens(
         except CtxrulesError:
             return None
 
-    off = Pipeline.of([], encoding=pipeline.encoding, anchor_task=pipeline.anchor_task)
+    off = pipeline.with_rules([])
     gen = derive_commit(
         None,
         branch,
