@@ -1,19 +1,26 @@
-"""Schema versions of the SQLite store and the registry later layers add theirs to.
+"""Schema versions of the stores and the registry later layers add theirs to.
 
 Each migration has a unique integer version and a name and runs inside the store's
-transaction.  Applied migrations are recorded in ``schema_migrations`` (and the highest
-version in ``PRAGMA user_version`` for outside tools).  A store may hold migrations this
-process does not know (a newer layer's tables); that is fine, since each layer only
-touches its own tables.  A version recorded under a different name is refused: it
-means two incompatible schemas claimed the same number.
+transaction.  Every backend with a schema keeps its own registry (``MIGRATIONS`` for
+SQLite, ``POSTGRES_MIGRATIONS`` for PostgreSQL: the DDL differs), and a version means
+the same step on each: registering it under another name than another backend has is
+refused.  Applied migrations are recorded in the store's ``schema_migrations`` table
+(SQLite also puts the highest version in ``PRAGMA user_version`` for outside tools).  A
+store may hold migrations this process does not know (a newer layer's tables); that is
+fine, since each layer only touches its own tables.  A version recorded under a
+different name is refused: it means two incompatible schemas claimed the same number.
 
-The history graph is version 1 and the commit rows version 2 (both here: the store
-owns its tables); a later layer with tables of its own registers the next version::
+The history graph is version 1 and the commit rows version 2 (both here and in
+``_pg_schema``: the store owns its tables); a later layer with tables of its own
+registers the next version for each backend it supports::
 
     from ctxrules.store import register_migration
 
     @register_migration(3, "my_layer")
     def _mine(conn): conn.execute("CREATE TABLE my_layer (...)")
+
+    @register_migration(3, "my_layer", backend="postgresql")
+    def _mine_pg(conn): conn.execute("CREATE TABLE my_layer (...)")
 """
 
 from __future__ import annotations
@@ -22,49 +29,99 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from ..errors import StoreError
 
-__all__ = ["MIGRATIONS", "Migration", "apply_pending", "register_migration", "up_to_date"]
+__all__ = [
+    "BACKENDS",
+    "MIGRATIONS",
+    "POSTGRES_MIGRATIONS",
+    "Migration",
+    "apply_pending",
+    "pending",
+    "register_migration",
+    "up_to_date",
+]
+
+#: The backends that keep a schema, each with its registry of migrations.
+SchemaBackend = Literal["sqlite", "postgresql"]
 
 
 @dataclass(frozen=True)
 class Migration:
-    """One schema step: ``apply(conn)`` runs inside a transaction."""
+    """One schema step: ``apply(conn)`` runs inside a transaction on the backend's
+    connection (SQLite: ``sqlite3.Connection``; PostgreSQL: the store's connection,
+    whose ``execute`` takes ``?`` placeholders)."""
 
     version: int
     name: str
-    apply: Callable[[sqlite3.Connection], None]
+    apply: Callable[[Any], None]
 
 
-#: Registered migrations by version.
+#: Registered SQLite migrations by version.
 MIGRATIONS: dict[int, Migration] = {}
+#: Registered PostgreSQL migrations by version.
+POSTGRES_MIGRATIONS: dict[int, Migration] = {}
+#: The registry of each backend.
+BACKENDS: dict[str, dict[int, Migration]] = {
+    "sqlite": MIGRATIONS,
+    "postgresql": POSTGRES_MIGRATIONS,
+}
 
 
 def register_migration(
-    version: int, name: str
-) -> Callable[[Callable[[sqlite3.Connection], None]], Callable[[sqlite3.Connection], None]]:
-    """Decorator registering ``fn(conn)`` as schema migration ``version``.
+    version: int, name: str, *, backend: SchemaBackend = "sqlite"
+) -> Callable[[Callable[[Any], None]], Callable[[Any], None]]:
+    """Decorator registering ``fn(conn)`` as schema migration ``version`` of ``backend``.
 
-    Registering the same version twice under a different name raises ``StoreError``;
-    re-registering the same name (a module imported twice) is harmless.
+    Registering a version under a different name than it has (on this or another
+    backend) raises ``StoreError``; re-registering the same name (a module imported
+    twice) is harmless.
     """
+    if backend not in BACKENDS:
+        raise StoreError(
+            f"no backend {backend!r} keeps migrations",
+            hint=f"use one of {', '.join(BACKENDS)}",
+        )
 
-    def deco(fn: Callable[[sqlite3.Connection], None]) -> Callable[[sqlite3.Connection], None]:
-        old = MIGRATIONS.get(version)
-        if old is not None and old.name != name:
-            raise StoreError(
-                f"migration version {version} registered twice: {old.name!r} and {name!r}",
-                hint="give each layer's migration its own version number",
-            )
-        MIGRATIONS[version] = Migration(version, name, fn)
+    def deco(fn: Callable[[Any], None]) -> Callable[[Any], None]:
+        for registry in BACKENDS.values():
+            old = registry.get(version)
+            if old is not None and old.name != name:
+                raise StoreError(
+                    f"migration version {version} registered twice: {old.name!r} and {name!r}",
+                    hint="give each layer's migration its own version number",
+                )
+        BACKENDS[backend][version] = Migration(version, name, fn)
         return fn
 
     return deco
 
 
+def pending(done: dict[int, str], registry: dict[int, Migration], location: str) -> list[Migration]:
+    """The migrations of ``registry`` that a store with ``done`` (version → name) lacks,
+    in version order.
+
+    ``StoreError`` if a version is recorded under another name than registered.
+    """
+    todo: list[Migration] = []
+    for version in sorted(registry):
+        mig = registry[version]
+        if version not in done:
+            todo.append(mig)
+        elif done[version] != mig.name:
+            raise StoreError(
+                f"schema version {version} is {done[version]!r} in this store "
+                f"but {mig.name!r} in this ctxrules",
+                where=location,
+                hint="use the ctxrules version (and plugins) that created the store",
+            )
+    return todo
+
+
 def up_to_date(conn: sqlite3.Connection) -> bool:
-    """Whether every registered migration is recorded (read-only: no write lock)."""
+    """Whether every registered SQLite migration is recorded (read-only: no write lock)."""
     try:
         done = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
     except sqlite3.OperationalError:
@@ -73,7 +130,7 @@ def up_to_date(conn: sqlite3.Connection) -> bool:
 
 
 def apply_pending(conn: sqlite3.Connection, location: str) -> list[int]:
-    """Apply the registered migrations ``conn`` lacks, in version order; returns them.
+    """Apply the registered SQLite migrations ``conn`` lacks, in version order; returns them.
 
     Runs inside the caller's write transaction.  ``StoreError`` for another program's
     database (tables but no ``schema_migrations``) and for a version recorded under
@@ -94,22 +151,12 @@ def apply_pending(conn: sqlite3.Connection, location: str) -> list[int]:
     )
     done = dict(conn.execute("SELECT version, name FROM schema_migrations").fetchall())
     applied: list[int] = []
-    for version in sorted(MIGRATIONS):
-        mig = MIGRATIONS[version]
-        if version in done:
-            if done[version] != mig.name:
-                raise StoreError(
-                    f"schema version {version} is {done[version]!r} in this store "
-                    f"but {mig.name!r} in this ctxrules",
-                    where=location,
-                    hint="use the ctxrules version (and plugins) that created the store",
-                )
-            continue
+    for mig in pending(done, MIGRATIONS, location):
         mig.apply(conn)
         conn.execute(
-            "INSERT INTO schema_migrations VALUES (?, ?, ?)", (version, mig.name, time.time())
+            "INSERT INTO schema_migrations VALUES (?, ?, ?)", (mig.version, mig.name, time.time())
         )
-        applied.append(version)
+        applied.append(mig.version)
     top = max([*done, *applied], default=0)
     conn.execute(f"PRAGMA user_version={int(top)}")
     return applied

@@ -15,118 +15,40 @@ complete (``_sqlite_open``): another program's database is refused untouched.
 
 from __future__ import annotations
 
-import math
 import os
 import sqlite3
 import threading
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-import msgspec
-
-from ..errors import DagError, StoreError
-from ..model import Call
-from ._shared import (
-    check_edges,
-    check_reads,
-    continuing,
-    decode_node,
-    fork_chain,
-    is_visible_in,
-    merged_metadata,
-    node_body,
-    not_found,
-    unknown_keys,
-)
-from ._sqlite_commits import Commits
-from ._sqlite_guard import GuardAndKv
+from ..errors import StoreError
+from ._sql import BUSY_TIMEOUT_S, ENV_BUSY_TIMEOUT, SQLStore, resolve_busy_timeout
 from ._sqlite_open import (
     APPLICATION_ID,
     create_store_file,
     inspect_store_file,
     write_lock_holder,
 )
-from .base import Edge, NewSession, SessionInfo
 from .migrations import apply_pending, up_to_date
 
-if TYPE_CHECKING:
-    from typing_extensions import Unpack
-
-__all__ = ["BUSY_TIMEOUT_S", "DB_NAME", "ENV_BUSY_TIMEOUT", "SQLiteStore"]
+__all__ = ["BUSY_TIMEOUT_S", "DB_NAME", "ENV_BUSY_TIMEOUT", "SQLiteStore", "database_path"]
 
 DB_NAME = "ctxrules.db"
-#: How long a writer waits for another process's transaction before giving up (seconds).
-BUSY_TIMEOUT_S = 60.0
-#: Environment variable overriding ``BUSY_TIMEOUT_S``.
-ENV_BUSY_TIMEOUT = "CTXRULES_BUSY_TIMEOUT"
-
-_SESSION_COLS = (
-    "id, created_at, head, source, import_key, base_session, base_node, base_seq, next_seq, "
-    "metadata"
-)
 
 
-def _node_row(stored: Call) -> tuple[Any, ...]:
-    """The ``nodes`` row of a node (``node_body`` checks it would read back)."""
-    return (
-        stored.id,
-        stored.session_id,
-        stored.seq,
-        stored.role,
-        stored.predecessor,
-        stored.caller,
-        node_body(stored),
-    )
+class SQLiteStore(SQLStore):
+    """The ``CommitStore`` backed by one SQLite file (see the module docstring).
 
+    ``busy_timeout``: seconds a write waits for another process's (see
+    ``resolve_busy_timeout``).
+    """
 
-def _busy_timeout(value: float | None = None) -> float:
-    """The busy timeout to use: ``value``, else ``$CTXRULES_BUSY_TIMEOUT``, else 60 s."""
-    where, raw = "busy_timeout", repr(value)
-    if value is None:
-        raw = os.environ.get(ENV_BUSY_TIMEOUT, "").strip()
-        if not raw:
-            return BUSY_TIMEOUT_S
-        where = ENV_BUSY_TIMEOUT
-        try:
-            value = float(raw)
-        except ValueError:
-            value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise StoreError(
-            f"the busy timeout must be a finite number of seconds >= 0, got {raw}",
-            where=where,
-            hint=f"e.g. {ENV_BUSY_TIMEOUT}=5",
-        )
-    return float(value)
-
-
-def _session(row: tuple[Any, ...]) -> SessionInfo:
-    sid, created, head, source, key, base_s, base_n, base_seq, next_seq, meta = row
-    return SessionInfo(
-        id=sid,
-        created_at=created,
-        head=head,
-        source=source,
-        import_key=key,
-        base_session=base_s,
-        base_node=base_n,
-        base_seq=base_seq,
-        metadata=msgspec.json.decode(meta),
-        # seq values are assigned contiguously from base_seq + 1 inside the insert's
-        # transaction, so the count of owned nodes needs no scan.
-        calls=next_seq - 1 - base_seq,
-    )
-
-
-class SQLiteStore(GuardAndKv, Commits):
-    """The ``CommitStore`` backed by one SQLite file (see the module docstring)."""
+    _INTEGRITY = (sqlite3.IntegrityError,)
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout: float | None = None):
         self.location = str(path)
-        self.busy_timeout = _busy_timeout(busy_timeout)
+        self.busy_timeout = resolve_busy_timeout(busy_timeout)
         db = Path(path)
         if not inspect_store_file(db):  # refuses a file that is not ours, untouched
             create_store_file(db)
@@ -148,7 +70,7 @@ class SQLiteStore(GuardAndKv, Commits):
             ) from None
         self._lock = threading.RLock()
         self._depth = 0
-        self._chains: dict[str, list[tuple[str, int | None]]] = {}
+        self._chains = {}
         try:
             self.migrate()
         except BaseException:
@@ -217,229 +139,6 @@ class SQLiteStore(GuardAndKv, Commits):
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
-
-    # -- sessions ------------------------------------------------------------------
-    def _session_row(self, session_id: str) -> tuple[Any, ...]:
-        row = self._conn.execute(
-            f"SELECT {_SESSION_COLS} FROM sessions WHERE id = ?", (session_id,)
-        ).fetchone()
-        if row is None:
-            raise not_found("session", session_id, self.location)
-        return row
-
-    def create_session(self, **spec: Unpack[NewSession]) -> SessionInfo:
-        """Create a session with its nodes and HEAD in one transaction (see ``Store``)."""
-        unknown_keys(dict(spec), NewSession.__annotations__)
-        sid = spec.get("session_id") or f"s_{os.urandom(8).hex()}"
-        base_session, base_node = spec.get("base_session"), spec.get("base_node")
-        import_key, nodes, head = spec.get("import_key"), spec.get("nodes", ()), spec.get("head")
-        with self.transaction() as conn:
-            base_seq = 0
-            if base_session is not None:
-                base = _session(self._session_row(base_session))
-                base_seq = base.base_seq + base.calls
-                if base_node is not None and not self.is_visible(base_session, base_node):
-                    raise DagError(
-                        f"node {base_node!r} is not part of session {base_session!r}",
-                        hint="fork from a node that `ctxrules log` shows for that session",
-                    )
-            try:
-                conn.execute(
-                    "INSERT INTO sessions (id, created_at, head, source, import_key, base_session,"
-                    " base_node, base_seq, next_seq, metadata) VALUES (?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        sid,
-                        time.time(),
-                        None,
-                        spec.get("source", ""),
-                        import_key,
-                        base_session,
-                        base_node,
-                        base_seq,
-                        base_seq + 1,
-                        msgspec.json.encode(spec.get("metadata") or {}),
-                    ),
-                )
-            except sqlite3.IntegrityError:
-                raise StoreError(
-                    f"session {sid!r} or import key {import_key!r} exists already",
-                    where=self.location,
-                ) from None
-            self._chains.pop(sid, None)
-            if nodes:
-                self._insert_batch(conn, sid, base_seq + 1, nodes)
-            if head is not None:
-                self._set_head(conn, sid, head)
-            return _session(self._session_row(sid))
-
-    def _insert_batch(
-        self, conn: sqlite3.Connection, sid: str, first_seq: int, nodes: Sequence[Call]
-    ) -> None:
-        seen: set[str] = set()
-        rows = []
-        for offset, call in enumerate(nodes):
-            check_edges(sid, call, lambda e: e in seen or self.is_visible(sid, e))
-            check_reads(call, self._exists, batch=seen)
-            stored = msgspec.structs.replace(call, seq=first_seq + offset, session_id=sid)
-            seen.add(call.id)
-            rows.append(_node_row(stored))
-        try:
-            conn.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", rows)
-        except sqlite3.IntegrityError as exc:
-            raise DagError(f"duplicate node id in session {sid!r}: {exc}") from None
-        conn.execute("UPDATE sessions SET next_seq = ? WHERE id = ?", (first_seq + len(nodes), sid))
-
-    def _exists(self, node_id: str) -> bool:
-        return (
-            self._conn.execute("SELECT 1 FROM nodes WHERE id = ?", (node_id,)).fetchone()
-            is not None
-        )
-
-    def get_session(self, session_id: str) -> SessionInfo:
-        """The session row; ``NotFoundError`` if unknown."""
-        return _session(self._session_row(session_id))
-
-    def find_session(self, import_key: str) -> SessionInfo | None:
-        """The session created with ``import_key``, if any."""
-        row = self._conn.execute(
-            f"SELECT {_SESSION_COLS} FROM sessions WHERE import_key = ?", (import_key,)
-        ).fetchone()
-        return _session(row) if row else None
-
-    def list_sessions(self) -> list[SessionInfo]:
-        """Every session, oldest first."""
-        rows = self._conn.execute(
-            f"SELECT {_SESSION_COLS} FROM sessions ORDER BY created_at, rowid"
-        ).fetchall()
-        return [_session(r) for r in rows]
-
-    def _set_head(self, conn: sqlite3.Connection, sid: str, node_id: str | None) -> None:
-        if node_id is not None and not self.is_visible(sid, node_id):
-            raise DagError(
-                f"node {node_id!r} is not part of session {sid!r}",
-                hint="`ctxrules log SESSION` lists the nodes you can check out",
-            )
-        conn.execute("UPDATE sessions SET head = ? WHERE id = ?", (node_id, sid))
-
-    def set_head(self, session_id: str, node_id: str | None) -> None:
-        """Move HEAD to a node visible in the session."""
-        with self.transaction() as conn:
-            self._session_row(session_id)
-            self._set_head(conn, session_id, node_id)
-
-    def update_metadata(self, session_id: str, patch: dict[str, Any]) -> dict[str, Any]:
-        """Merge ``patch`` into the session metadata; a ``None`` value deletes the key."""
-        with self.transaction() as conn:
-            merged = merged_metadata(_session(self._session_row(session_id)).metadata, patch)
-            conn.execute(
-                "UPDATE sessions SET metadata = ? WHERE id = ?",
-                (msgspec.json.encode(merged), session_id),
-            )
-            return merged
-
-    # -- nodes -----------------------------------------------------------------------
-    def _chain(self, session_id: str) -> list[tuple[str, int | None]]:
-        # (session, highest visible seq) from the session down its fork bases.  Base
-        # links never change once written, so the chain is cached per store object.
-        chain = self._chains.get(session_id)
-        if chain is None:
-            chain = fork_chain(session_id, self._base_of)
-            if chain:  # a session another process has yet to create is looked up again
-                self._chains[session_id] = chain
-        return chain
-
-    def _base_of(self, sid: str) -> tuple[str | None, int] | None:
-        row = self._conn.execute(
-            "SELECT base_session, base_seq FROM sessions WHERE id = ?", (sid,)
-        ).fetchone()
-        return None if row is None else (row[0], row[1])
-
-    def _visible_sql(self, session_id: str) -> tuple[str, list[Any]]:
-        parts: list[str] = []
-        args: list[Any] = []
-        for sid, limit in self._chain(session_id):
-            if limit is None:
-                parts.append("session_id = ?")
-                args.append(sid)
-            else:
-                parts.append("(session_id = ? AND seq <= ?)")
-                args.extend((sid, limit))
-        return "(" + " OR ".join(parts or ["0"]) + ")", args
-
-    def append(
-        self, session_id: str, call: Call, *, at_head: bool = False, set_head: bool = False
-    ) -> Call:
-        """Append one node; ``seq`` and, with ``at_head``, the predecessor are set here."""
-        with self.transaction() as conn:
-            row = conn.execute(
-                "SELECT head, next_seq FROM sessions WHERE id = ?", (session_id,)
-            ).fetchone()
-            if row is None:
-                self._session_row(session_id)  # raises NotFoundError
-            head, seq = row
-            if at_head:
-                call = continuing(call, head)
-            check_edges(session_id, call, lambda e: self.is_visible(session_id, e))
-            check_reads(call, self._exists)
-            stored = msgspec.structs.replace(call, seq=seq, session_id=session_id)
-            try:
-                conn.execute("INSERT INTO nodes VALUES (?,?,?,?,?,?,?)", _node_row(stored))
-            except sqlite3.IntegrityError:
-                raise DagError(f"node id {stored.id!r} exists already") from None
-            conn.execute(
-                "UPDATE sessions SET next_seq = ?"
-                + (", head = ?" if at_head or set_head else "")
-                + " WHERE id = ?",
-                (seq + 1, stored.id, session_id) if at_head or set_head else (seq + 1, session_id),
-            )
-            return stored
-
-    def get_node(self, node_id: str) -> Call:
-        """A node by id; ``NotFoundError`` if unknown."""
-        row = self._conn.execute("SELECT body FROM nodes WHERE id = ?", (node_id,)).fetchone()
-        if row is None:
-            raise not_found("node", node_id, self.location)
-        return decode_node(row[0])
-
-    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
-        """The session's nodes in ``seq`` order; ``inherited`` adds a fork's base nodes."""
-        self._session_row(session_id)
-        if inherited:
-            where, args = self._visible_sql(session_id)
-        else:
-            where, args = "session_id = ?", [session_id]
-        rows = self._conn.execute(
-            f"SELECT body FROM nodes WHERE {where} ORDER BY seq", args
-        ).fetchall()
-        return [decode_node(r[0]) for r in rows]
-
-    def iter_nodes(self, session_id: str) -> Iterator[Call]:
-        """The session's own nodes in ``seq`` order, streamed."""
-        cur = self._conn.execute(
-            "SELECT body FROM nodes WHERE session_id = ? ORDER BY seq", (session_id,)
-        )
-        for (body,) in cur:
-            yield decode_node(body)
-
-    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
-        """Visible nodes whose ``edge`` is ``node_id``, in ``seq`` order."""
-        if edge not in ("predecessor", "caller"):
-            raise StoreError(f"unknown edge {edge!r}", hint="use 'predecessor' or 'caller'")
-        where, args = self._visible_sql(session_id)
-        rows = self._conn.execute(
-            f"SELECT body FROM nodes WHERE {edge} = ? AND {where} ORDER BY seq",
-            [node_id, *args],
-        ).fetchall()
-        return [decode_node(r[0]) for r in rows]
-
-    def is_visible(self, session_id: str, node_id: str) -> bool:
-        """Whether the node is the session's own or inherited from its fork base."""
-        row = self._conn.execute(
-            "SELECT session_id, seq FROM nodes WHERE id = ?", (node_id,)
-        ).fetchone()
-        if row is None:
-            return False
-        return is_visible_in(self._chain(session_id), row[0], row[1])
 
 
 def database_path(location: str | os.PathLike[str]) -> Path:

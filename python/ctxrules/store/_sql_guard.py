@@ -1,14 +1,14 @@
-"""The SQLite store's agent-run guard and key/value table (a mixin of ``SQLiteStore``).
+"""The SQL stores' agent-run guard and key/value table (a mixin of ``SQLStore``).
 
 The guard is a row per session: run id, pid, host and an expiry that the holder's
 heartbeat pushes forward.  A row whose expiry passed, or whose pid is dead on this
 host, does not count (``_shared.live_run``), so a crashed agent never locks a session
-for good.
+for good.  Taking the guard reads the row and writes it in one transaction that holds
+the session row's lock (the whole store on SQLite), so two runs never both win.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from contextlib import AbstractContextManager
 from typing import Any
@@ -31,23 +31,30 @@ def _run(row: tuple[Any, ...] | None) -> RunInfo | None:
 class GuardAndKv:
     """Run-guard and key/value methods; the host class provides the connection."""
 
-    _conn: sqlite3.Connection
+    _conn: Any
+    _FOR_UPDATE: str
 
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # provided by SQLiteStore
+    def transaction(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError  # provided by the store class
 
-    def _session_row(self, session_id: str) -> tuple[Any, ...]:
-        raise NotImplementedError  # provided by SQLiteStore
+    def _session_row(self, session_id: str, lock: str = "") -> tuple[Any, ...]:
+        raise NotImplementedError  # provided by SQLStore
 
     # -- agent-run guard -------------------------------------------------------------
     def start_run(self, session_id: str, run_id: str, *, ttl: float) -> RunInfo:
         """Take the run guard; ``AgentRunActiveError`` names the live holder."""
         with self.transaction() as conn:
-            self._session_row(session_id)
-            row = conn.execute("SELECT * FROM runs WHERE session_id = ?", (session_id,)).fetchone()
+            self._session_row(session_id, self._FOR_UPDATE)  # serialises takers
+            row = conn.execute(
+                "SELECT session_id, run_id, pid, host, started_at, expires_at FROM runs "
+                "WHERE session_id = ?",
+                (session_id,),
+            ).fetchone()
             run = take_run(session_id, run_id, ttl, _run(row))
             conn.execute(
-                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?)",
+                "INSERT INTO runs VALUES (?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
+                "run_id = excluded.run_id, pid = excluded.pid, host = excluded.host, "
+                "started_at = excluded.started_at, expires_at = excluded.expires_at",
                 (run.session_id, run.run_id, run.pid, run.host, run.started_at, run.expires_at),
             )
             return run
@@ -70,7 +77,9 @@ class GuardAndKv:
     def active_run(self, session_id: str) -> RunInfo | None:
         """The live run on the session, if any."""
         row = self._conn.execute(
-            "SELECT * FROM runs WHERE session_id = ?", (session_id,)
+            "SELECT session_id, run_id, pid, host, started_at, expires_at FROM runs "
+            "WHERE session_id = ?",
+            (session_id,),
         ).fetchone()
         return live_run(_run(row), time.time())
 
@@ -78,7 +87,11 @@ class GuardAndKv:
     def kv_put(self, namespace: str, key: str, value: bytes) -> None:
         """Store a value under ``(namespace, key)``."""
         with self.transaction() as conn:
-            conn.execute("INSERT OR REPLACE INTO kv VALUES (?,?,?)", (namespace, key, value))
+            conn.execute(
+                "INSERT INTO kv VALUES (?,?,?) "
+                "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value",
+                (namespace, key, bytes(value)),
+            )
 
     def kv_get(self, namespace: str, key: str) -> bytes | None:
         """The value under ``(namespace, key)`` or ``None``."""
@@ -90,7 +103,8 @@ class GuardAndKv:
     def kv_keys(self, namespace: str, prefix: str = "") -> list[str]:
         """Sorted keys of a namespace starting with ``prefix``."""
         rows = self._conn.execute(
-            "SELECT key FROM kv WHERE namespace = ? AND substr(key, 1, ?) = ? ORDER BY key",
+            "SELECT key FROM kv WHERE namespace = ? AND substr(key, 1, ?) = ?",
             (namespace, len(prefix), prefix),
         ).fetchall()
-        return [r[0] for r in rows]
+        # Sorted here, by code point: a server's collation may order text otherwise.
+        return sorted(r[0] for r in rows)

@@ -1,16 +1,18 @@
-"""The SQLite store's commit rows (a mixin of ``SQLiteStore``; the table is migration 2).
+"""The SQL stores' commit rows (a mixin of ``SQLStore``; the table is migration 2).
 
-Rows are insert-only (triggers refuse UPDATE and DELETE) and content-addressed; a put
-reads, checks and inserts in one write transaction, so a compare-and-set on the head
-and the check that a taken id holds the same row cannot race another process.  The
-chain of a commit is one recursive query over ``parent_id``.
+Rows are insert-only (triggers refuse UPDATE and DELETE) and content-addressed.  A put
+reads, checks and inserts in one write transaction that holds the lock of its
+(session, head, rule set) key (``SQLStore._lock_key``: the whole store on SQLite, an
+advisory lock on PostgreSQL), so a compare-and-set on the head cannot race another
+process; a row another writer inserted under the same id meanwhile is checked like
+one found up front.  The chain of a commit is one recursive query over ``parent_id``.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import AbstractContextManager
 from types import EllipsisType
+from typing import Any
 
 from ..model import Call
 from ._shared import (
@@ -49,16 +51,21 @@ def _row(r: tuple[object, ...]) -> CommitRow:
 class Commits:
     """Commit-row methods; the host class provides the connection and transactions."""
 
-    _conn: sqlite3.Connection
+    _conn: Any
+    _ORDER: str
+    _INTEGRITY: tuple[type[Exception], ...]
     location: str
 
-    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
-        raise NotImplementedError  # provided by SQLiteStore
+    def transaction(self) -> AbstractContextManager[Any]:
+        raise NotImplementedError  # provided by the store class
+
+    def _lock_key(self, conn: Any, key: str) -> None:
+        raise NotImplementedError  # provided by SQLStore
 
     def _latest(self, session_id: str, head_node_id: str, rules_version: str) -> str | None:
         row = self._conn.execute(
             "SELECT id FROM commits WHERE head_node_id = ? AND rules_version = ? "
-            "AND session_id = ? ORDER BY rowid DESC LIMIT 1",
+            f"AND session_id = ? ORDER BY {self._ORDER} DESC LIMIT 1",
             (head_node_id, rules_version, session_id),
         ).fetchone()
         return None if row is None else str(row[0])
@@ -73,13 +80,15 @@ class Commits:
             if old is not None:
                 check_same_commit(_row(old), row, self.location)
                 return row.id
+            self._lock_key(conn, f"commit\0{row.session_id}\0{row.head_node_id}\0{row.rules_version}")
             if if_latest is not ...:
                 latest = self._latest(row.session_id, row.head_node_id, row.rules_version)
                 if latest != if_latest:
                     return latest
             try:
-                conn.execute(
-                    f"INSERT INTO commits ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                cur = conn.execute(
+                    f"INSERT INTO commits ({_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (id) DO NOTHING",
                     (
                         row.id,
                         row.session_id,
@@ -93,8 +102,11 @@ class Commits:
                         row.delta,
                     ),
                 )
-            except sqlite3.IntegrityError:  # the id is free (checked above): the parent is not
+            except self._INTEGRITY:  # a taken id is no error here: the parent is missing
                 raise missing_parent(row, self.location) from None
+            if cur.rowcount == 0:  # another writer stored this id since the check above
+                old = conn.execute(f"SELECT {_COLS} FROM commits WHERE id = ?", (row.id,)).fetchone()
+                check_same_commit(_row(old), row, self.location)
             return row.id
 
     def latest_commit(self, session_id: str, head_node_id: str, rules_version: str) -> str | None:
@@ -105,7 +117,7 @@ class Commits:
         """Rows from the root to ``commit_id``; ``NotFoundError`` if unknown."""
         rows = self._conn.execute(
             f"""WITH RECURSIVE chain(id, depth) AS (
-                   SELECT ?, 0
+                   SELECT CAST(? AS TEXT), 0
                    UNION ALL
                    SELECT c.parent_id, chain.depth + 1 FROM commits c JOIN chain ON c.id = chain.id
                    WHERE c.parent_id IS NOT NULL
@@ -121,7 +133,7 @@ class Commits:
     def session_commits(self, session_id: str) -> list[CommitRow]:
         """The session's commits in the order they were stored."""
         rows = self._conn.execute(
-            f"SELECT {_COLS} FROM commits WHERE session_id = ? ORDER BY rowid", (session_id,)
+            f"SELECT {_COLS} FROM commits WHERE session_id = ? ORDER BY {self._ORDER}", (session_id,)
         ).fetchall()
         return [_row(r) for r in rows]
 
