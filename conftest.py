@@ -24,6 +24,26 @@ def corpus() -> Path:
     return CORPUS
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server of this run's own (tests/postgres_server.py: 127.0.0.1 only, a
+    temporary directory), started on first use and stopped when the run ends.
+
+    A server that cannot start fails every test that needs it, with the reason: the
+    PostgreSQL store is part of what ``make test`` checks, never skipped.
+    """
+    from tests.postgres_server import PostgresServer
+
+    server = PostgresServer()
+    try:
+        server.start()
+    except BaseException:
+        server.stop()
+        raise
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def fresh_plugins(monkeypatch: pytest.MonkeyPatch):
     """Reset the plugin manager before and after a test that changes what loads."""

@@ -1,4 +1,4 @@
-"""Fixtures for tests that run over every store backend (SQLite and in-memory).
+"""Fixtures for tests that run over every store backend (SQLite, in-memory, PostgreSQL).
 
 Each store is seen only through the ``CommitStore`` Protocol (``ProtocolOnly``), so a
 test that passes here passes for any backend implementing it.
@@ -13,7 +13,8 @@ import pytest
 from ctxrules.store import CommitStore, open_store
 from ctxrules.store.memory import forget
 
-BACKENDS = ("sqlite", "memory")
+#: Every store backend; "postgres" runs on the test run's own server (``pg_server``).
+BACKENDS = ("sqlite", "memory", "postgres")
 
 
 def protocol_members(proto: type) -> set[str]:
@@ -52,25 +53,33 @@ def protocol_only() -> type[ProtocolOnly]:
 
 @pytest.fixture(params=BACKENDS)
 def backend(request) -> str:
-    """The backend a test runs over: ``sqlite`` or ``memory``."""
+    """The backend a test runs over: ``sqlite``, ``memory`` or ``postgres``."""
     return request.param
 
 
 @pytest.fixture
-def store_location(backend, tmp_path):
+def store_location(backend, tmp_path, request):
     """``store_location(name)``: the location ``name`` of the backend for this test (a
-    directory under ``tmp_path``, or ``memory:…``); the same name, the same store."""
+    directory under ``tmp_path``, ``memory:…``, or the URL of a new PostgreSQL schema);
+    the same name, the same store."""
     names: set[str] = set()
+    schemas: dict[str, str] = {}
 
     def location(name: str = "store") -> str:
         if backend == "sqlite":
             return str(tmp_path / name)
+        if backend == "postgres":
+            if name not in schemas:
+                schemas[name] = request.getfixturevalue("pg_server").new_store()
+            return schemas[name]
         names.add(f"{tmp_path}/{name}")
         return f"memory:{tmp_path}/{name}"
 
     yield location
     for mem in names:
         forget(mem)
+    for url in schemas.values():
+        request.getfixturevalue("pg_server").drop_store(url)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """Where the history graph and its commits live: the ``Store`` / ``CommitStore``
-interfaces, the embedded SQLite backend and the in-memory one.
+interfaces, the embedded SQLite backend, the PostgreSQL one and the in-memory one.
 
 ``open_store()`` finds the store location from its argument, then ``$CTXRULES_STORE``
 (an empty value counts as unset), then ``./.ctxrules/``.  A directory holds one SQLite
@@ -8,7 +8,10 @@ before anything writes to it and refused, untouched, unless it is a ctxrules sto
 A location ``memory:NAME`` opens the in-memory store of that name in this process
 (``memory:`` alone: a private one), for batch workers and tests.  With
 ``create=False`` (what read-only commands use) a store that does not exist yet is an
-error and nothing is made: no directory, no file, no named memory store.
+error and nothing is made: no directory, no file, no named memory store.  A location
+``postgresql://…`` (or ``postgres://…``, any libpq URL) opens the store in that
+database's current schema on a PostgreSQL server (``ctxrules.store.postgres``; needs
+``pip install 'ctxrules[postgresql]'``).
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ import os
 from pathlib import Path
 
 from ..errors import StoreError
+from ._pg_schema import PREFIXES as POSTGRES_PREFIXES  # (also registers its migrations)
+from ._shared import no_store
 from ._sqlite_open import APPLICATION_ID
 from .base import CommitRow, CommitStore, Edge, NewSession, RunInfo, SessionInfo, Store
 from .memory import PREFIX as MEMORY_PREFIX
 from .memory import MemoryStore
 from .memory import exists as _memory_exists
-from .migrations import MIGRATIONS, Migration, register_migration
+from .migrations import MIGRATIONS, POSTGRES_MIGRATIONS, Migration, register_migration
 from .sqlite import BUSY_TIMEOUT_S, DB_NAME, ENV_BUSY_TIMEOUT, SQLiteStore, database_path
 
 __all__ = [
@@ -34,6 +39,8 @@ __all__ = [
     "ENV_STORE",
     "MEMORY_PREFIX",
     "MIGRATIONS",
+    "POSTGRES_MIGRATIONS",
+    "POSTGRES_PREFIXES",
     "CommitRow",
     "CommitStore",
     "Edge",
@@ -51,6 +58,7 @@ __all__ = [
 
 ENV_STORE = "CTXRULES_STORE"
 DEFAULT_LOCATION = ".ctxrules"
+_NAMED = (MEMORY_PREFIX, *POSTGRES_PREFIXES)  # locations that are no paths
 
 
 def store_location(path: str | os.PathLike[str] | None = None) -> Path:
@@ -86,18 +94,22 @@ def open_store(
 ) -> CommitStore:
     """Open (creating if needed) the store at ``path`` (see ``store_location``).
 
-    ``busy_timeout`` (SQLite): seconds a write waits for another process's write
-    (default ``$CTXRULES_BUSY_TIMEOUT``, else 60).  ``StoreError`` if the location cannot hold a
-    store (not writable, another program's file, a schema this ctxrules does not know).
+    ``path`` may also be ``memory:NAME`` or a ``postgresql://`` URL (see the module
+    docstring).  ``busy_timeout`` (SQLite, PostgreSQL): seconds a write waits for
+    another process's lock (default ``$CTXRULES_BUSY_TIMEOUT``, else 60).  ``StoreError``
+    if the location cannot hold a store (not writable, another program's file or
+    schema, a schema this ctxrules does not know, no server at the URL).
     With ``create=False`` a location holding no store yet is a ``StoreError`` naming it,
     and nothing is created there.
     """
-    if path is None and os.environ.get(ENV_STORE, "").startswith(MEMORY_PREFIX):
+    if path is None and os.environ.get(ENV_STORE, "").startswith(_NAMED):
         path = os.environ[ENV_STORE]
+    if isinstance(path, str) and path.startswith(POSTGRES_PREFIXES):
+        return _open_postgres(path, busy_timeout=busy_timeout, create=create)
     if isinstance(path, str) and path.startswith(MEMORY_PREFIX):
         name = path[len(MEMORY_PREFIX) :]
         if not create and name and not _memory_exists(name):
-            raise _no_store(
+            raise no_store(
                 path,
                 "no ctxrules store of that name in this process (memory stores end with it)",
             )
@@ -106,7 +118,7 @@ def open_store(
     db = database_path(location)
     if not create and not db.exists():
         what = "holds no ctxrules store" if location.is_dir() else "no ctxrules store there"
-        raise _no_store(str(location), what)
+        raise no_store(str(location), what)
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -118,10 +130,13 @@ def open_store(
     return SQLiteStore(db, busy_timeout=busy_timeout)
 
 
-def _no_store(location: str, what: str) -> StoreError:
-    return StoreError(
-        what,
-        where=location,
-        hint="`ctxrules import FILE --store PATH` creates a store and imports into it; "
-        f"check the path, --store and ${ENV_STORE}",
-    )
+def _open_postgres(url: str, *, busy_timeout: float | None, create: bool) -> CommitStore:
+    try:
+        from .postgres import PostgresStore
+    except ImportError as exc:  # the driver is an optional dependency
+        raise StoreError(
+            f"PostgreSQL stores need the psycopg driver ({exc})",
+            where=ENV_STORE if url == os.environ.get(ENV_STORE) else "--store",
+            hint="pip install 'ctxrules[postgresql]'",
+        ) from None
+    return PostgresStore(url, busy_timeout=busy_timeout, create=create)

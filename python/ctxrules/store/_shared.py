@@ -30,6 +30,7 @@ __all__ = [
     "live_run",
     "merged_metadata",
     "missing_parent",
+    "no_store",
     "node_body",
     "not_found",
     "take_run",
@@ -203,6 +204,16 @@ _LISTS = {
 def not_found(kind: str, ident: str, location: str) -> NotFoundError:
     """The error for a session, node or commit id the store does not hold."""
     return NotFoundError(f"no {kind} {ident!r}", where=location, hint=_LISTS[kind])
+
+
+def no_store(location: str, what: str) -> StoreError:
+    """The error for a location that holds no store where one must exist already."""
+    return StoreError(
+        what,
+        where=location,
+        hint="`ctxrules import FILE --store PATH` creates a store and imports into it; "
+        "check the path, --store and $CTXRULES_STORE",
+    )
 
 
 def missing_parent(row: CommitRow, location: str) -> StoreError:

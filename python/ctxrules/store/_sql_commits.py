@@ -80,9 +80,10 @@ class Commits:
             if old is not None:
                 check_same_commit(_row(old), row, self.location)
                 return row.id
-            self._lock_key(conn, f"commit\0{row.session_id}\0{row.head_node_id}\0{row.rules_version}")
+            key = (row.session_id, row.head_node_id, row.rules_version)
+            self._lock_key(conn, "commit\x1f" + "\x1f".join(key))
             if if_latest is not ...:
-                latest = self._latest(row.session_id, row.head_node_id, row.rules_version)
+                latest = self._latest(*key)
                 if latest != if_latest:
                     return latest
             try:
@@ -105,8 +106,8 @@ class Commits:
             except self._INTEGRITY:  # a taken id is no error here: the parent is missing
                 raise missing_parent(row, self.location) from None
             if cur.rowcount == 0:  # another writer stored this id since the check above
-                old = conn.execute(f"SELECT {_COLS} FROM commits WHERE id = ?", (row.id,)).fetchone()
-                check_same_commit(_row(old), row, self.location)
+                taken = conn.execute(f"SELECT {_COLS} FROM commits WHERE id = ?", (row.id,))
+                check_same_commit(_row(taken.fetchone()), row, self.location)
             return row.id
 
     def latest_commit(self, session_id: str, head_node_id: str, rules_version: str) -> str | None:
@@ -133,7 +134,8 @@ class Commits:
     def session_commits(self, session_id: str) -> list[CommitRow]:
         """The session's commits in the order they were stored."""
         rows = self._conn.execute(
-            f"SELECT {_COLS} FROM commits WHERE session_id = ? ORDER BY {self._ORDER}", (session_id,)
+            f"SELECT {_COLS} FROM commits WHERE session_id = ? ORDER BY {self._ORDER}",
+            (session_id,),
         ).fetchall()
         return [_row(r) for r in rows]
 
