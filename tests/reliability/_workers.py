@@ -18,12 +18,22 @@ then prints every acknowledged id.
 
 ``cli ARGS…``: imports the command line, waits for a line on stdin, then runs
 ``ctxrules ARGS…`` and exits with its code (to start several commands at one moment).
+
+``writer STORE SHARED TAG COUNT``: creates a session of its own, waits for a line, then
+COUNT times appends a node at HEAD of SHARED and one to its own session and commits
+its own session's head, committing SHARED's head every 10 rounds; prints a JSON
+object of what was acknowledged, then waits for another line and commits SHARED's
+final head at a time of its own (``2e6`` + the number in TAG), printing the id.
+
+``holder STORE SESSION``: in one transaction appends to SESSION and imports a new
+session of 50 nodes (source ``killed``), prints ``open`` and waits to be killed.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import time
 
 
 def payload(node_id: str) -> str:
@@ -111,6 +121,52 @@ def appender(store_path: str, session: str, tag: str, count: int) -> None:
     sys.stdout.write("\n".join(acked) + "\n")
 
 
+def writer(store_path: str, shared: str, tag: str, count: int) -> None:
+    import json
+
+    from ctxrules import dag
+    from ctxrules.commit import ensure_latest_commit
+    from ctxrules.store import open_store
+
+    store = open_store(store_path)
+    own = dag.create_session(store, source=tag).id
+    sys.stdin.readline()  # start together with the other writers
+    acked: dict[str, list[str]] = {"shared": [], "own": [], "commits": []}
+    for i in range(count):
+        nid = f"{tag}-{i}"
+        dag.append(store, shared, "user", payload(nid), node_id=nid)
+        acked["shared"].append(nid)
+        mine = f"{tag}-own-{i}"
+        dag.append(store, own, "user", payload(mine), node_id=mine)
+        acked["own"].append(mine)
+        acked["commits"].append(ensure_latest_commit(own, now=float(i), store=store).id)
+        if i % 10 == 9:
+            acked["commits"].append(ensure_latest_commit(shared, now=1e6, store=store).id)
+    print(json.dumps({"session": own, **acked}), flush=True)
+    sys.stdin.readline()  # every writer is done: commit the final head together, each
+    # at a time of its own, so only the compare-and-set keeps their commits to one
+    now = 2e6 + int(tag.lstrip("w") or 0)
+    print(ensure_latest_commit(shared, now=now, store=store).id, flush=True)
+    store.close()
+
+
+def holder(store_path: str, session: str) -> None:
+    from ctxrules import dag
+    from ctxrules.model import Call
+    from ctxrules.store import open_store
+
+    store = open_store(store_path)
+    nodes = [
+        Call(id=f"killed-{i}", seq=0, created_at=1.0, role="user", output=payload(f"k{i}"))
+        for i in range(50)
+    ]
+    with store.transaction():
+        dag.append(store, session, "user", "never committed", node_id="killed-append")
+        store.create_session(session_id="killed", source="killed", nodes=nodes)
+        print("open", flush=True)
+        time.sleep(600)  # killed long before
+
+
 def cli(argv: list[str]) -> int:
     from ctxrules.cli import main
 
@@ -123,5 +179,9 @@ if __name__ == "__main__":
         sys.exit(cli(sys.argv[2:]))
     if sys.argv[1] == "zygote":
         zygote(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "writer":
+        writer(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+    elif sys.argv[1] == "holder":
+        holder(sys.argv[2], sys.argv[3])
     else:
         appender(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))

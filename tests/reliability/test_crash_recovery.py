@@ -1,6 +1,8 @@
 """Crash safety with real processes and real SQLite: a child appending in a loop is
 SIGKILLed at random moments; after every kill the store opens cleanly, every
-acknowledged node is there and intact, none is duplicated and no seq is reused."""
+acknowledged node is there and intact, none is duplicated and no seq is reused.  On
+SQLite and PostgreSQL alike, a client killed inside a transaction (an import, or an
+append and a new session together) leaves none of it and holds no lock after."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from ctxrules import dag
 from ctxrules.store import open_store
@@ -82,7 +86,8 @@ def test_sigkill_at_random_moments_loses_nothing_acknowledged(tmp_path):
     assert kills_with_acks >= ROUNDS // 2, "most kills should land while appending"
 
 
-def test_sigkill_during_an_import_leaves_all_or_nothing(tmp_path, corpus):
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_sigkill_during_an_import_leaves_all_or_nothing(tmp_path, corpus, store_location):
     """A file is one transaction: killed half-way, none of its sessions exist; else all."""
     import json
 
@@ -90,7 +95,7 @@ def test_sigkill_during_an_import_leaves_all_or_nothing(tmp_path, corpus):
     src = corpus / "openai-chat-json" / "taubench_gpt-4o-airline.json"
     runs = json.loads(src.read_text())
     want = {len(r["traj"]) for r in runs}
-    store_path = str(tmp_path / "store")
+    store_path = store_location("store")
     open_store(store_path).close()
     zygote = subprocess.Popen(
         [sys.executable, str(WORKERS), "zygote", store_path, "-"],
@@ -132,3 +137,27 @@ def test_sigkill_during_an_import_leaves_all_or_nothing(tmp_path, corpus):
     finally:
         zygote.stdin.close()
         zygote.wait(timeout=30)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_client_killed_inside_a_transaction_leaves_nothing_and_no_lock(store_location):
+    location = store_location("store")
+    store = open_store(location)
+    session = dag.create_session(store).id
+    dag.append(store, session, "user", "before", node_id="before")
+    holder = subprocess.Popen(
+        [sys.executable, str(WORKERS), "holder", location, session],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "open"  # mid-transaction, locks held
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert [s.id for s in store.list_sessions()] == [session]  # no partial session
+    assert [n.id for n in store.nodes(session)] == ["before"]
+    # Its locks went with it: the next write goes through and takes the next seq.
+    after = dag.append(store, session, "user", "after", node_id="after")
+    assert after.seq == 2 and store.get_session(session).calls == 2
+    store.close()
