@@ -7,8 +7,8 @@ returning an exit code.  A ``CtxrulesError`` prints one line to stderr and exits
 usage error prints one line and exits 2; no traceback is shown for user errors.
 
 Arguments naming a session or node take the full id or, as in git, a unique prefix of
-it.  Only ``import`` and ``demo`` create a store; every other command needs an existing
-one and names the location when there is none.
+it.  Only ``import``, ``demo`` and ``store copy`` (its destination) create a store;
+every other command needs an existing one and names the location when there is none.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ COMMANDS: tuple[str, ...] = (
     "render",
     "stats",
     "quality",
+    "store",
 )
 
 
