@@ -101,6 +101,14 @@ def test_through_memory_and_a_second_run_writes_nothing(source, capsys):
         forget("copy-test")
 
 
+def test_the_copy_uses_only_the_protocol(source, protocol_only):
+    src, dst = protocol_only(open_store(source)), protocol_only(open_store("memory:"))
+    report = copy_store(src, dst)
+    assert report.nodes_verified == sum(s.calls for s in src.list_sessions())
+    assert {"create_session", "append", "put_commit", "set_head"} <= dst.used
+    src.close()
+
+
 def test_a_grown_source_adds_its_tail_and_state(source, tmp_path, capsys):
     dst = str(tmp_path / "dst")
     copy(source, dst, capsys)

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from ctxrules import dag
-from ctxrules.errors import DagError, StoreError
+from ctxrules.errors import DagError, StoreError, ValidationError
 from ctxrules.model import Call
 from ctxrules.store import CommitRow, open_store, register_migration
 from ctxrules.store._pg_schema import redact
@@ -205,6 +205,17 @@ def test_a_caught_error_inside_a_transaction_leaves_it_usable(url):
             st.append("s", node("a"))  # refused by the database: a savepoint is undone
         st.append("s", node("b"))
     assert [(n.id, n.seq) for n in st.nodes("s")] == [("a", 1), ("b", 2)]
+    st.close()
+
+
+def test_a_value_postgresql_cannot_hold_is_a_validation_error(url):
+    st = open_store(url)
+    with pytest.raises(ValidationError, match="NUL"):
+        st.create_session(session_id="a\x00b")
+    with pytest.raises(ValidationError, match="NUL"):
+        st.get_session("a\x00b")
+    assert st.list_sessions() == []
+    st.create_session(session_id="fine")  # the connection is still usable
     st.close()
 
 

@@ -1,7 +1,7 @@
 """The store Protocols are all their callers need, on every backend: the DAG operations,
-the importers, commit generation and the CLI run over the SQLite and the in-memory
-store seen through a wrapper that forwards only the Protocol's members (conftest.py),
-and both backends give the same answers, commit ids included."""
+the importers, commit generation and the CLI run over the SQLite, the in-memory and
+the PostgreSQL store seen through a wrapper that forwards only the Protocol's members
+(conftest.py), and the backends give the same answers, commit ids included."""
 
 from __future__ import annotations
 
@@ -49,10 +49,16 @@ def test_dag_operations_and_import_use_only_the_protocol(any_store, corpus):
     assert {"append", "transaction", "create_session", "is_visible"} <= st.used
 
 
-def test_commits_are_the_same_on_every_backend(tmp_path, corpus, protocol_only):
-    """Import, commit turn by turn, load back: SQLite and the memory store agree exactly."""
+def test_commits_are_the_same_on_every_backend(tmp_path, corpus, protocol_only, pg_server):
+    """Import, commit turn by turn, load back: SQLite, PostgreSQL and the memory store
+    agree exactly."""
     made = {}
-    for st in (protocol_only(open_store(tmp_path / "s")), protocol_only(MemoryStore())):
+    pg = pg_server.new_store()
+    for st in (
+        protocol_only(open_store(tmp_path / "s")),
+        protocol_only(MemoryStore()),
+        protocol_only(open_store(pg)),
+    ):
         (res,) = import_paths(st, [str(corpus / CC)])
         heads = [c for c in dag.branch_path(st, res.id) if c.caller is None]
         commits = [
@@ -64,7 +70,9 @@ def test_commits_are_the_same_on_every_backend(tmp_path, corpus, protocol_only):
         assert {"put_commit", "latest_commit", "commit_chain"} <= st.used
         made[type(st._inner).__name__] = commits
         st.close()
-    assert made["SQLiteStore"] == made["MemoryStore"] and len(made["MemoryStore"]) > 4
+    assert made["SQLiteStore"] == made["MemoryStore"] == made["PostgresStore"]
+    assert len(made["MemoryStore"]) > 4
+    pg_server.drop_store(pg)
 
 
 def test_a_commit_cached_from_one_store_is_not_served_by_another(make_store):

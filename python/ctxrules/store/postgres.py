@@ -23,7 +23,8 @@ Reads take no locks (MVCC) and see what was committed when they run.  Every writ
 committed with ``synchronous_commit = on`` (durable when acknowledged).  A lock wait
 longer than ``busy_timeout`` (``CTXRULES_BUSY_TIMEOUT``, default 60 s) fails with a
 ``StoreError`` naming the oldest open transaction; a deadlock or a lost connection is
-a ``StoreError`` saying what happened to the write.  Nested ``transaction()`` blocks
+a ``StoreError`` saying what happened to the write; a value PostgreSQL cannot hold
+(a NUL character in an id, which SQLite takes) a ``ValidationError``.  Nested ``transaction()`` blocks
 are savepoints: a nested block that fails is undone alone (PostgreSQL cannot go on
 with a transaction after a failed statement otherwise), the outermost block commits.
 """
@@ -41,7 +42,7 @@ import psycopg
 import psycopg.errors
 from psycopg import conninfo
 
-from ..errors import StoreError
+from ..errors import StoreError, ValidationError
 from ._pg_schema import open_schema, recorded, redact
 from ._sql import ENV_BUSY_TIMEOUT, SQLStore, resolve_busy_timeout
 
@@ -151,6 +152,12 @@ class PostgresStore(SQLStore):
                 where=self.location,
                 hint=f"wait for that writer to finish and run this again, or set "
                 f"{ENV_BUSY_TIMEOUT}=SECONDS to wait longer",
+            )
+        if isinstance(exc, psycopg.DataError):  # e.g. a NUL character, which SQLite takes
+            return ValidationError(
+                f"the PostgreSQL store cannot hold this value: {str(exc).strip()}",
+                where=self.location,
+                hint="PostgreSQL text cannot contain NUL characters; numbers must fit 64 bits",
             )
         if isinstance(exc, psycopg.errors.DeadlockDetected):
             return StoreError(
