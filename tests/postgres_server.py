@@ -6,8 +6,9 @@ time).  The server gets a fresh data directory in a temporary directory, listens
 127.0.0.1 only, on a free port, with no Unix socket, and trusts local connections
 (nothing but this machine can reach it).  PostgreSQL refuses to run as root, so under
 root it runs as ``nobody``, from a copy of the binaries in its own directory (the
-checkout, and so the venv, may sit where ``nobody`` cannot go, e.g. under /root).  Durability settings are the defaults (``fsync`` on), so
-the benchmarks measure a server as it would be run.
+checkout, and so the venv, may sit where ``nobody`` cannot go, e.g. under /root).
+Durability settings are the defaults (``fsync`` on), so the benchmarks measure a
+server as it would be run.
 
 Each test store is a schema of its own in the database ``ctxrules``, named in its URL
 (``?options=-csearch_path%3D…``): creating one costs a few milliseconds where a database

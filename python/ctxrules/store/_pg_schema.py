@@ -21,7 +21,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import StoreError
 from ._shared import no_store
-from .migrations import POSTGRES_MIGRATIONS, pending, register_migration
+from .migrations import (
+    COMMIT_TABLES,
+    HISTORY_GRAPH_TABLES,
+    POSTGRES_MIGRATIONS,
+    pending,
+    register_migration,
+)
 
 __all__ = ["MARKER", "PREFIXES", "open_schema", "recorded", "redact"]
 
@@ -147,86 +153,38 @@ def _refuse_changes(conn: Any, table: str, message: str) -> None:
     )
 
 
+# SQLite's column types as PostgreSQL spells them (the JSON bodies stay bytes: jsonb
+# would reorder their keys).
+_TYPES = {" REAL": " DOUBLE PRECISION", " INTEGER": " BIGINT", " BLOB": " BYTEA"}
+
+
+def _create(conn: Any, statements: tuple[str, ...], ordered: str) -> None:
+    """Run SQLite's statements of a version with PostgreSQL's types; ``ordered`` gets
+    the column ``n`` giving the insertion order SQLite's rowid gives."""
+    for statement in statements:
+        for sqlite_type, pg_type in _TYPES.items():
+            statement = statement.replace(sqlite_type, pg_type)
+        conn.execute(statement)
+    conn.execute(f"ALTER TABLE {ordered} ADD COLUMN n BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE")
+
+
 @register_migration(1, "history_graph", backend="postgresql")
 def _history_graph(conn: Any) -> None:
-    # As in SQLite: the edges are columns (for the child lookups) and the whole Call is
-    # JSON in ``body``, kept as bytes (jsonb would reorder its keys).  ``n`` gives the
-    # insertion order SQLite's rowid gives.
-    statements = [
-        """CREATE TABLE sessions (
-    id TEXT PRIMARY KEY,
-    created_at DOUBLE PRECISION NOT NULL,
-    head TEXT,
-    source TEXT NOT NULL DEFAULT '',
-    import_key TEXT UNIQUE,
-    base_session TEXT REFERENCES sessions(id),
-    base_node TEXT,
-    base_seq BIGINT NOT NULL DEFAULT 0,
-    next_seq BIGINT NOT NULL DEFAULT 1,
-    metadata BYTEA NOT NULL,
-    n BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE
-)""",
-        """CREATE TABLE nodes (
-    id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL REFERENCES sessions(id),
-    seq BIGINT NOT NULL,
-    role TEXT NOT NULL,
-    predecessor TEXT,
-    caller TEXT,
-    body BYTEA NOT NULL,
-    UNIQUE (session_id, seq)
-)""",
-        "CREATE INDEX nodes_predecessor ON nodes(predecessor) WHERE predecessor IS NOT NULL",
-        "CREATE INDEX nodes_caller ON nodes(caller) WHERE caller IS NOT NULL",
-        # One function raising the trigger's argument serves every append-only table.
+    _create(conn, HISTORY_GRAPH_TABLES, "sessions")
+    # One function raising the trigger's argument serves every append-only table.
+    conn.execute(
         """CREATE FUNCTION ctxrules_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     RAISE EXCEPTION '%', TG_ARGV[0];
 END
-$$""",
-        """CREATE TABLE runs (
-    session_id TEXT PRIMARY KEY REFERENCES sessions(id),
-    run_id TEXT NOT NULL,
-    pid BIGINT NOT NULL,
-    host TEXT NOT NULL,
-    started_at DOUBLE PRECISION NOT NULL,
-    expires_at DOUBLE PRECISION NOT NULL
-)""",
-        """CREATE TABLE kv (
-    namespace TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value BYTEA NOT NULL,
-    PRIMARY KEY (namespace, key)
-)""",
-    ]
-    for statement in statements:
-        conn.execute(statement)
+$$"""
+    )
     # Invariant 1 (docs/rules.md) enforced by the database itself: nodes are never changed.
     _refuse_changes(conn, "nodes", "history nodes are append-only")
 
 
 @register_migration(2, "context_commits", backend="postgresql")
 def _context_commits(conn: Any) -> None:
-    statements = [
-        """CREATE TABLE commits (
-    id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL,
-    parent_id TEXT REFERENCES commits(id),
-    head_node_id TEXT NOT NULL,
-    rules_version TEXT NOT NULL,
-    created_at DOUBLE PRECISION NOT NULL,
-    total_tokens BIGINT NOT NULL,
-    n_items BIGINT NOT NULL,
-    meta BYTEA NOT NULL,
-    delta BYTEA NOT NULL,
-    n BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE
-)""",
-        "CREATE INDEX commits_head ON commits(head_node_id, rules_version)",
-        "CREATE INDEX commits_session ON commits(session_id)",
-        # Serves both the filter and the order of "the calls of this node".
-        "CREATE INDEX nodes_caller_seq ON nodes(caller, seq) WHERE caller IS NOT NULL",
-    ]
-    for statement in statements:
-        conn.execute(statement)
+    _create(conn, COMMIT_TABLES, "commits")
     # Invariant 2 (docs/rules.md) enforced by the database: a saved commit is never rewritten.
     _refuse_changes(conn, "commits", "context commits are never rewritten")

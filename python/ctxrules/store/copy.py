@@ -233,27 +233,22 @@ class _Copy:
     # -- verification ------------------------------------------------------------------
     def verify(self) -> tuple[int, int]:
         """Read every source node and commit back from the destination; their counts."""
-        nodes = commits = 0
+        counts = {"node": 0, "commit": 0}
         for s in self.sessions:
-            theirs = {n.id: n for n in self.dst.nodes(s.id)}
-            for n in self.src.nodes(s.id):
-                if theirs.get(n.id) != n:
-                    raise StoreError(
-                        f"verification failed: node {n.id!r} of session {s.id!r} is not "
-                        "the same in the destination",
-                        where=self.dst.location,
-                    )
-                nodes += 1
-            rows = {r.id: r for r in self.dst.session_commits(s.id)}
-            for row in self.src.session_commits(s.id):
-                if rows.get(row.id) != row:
-                    raise StoreError(
-                        f"verification failed: commit {row.id!r} is not the same in the "
-                        "destination",
-                        where=self.dst.location,
-                    )
-                commits += 1
-        return nodes, commits
+            for kind, mine, theirs in (
+                ("node", self.src.nodes(s.id), self.dst.nodes(s.id)),
+                ("commit", self.src.session_commits(s.id), self.dst.session_commits(s.id)),
+            ):
+                stored: dict[str, Any] = {x.id: x for x in theirs}
+                for x in mine:
+                    if stored.get(x.id) != x:
+                        raise StoreError(
+                            f"verification failed: {kind} {x.id!r} of session {s.id!r} "
+                            "is not the same in the destination",
+                            where=self.dst.location,
+                        )
+                    counts[kind] += 1
+        return counts["node"], counts["commit"]
 
 
 def copy_store(

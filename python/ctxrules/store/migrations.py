@@ -35,9 +35,12 @@ from ..errors import StoreError
 
 __all__ = [
     "BACKENDS",
+    "COMMIT_TABLES",
+    "HISTORY_GRAPH_TABLES",
     "MIGRATIONS",
     "POSTGRES_MIGRATIONS",
     "Migration",
+    "SchemaBackend",
     "apply_pending",
     "pending",
     "register_migration",
@@ -162,13 +165,12 @@ def apply_pending(conn: sqlite3.Connection, location: str) -> list[int]:
     return applied
 
 
-@register_migration(1, "history_graph")
-def _history_graph(conn: sqlite3.Connection) -> None:
-    # Node rows keep the edges as columns (for the child lookups) and the whole Call
-    # as JSON in ``body``: the JSON is the permanent original, the columns an index.
-    # A list, not executescript(): executescript would commit the surrounding transaction.
-    statements = [
-        """CREATE TABLE sessions (
+# The tables and indexes of versions 1 and 2, in SQLite's words; the PostgreSQL store
+# runs the same statements with its own types (``_pg_schema``), so both hold one schema.
+# Node rows keep the edges as columns (for the child lookups) and the whole Call as
+# JSON in ``body``: the JSON is the permanent original, the columns an index.
+HISTORY_GRAPH_TABLES = (
+    """CREATE TABLE sessions (
     id TEXT PRIMARY KEY,
     created_at REAL NOT NULL,
     head TEXT,
@@ -180,7 +182,7 @@ def _history_graph(conn: sqlite3.Connection) -> None:
     next_seq INTEGER NOT NULL DEFAULT 1,
     metadata BLOB NOT NULL DEFAULT '{}'
 )""",
-        """CREATE TABLE nodes (
+    """CREATE TABLE nodes (
     id TEXT PRIMARY KEY,
     session_id TEXT NOT NULL REFERENCES sessions(id),
     seq INTEGER NOT NULL,
@@ -190,14 +192,9 @@ def _history_graph(conn: sqlite3.Connection) -> None:
     body BLOB NOT NULL,
     UNIQUE (session_id, seq)
 )""",
-        """CREATE INDEX nodes_predecessor ON nodes(predecessor) WHERE predecessor IS NOT NULL""",
-        """CREATE INDEX nodes_caller ON nodes(caller) WHERE caller IS NOT NULL""",
-        # Invariant 1 (docs/rules.md) enforced by the database itself: nodes are never changed.
-        """CREATE TRIGGER nodes_no_update BEFORE UPDATE ON nodes
-    BEGIN SELECT RAISE(ABORT, 'history nodes are append-only'); END""",
-        """CREATE TRIGGER nodes_no_delete BEFORE DELETE ON nodes
-    BEGIN SELECT RAISE(ABORT, 'history nodes are append-only'); END""",
-        """CREATE TABLE runs (
+    """CREATE INDEX nodes_predecessor ON nodes(predecessor) WHERE predecessor IS NOT NULL""",
+    """CREATE INDEX nodes_caller ON nodes(caller) WHERE caller IS NOT NULL""",
+    """CREATE TABLE runs (
     session_id TEXT PRIMARY KEY REFERENCES sessions(id),
     run_id TEXT NOT NULL,
     pid INTEGER NOT NULL,
@@ -205,23 +202,17 @@ def _history_graph(conn: sqlite3.Connection) -> None:
     started_at REAL NOT NULL,
     expires_at REAL NOT NULL
 )""",
-        """CREATE TABLE kv (
+    """CREATE TABLE kv (
     namespace TEXT NOT NULL,
     key TEXT NOT NULL,
     value BLOB NOT NULL,
     PRIMARY KEY (namespace, key)
 )""",
-    ]
-    for statement in statements:
-        conn.execute(statement)
-
-
-@register_migration(2, "context_commits")
-def _context_commits(conn: sqlite3.Connection) -> None:
-    # A row holds a commit's header and its delta against the first parent (the commit
-    # layer's bytes), so storage grows with what a commit changes, not with its length.
-    statements = [
-        """CREATE TABLE commits (
+)
+# A row holds a commit's header and its delta against the first parent (the commit
+# layer's bytes), so storage grows with what a commit changes, not with its length.
+COMMIT_TABLES = (
+    """CREATE TABLE commits (
     id TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
     parent_id TEXT REFERENCES commits(id),
@@ -233,21 +224,44 @@ def _context_commits(conn: sqlite3.Connection) -> None:
     meta BLOB NOT NULL,
     delta BLOB NOT NULL
 )""",
-        # "The commit for this node" is an indexed lookup.
-        "CREATE INDEX commits_head ON commits(head_node_id, rules_version)",
-        "CREATE INDEX commits_session ON commits(session_id)",
-        # For the history graph's table (additive): generation asks for the calls of each
-        # node it walks (``Store.children``, ``WHERE caller = ? … ORDER BY seq``).  With
-        # only ``nodes_caller`` the planner prefers UNIQUE(session_id, seq) for the ORDER
-        # BY and scans the whole session — 16 ms per lookup at 30k nodes; this index
-        # serves both the filter and the order.
-        "CREATE INDEX IF NOT EXISTS nodes_caller_seq ON nodes(caller, seq) "
-        "WHERE caller IS NOT NULL",
-        # Invariant 2 (docs/rules.md) enforced by the database: a saved commit is never rewritten.
-        """CREATE TRIGGER commits_no_update BEFORE UPDATE ON commits
-    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END""",
-        """CREATE TRIGGER commits_no_delete BEFORE DELETE ON commits
-    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END""",
-    ]
-    for statement in statements:
+    # "The commit for this node" is an indexed lookup.
+    "CREATE INDEX commits_head ON commits(head_node_id, rules_version)",
+    "CREATE INDEX commits_session ON commits(session_id)",
+    # For the history graph's table (additive): generation asks for the calls of each
+    # node it walks (``Store.children``, ``WHERE caller = ? … ORDER BY seq``).  With
+    # only ``nodes_caller`` the planner prefers UNIQUE(session_id, seq) for the ORDER
+    # BY and scans the whole session — 16 ms per lookup at 30k nodes; this index
+    # serves both the filter and the order.
+    "CREATE INDEX IF NOT EXISTS nodes_caller_seq ON nodes(caller, seq) WHERE caller IS NOT NULL",
+)
+
+
+@register_migration(1, "history_graph")
+def _history_graph(conn: sqlite3.Connection) -> None:
+    # A list, not executescript(): executescript would commit the surrounding transaction.
+    for statement in HISTORY_GRAPH_TABLES:
         conn.execute(statement)
+    # Invariant 1 (docs/rules.md) enforced by the database itself: nodes are never changed.
+    conn.execute(
+        """CREATE TRIGGER nodes_no_update BEFORE UPDATE ON nodes
+    BEGIN SELECT RAISE(ABORT, 'history nodes are append-only'); END"""
+    )
+    conn.execute(
+        """CREATE TRIGGER nodes_no_delete BEFORE DELETE ON nodes
+    BEGIN SELECT RAISE(ABORT, 'history nodes are append-only'); END"""
+    )
+
+
+@register_migration(2, "context_commits")
+def _context_commits(conn: sqlite3.Connection) -> None:
+    for statement in COMMIT_TABLES:
+        conn.execute(statement)
+    # Invariant 2 (docs/rules.md) enforced by the database: a saved commit is never rewritten.
+    conn.execute(
+        """CREATE TRIGGER commits_no_update BEFORE UPDATE ON commits
+    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END"""
+    )
+    conn.execute(
+        """CREATE TRIGGER commits_no_delete BEFORE DELETE ON commits
+    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END"""
+    )

@@ -24,9 +24,10 @@ committed with ``synchronous_commit = on`` (durable when acknowledged).  A lock 
 longer than ``busy_timeout`` (``CTXRULES_BUSY_TIMEOUT``, default 60 s) fails with a
 ``StoreError`` naming the oldest open transaction; a deadlock or a lost connection is
 a ``StoreError`` saying what happened to the write; a value PostgreSQL cannot hold
-(a NUL character in an id, which SQLite takes) a ``ValidationError``.  Nested ``transaction()`` blocks
-are savepoints: a nested block that fails is undone alone (PostgreSQL cannot go on
-with a transaction after a failed statement otherwise), the outermost block commits.
+(a NUL character in an id, which SQLite takes) a ``ValidationError``.  Nested
+``transaction()`` blocks are savepoints: a nested block that fails is undone alone
+(PostgreSQL cannot go on with a transaction after a failed statement otherwise), the
+outermost block commits.
 """
 
 from __future__ import annotations
