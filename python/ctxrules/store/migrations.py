@@ -236,20 +236,22 @@ COMMIT_TABLES = (
 )
 
 
+def _append_only(conn: sqlite3.Connection, table: str, message: str) -> None:
+    """Triggers refusing UPDATE and DELETE on ``table`` with ``message``."""
+    for op in ("update", "delete"):
+        conn.execute(
+            f"""CREATE TRIGGER {table}_no_{op} BEFORE {op.upper()} ON {table}
+    BEGIN SELECT RAISE(ABORT, '{message}'); END"""
+        )
+
+
 @register_migration(1, "history_graph")
 def _history_graph(conn: sqlite3.Connection) -> None:
     # A list, not executescript(): executescript would commit the surrounding transaction.
     for statement in HISTORY_GRAPH_TABLES:
         conn.execute(statement)
     # Invariant 1 (docs/rules.md) enforced by the database itself: nodes are never changed.
-    conn.execute(
-        """CREATE TRIGGER nodes_no_update BEFORE UPDATE ON nodes
-    BEGIN SELECT RAISE(ABORT, 'history nodes are append-only'); END"""
-    )
-    conn.execute(
-        """CREATE TRIGGER nodes_no_delete BEFORE DELETE ON nodes
-    BEGIN SELECT RAISE(ABORT, 'history nodes are append-only'); END"""
-    )
+    _append_only(conn, "nodes", "history nodes are append-only")
 
 
 @register_migration(2, "context_commits")
@@ -257,11 +259,4 @@ def _context_commits(conn: sqlite3.Connection) -> None:
     for statement in COMMIT_TABLES:
         conn.execute(statement)
     # Invariant 2 (docs/rules.md) enforced by the database: a saved commit is never rewritten.
-    conn.execute(
-        """CREATE TRIGGER commits_no_update BEFORE UPDATE ON commits
-    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END"""
-    )
-    conn.execute(
-        """CREATE TRIGGER commits_no_delete BEFORE DELETE ON commits
-    BEGIN SELECT RAISE(ABORT, 'context commits are never rewritten'); END"""
-    )
+    _append_only(conn, "commits", "context commits are never rewritten")
