@@ -133,7 +133,8 @@ def add_id_argument(
 
 
 def add_store_option(parser: argparse.ArgumentParser, *, creates: bool = False) -> None:
-    """Add ``--store PATH`` (default ``$CTXRULES_STORE``, else ``./.ctxrules``).
+    """Add ``--store PATH`` (default ``$CTXRULES_STORE``, else ``./.ctxrules``; a
+    ``postgresql://`` URL or ``memory:NAME`` too).
 
     Only a command that ``creates`` (puts sessions in) makes a store where there is
     none; for every other one a location without a store is an error naming it.
@@ -144,7 +145,8 @@ def add_store_option(parser: argparse.ArgumentParser, *, creates: bool = False) 
         metavar="PATH",
         default=None,
         help="store directory or .db file (default: $CTXRULES_STORE, else ./.ctxrules; "
-        f"{made}); memory:NAME for an in-memory store that lasts as long as the process",
+        f"{made}); postgresql://USER@HOST/DB for a PostgreSQL store; memory:NAME for an "
+        "in-memory store that lasts as long as the process",
     )
     parser.set_defaults(creates_store=creates)
 
