@@ -98,7 +98,9 @@ def test_claude_code_tools_are_declared_from_their_calls(claude_code, corpus, na
         body = doc["body"]
         assert get_provider("anthropic").validate(body) == []
         tools = [{k: v for k, v in t.items() if k != "cache_control"} for t in body["tools"]]
-        assert tools == [{"name": n, "input_schema": {"type": "object"}} for n in names]
+        assert tools == [
+            {"name": n, "description": "", "input_schema": {"type": "object"}} for n in names
+        ]
         assert doc["explain"]["tools"] == {
             "declared": len(names),
             "inferred": names,

@@ -173,10 +173,7 @@ pub fn write(
             w.sep(&mut first);
             w.raw("{\"name\":");
             w.str(&t.name);
-            // A tool declared without a description (one inferred from its calls) has none.
-            if !t.description.is_empty() {
-                w.field_str("description", &t.description);
-            }
+            w.field_str("description", &t.description);
             w.raw(",\"input_schema\":");
             w.raw(t.schema_or_empty());
             if tool_bp && i == last {

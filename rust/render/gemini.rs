@@ -136,10 +136,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
             w.sep(&mut first);
             w.raw("{\"name\":");
             w.str(&t.name);
-            // A tool declared without a description (one inferred from its calls) has none.
-            if !t.description.is_empty() {
-                w.field_str("description", &t.description);
-            }
+            w.field_str("description", &t.description);
             if let Some(s) = t.input_schema {
                 w.raw(",\"parametersJsonSchema\":");
                 w.raw(s.get());

@@ -169,20 +169,6 @@ fn anthropic_automatic_caching_counts_as_a_breakpoint() {
 }
 
 #[test]
-fn tools_without_a_description_have_none() {
-    let o = serde_json::to_vec(&serde_json::json!({
-        "model": "m", "tools": [{"name": "Read", "input_schema": {"type": "object"}}],
-    }))
-    .unwrap();
-    let c = commit(tool_turn());
-    for wire in ALL {
-        let r = render_request(wire, &c, &o).unwrap();
-        let s = String::from_utf8(r.body).unwrap();
-        assert!(s.contains("\"Read\"") && !s.contains("description"), "{s}");
-    }
-}
-
-#[test]
 fn rendering_is_deterministic() {
     let c = commit(tool_turn());
     for wire in ALL {
