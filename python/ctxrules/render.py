@@ -15,6 +15,11 @@ breakpoints at those boundaries.  ``explain`` estimates what the provider would 
 for the body (``input_tokens``, the provider's rules in ``ctxrules.providers.estimate``)
 and what it would read from and write to its prompt cache against the previous request
 (``ctxrules.providers.cache``).
+
+What a session recorded about its requests (system text, tool declarations, model,
+request parameters: ``recorded_request``) becomes render options through
+``session_defaults``, the one place that decides them; ``ctxrules.replay.render_defaults``
+adds what the store knows (the answer's model, the tools the session called).
 """
 
 from __future__ import annotations
