@@ -41,7 +41,7 @@ from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider
 from ctxrules.render import explain, render, session_defaults
-from ctxrules.replay import compare_usage, recorded_usage, request_for
+from ctxrules.replay import compare_usage, recorded_usage, render_defaults, request_for
 from ctxrules.store import CommitStore, open_store
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
@@ -107,6 +107,13 @@ def openai_messages(commit: Any, **defaults: Any) -> tuple[list[Any], list[Any]]
     return body["messages"], body.get("tools") or []
 
 
+def _conversation(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The session's system text and tools, for ``openai_messages`` (LiteLLM is given
+    the model separately, and counts no request parameters)."""
+    options = session_defaults(metadata, "openai-chat").options
+    return {k: v for k, v in options.items() if k in ("system", "tools")}
+
+
 def _model_of(kind: str, request: dict[str, Any], uri: str) -> str:
     return str(request.get("model") or uri.rsplit("/models/", 1)[1].split(":")[0])
 
@@ -125,11 +132,9 @@ def cassette_rows(store: CommitStore) -> list[dict[str, Any]]:
                 usage = get_provider(kind).parse_usage(it["response"]["parsed_body"])
                 assert usage is not None
                 commit = ensure_latest_commit(info.id, store=store, now=0.0)
-                defaults = session_defaults(info.metadata)
-                ex = explain(commit, kind, **defaults)
+                ex = explain(commit, kind, **session_defaults(info.metadata, kind).options)
                 model = _model_of(kind, it["request"]["parsed_body"], it["request"]["uri"])
-                defaults.pop("model", None)
-                messages, tools = openai_messages(commit, **defaults)
+                messages, tools = openai_messages(commit, **_conversation(info.metadata))
                 rows.append(
                     {
                         "kind": kind,
@@ -149,13 +154,12 @@ def replay_rows(store: CommitStore) -> list[dict[str, Any]]:
     rows = []
     for rel in TRANSCRIPTS:
         (res,) = import_paths(store, [str(CORPUS / rel)])
-        defaults = session_defaults(store.get_session(res.id).metadata)
-        defaults.pop("model", None)
         for r in compare_usage(store, res.id, "anthropic", config=OFF):
             node = store.get_node(r.answer)
             request = request_for(store, res.id, r.answer, config=OFF)
+            options = render_defaults(store, request, "openai-chat").options
             messages, tools = openai_messages(
-                request.commit, situation=request.situation or None, **defaults
+                request.commit, **{k: v for k, v in options.items() if k in ("system", "tools")}
             )
             usage = recorded_usage(get_provider("anthropic"), node.metadata.get("usage"))
             assert usage is not None
@@ -253,7 +257,7 @@ def test_estimate_against_the_bill(benchmark, fidelity_rows):
                 (
                     ensure_latest_commit(info.id, store=store, now=0.0),
                     kind,
-                    session_defaults(info.metadata),
+                    session_defaults(info.metadata, kind).options,
                 )
             )
     benchmark(lambda: [explain(c, k, **d)["input_tokens"] for c, k, d in commits])

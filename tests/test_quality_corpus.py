@@ -26,7 +26,8 @@ from ctxrules.dag import branch_path
 from ctxrules.importers import import_paths
 from ctxrules.quality import CATEGORIES, QualityReport, check_quality, folded_node_ids
 from ctxrules.quality.text import request_text
-from ctxrules.render import render, session_defaults
+from ctxrules.render import render
+from ctxrules.replay import Request, render_defaults
 from ctxrules.store import CommitStore, open_store
 
 NOW = 2_000_000_000.0  # after every recorded session: idle clearing sees them all idle
@@ -95,10 +96,9 @@ def test_every_corpus_session_is_checked(corpus_store, config_name):
         # Every fact but the task statement comes from a folded node.
         assert all(f.node_id in ids for f in report.facts if f.category != "task")
         # Found means: in the text of the request this report was made from.
-        info = store.get_session(report.session_id)
-        defaults = session_defaults(info.metadata)
-        model = defaults.pop("model", None)
-        text = request_text(render(commit, "anthropic", model, **defaults).body)
+        request = Request(session_id=report.session_id, commit=commit, situation="", sent_at=0)
+        defaults = render_defaults(store, request, "anthropic").options
+        text = request_text(render(commit, "anthropic", **defaults).body)
         assert all((f.text in text) == f.found for f in report.facts)
         # The task statement is the anchor: whatever folds, it is in the request.
         task = [f for f in report.facts if f.category == "task"]

@@ -177,13 +177,14 @@ def test_hostile_tool_output_cannot_change_structure(provider, evil):
         item("a2", "assistant", "done"),
     )
     prov = get_provider(provider)
-    raw = render_request(c, prov)
+    grep = [{"name": "grep", "input_schema": {"type": "object"}}]
+    raw = render_request(c, prov, tools=grep)
     body = json.loads(raw)
     assert prov.validate(body) == []
     # The hostile text is exactly one string value where the tool output goes.
     assert raw.count(json.dumps(evil, ensure_ascii=False).encode()) >= 1
     # Same shape as the clean request: roles, cache markers and pairing unchanged.
-    shape = json.loads(render_request(clean, prov))
+    shape = json.loads(render_request(clean, prov, tools=grep))
 
     def skeleton(v):
         if isinstance(v, dict):

@@ -11,9 +11,9 @@ from ctxrules.cli import main
 from ctxrules.commit import ensure_latest_commit
 from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider
-from ctxrules.render import render, session_defaults
-from ctxrules.replay import request_for
-from ctxrules.situation import MAIN_SITUATION, commit_situation
+from ctxrules.render import render
+from ctxrules.replay import next_request, render_defaults, request_for
+from ctxrules.situation import MAIN_SITUATION
 from ctxrules.store import open_store
 
 SESSION = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -40,12 +40,20 @@ def test_prints_the_body_exactly(imported, provider, capsysbinary):
     out = capsysbinary.readouterr().out
     store = open_store(store_dir)
     request = request_for(store, sid, last)
-    defaults = session_defaults(store.get_session(sid).metadata)
-    expected = render(request.commit, provider, situation=request.situation, **defaults)
+    assert request.situation == ""  # a replay adds no text the agent did not send
+    defaults = render_defaults(store, request, provider).options
+    expected = render(request.commit, provider, **defaults)
     assert out == expected.body + b"\n"
-    # The situation layer (L1) came from the call tree: a main-conversation head.
-    assert MAIN_SITUATION.encode() in out
+    assert MAIN_SITUATION.encode() not in out
     assert get_provider(provider).validate(json.loads(out)) == []
+    # Asked for, the situation layer (L1) comes from the call tree: a main-conversation head.
+    assert main([*args, "--situation"]) == 0
+    framed = capsysbinary.readouterr().out
+    request = request_for(store, sid, last, situation=True)
+    assert request.situation == MAIN_SITUATION
+    expected = render(request.commit, provider, situation=request.situation, **defaults)
+    assert framed == expected.body + b"\n"
+    assert MAIN_SITUATION.encode() in framed
 
 
 def test_a_final_answer_is_never_rendered_as_a_prefill(imported, capsys):
@@ -80,8 +88,9 @@ def test_the_next_request_after_tool_results(imported, capsysbinary):
     assert main([*args, "--now", "0"]) == 0
     out = capsysbinary.readouterr().out
     commit = ensure_latest_commit(sid, head, now=0, store=store)
-    defaults = session_defaults(store.get_session(sid).metadata)
-    expected = render(commit, "anthropic", situation=commit_situation(store, commit), **defaults)
+    request = next_request(store, sid, head, now=0)
+    assert request.commit.id == commit.id and request.situation == ""
+    expected = render(commit, "anthropic", **render_defaults(store, request, "anthropic").options)
     assert out == expected.body + b"\n"
     assert json.loads(out)["messages"][-1]["role"] == "user"
     # ... and it is the request for the answer that came next.

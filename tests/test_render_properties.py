@@ -22,7 +22,8 @@ from ctxrules.config import PRESETS, PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.model import Call
 from ctxrules.providers import get_provider
-from ctxrules.render import render, render_commit, session_defaults
+from ctxrules.render import render, render_commit
+from ctxrules.replay import Request, render_defaults
 from ctxrules.store import Store, open_store
 
 PROVIDERS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
@@ -45,9 +46,12 @@ def corpus_sessions(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> C
     return Corpus(store, sessions)
 
 
-def _check(commit, metadata, where: str) -> None:
-    defaults = session_defaults(metadata)
+def _check(commit, store, where: str) -> None:
+    # Rendered as the session recorded its requests (tools inferred where the format
+    # records none: Anthropic refuses tool blocks without declarations).
+    request = Request(session_id=commit.session_id, commit=commit, situation="", sent_at=0)
     for name in PROVIDERS:
+        defaults = render_defaults(store, request, name).options
         body = json.loads(render(commit, name, **defaults).body)
         problems = get_provider(name).validate(body)
         assert problems == [], f"{where} {name}: {problems[:3]}"
@@ -70,7 +74,7 @@ def _check(commit, metadata, where: str) -> None:
 @given(data=st.data(), idle_hours=st.sampled_from([0.0, 0.5, 3.0, 48.0]))
 def test_every_rendered_request_is_valid(corpus_sessions, preset, data, idle_hours):
     pipeline = Pipeline.from_config(PipelineConfig.preset(preset))
-    for sid, metadata, nodes in corpus_sessions.sessions:
+    for sid, _metadata, nodes in corpus_sessions.sessions:
         cut = data.draw(st.sampled_from(nodes), label=sid)
         commit = ensure_latest_commit(
             sid,
@@ -79,14 +83,14 @@ def test_every_rendered_request_is_valid(corpus_sessions, preset, data, idle_hou
             now=cut.created_at + idle_hours * 3600,
             config=pipeline,
         )
-        _check(commit, metadata, f"{sid}@{cut.id} ({preset})")
+        _check(commit, corpus_sessions.store, f"{sid}@{cut.id} ({preset})")
 
 
 def test_rules_really_fire_and_stay_valid(corpus_sessions):
     """The aggressive preset at every session's HEAD: rules change items, requests stay valid."""
     pipeline = Pipeline.from_config(PipelineConfig.preset("aggressive"))
     states: set[str] = set()
-    for sid, metadata, nodes in corpus_sessions.sessions:
+    for sid, _metadata, nodes in corpus_sessions.sessions:
         last = max(n.created_at for n in nodes)
         store = corpus_sessions.store
         # At the last turn's time (aging, summarize), then a day later (idle clearing).
@@ -94,5 +98,5 @@ def test_rules_really_fire_and_stay_valid(corpus_sessions):
         day_later = generate_commit(sid, store=store, now=last + 86400, config=pipeline)
         for commit in (at_turn, day_later):
             states |= {it.state for it in commit.items}
-            _check(commit, metadata, f"{sid} (aggressive, HEAD)")
+            _check(commit, store, f"{sid} (aggressive, HEAD)")
     assert {"aged", "cleared", "summarized", "summary"} <= states

@@ -76,17 +76,18 @@ def test_the_first_request_of_a_subagent(subagents):
     subs = [k for k in frames if k != "main"]
     assert len(subs) == 2
     first, second = frames[subs[0]][:2]
-    req = request_for(store, sid, first.id)
+    assert request_for(store, sid, first.id).situation == ""  # none unless asked for
+    req = request_for(store, sid, first.id, situation=True)
     # Only the sub-agent's first message, in the sub-agent's own frame.
     assert [it.source_node_id for it in req.commit.items] == [subs[0]]
     assert req.situation and req.situation != MAIN_SITUATION
     body = json.loads(render(req.commit, "anthropic", situation=req.situation).body)
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert previous_request(store, req) is None  # the frame starts here
-    nxt = request_for(store, sid, second.id)
+    nxt = request_for(store, sid, second.id, situation=True)
     before = previous_request(store, nxt)
     assert before is not None and before.answer == first.id
-    assert nxt.situation == req.situation  # one frame, one text
+    assert nxt.situation == req.situation == before.situation  # one frame, one text
     assert nxt.sent_at >= before.sent_at
 
 

@@ -19,7 +19,8 @@ from ctxrules.commit import ensure_latest_commit
 from ctxrules.importers import import_paths
 from ctxrules.model import ContextCommit, ContextItem, TextBlock, ToolUseBlock
 from ctxrules.providers import get_provider
-from ctxrules.render import explain, render, render_request, session_defaults
+from ctxrules.render import explain, render, render_request
+from ctxrules.replay import Request, render_defaults
 from ctxrules.situation import MAIN_SITUATION, MAX_ARGS_CHARS, commit_situation, situation
 from ctxrules.store import open_store
 
@@ -112,15 +113,15 @@ def test_main_heads_get_the_main_text_on_every_provider(cc):
         assert commit_situation(store, commit) == MAIN_SITUATION
         for p in PROVIDERS:
             l1 = commit_situation(store, commit)
-            body = render_request(commit, p, situation=l1, **_defaults(store, sid))
+            body = render_request(commit, p, situation=l1, **_defaults(store, commit, p))
             assert MAIN_SITUATION in body.decode()
             assert get_provider(p).validate(json.loads(body)) == []
 
 
-def _defaults(store, sid):
-    d = session_defaults(store.get_session(sid).metadata)
-    d.pop("model", None)
-    return d
+def _defaults(store, commit, provider):
+    """The session's recorded request for ``provider`` (tools inferred from its calls)."""
+    request = Request(session_id=commit.session_id, commit=commit, situation="", sent_at=0)
+    return render_defaults(store, request, provider).options
 
 
 def test_render_takes_the_finished_layers_and_reads_no_store(cc):
@@ -152,10 +153,13 @@ def test_cli_render_of_a_sidechain_head(cc, capsys):
     tool, chain = frames[0]
     # The sub-agent's last answer: the request that produced it, in the sub-agent's frame.
     args = ["render", sid, "--provider", "gemini", "--for", chain[-1].id, "--store", store_dir]
-    assert main([*args, "--now", "0", "--json"]) == 0
+    assert main([*args, "--now", "0", "--json", "--situation"]) == 0
     body = json.loads(capsys.readouterr().out)["body"]
     parts = [p["text"] for p in body["systemInstruction"]["parts"]]
     assert tool.metadata["tool_use_id"] in parts[-1]
+    # Not asked for, there is none: the transcript records no system text.
+    assert main([*args, "--now", "0", "--json"]) == 0
+    assert "systemInstruction" not in json.loads(capsys.readouterr().out)["body"]
 
 
 def test_a_commit_outside_the_store_has_no_situation(cc):
@@ -230,16 +234,18 @@ def test_untrusted_tool_args_stay_plain_cut_text(tmp_path):
     assert "\n" not in shown and "\x00" not in shown and "\u2028" not in shown
     for p in PROVIDERS:
         commit = ensure_latest_commit(sid, heads[1], now=0, store=store)
-        raw = render(commit, p, situation=commit_situation(store, commit))
+        defaults = _defaults(store, commit, p)
+        raw = render(commit, p, situation=commit_situation(store, commit), **defaults)
         body = json.loads(raw.body)
         assert get_provider(p).validate(body) == []
-        plain = json.loads(render(commit, p, situation=None).body)
+        plain = json.loads(render(commit, p, situation=None, **defaults).body)
         # Same roles with and without the situation: the text opened nothing.
         assert _roles(p, body) == _roles(p, plain)
         if p == "anthropic":
             marked = [b for b in body["system"] if "cache_control" in b]
             assert (
                 len(marked)
+                + sum(1 for t in body["tools"] if "cache_control" in t)
                 + sum(1 for m in body["messages"] for b in m["content"] if "cache_control" in b)
                 == len(raw.meta["breakpoints"])
                 <= 4

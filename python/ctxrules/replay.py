@@ -14,9 +14,15 @@ sent.  Two are well defined at a node:
 
 ``previous_request`` finds the request before one in the same frame (the request for
 the previous assistant answer), so cache predictions work on imported sessions, whose
-commits were never made request by request.  ``explain_request`` runs
-``ctxrules.render.explain`` with everything the store knows: the session's defaults,
-the situation layer, the previous request and the seconds between the two.
+commits were never made request by request.  ``render_defaults`` gives the render
+options of a request — what the session recorded (``ctxrules.render.session_defaults``),
+the model of the answer, the tools the session called — and ``explain_request`` runs
+``ctxrules.render.explain`` with everything the store knows: those defaults, the
+previous request and the seconds between the two.
+
+A replayed request carries what the agent sent and nothing more: the situation layer
+(``ctxrules.situation``, an L1 text ctxrules writes) is added only when asked for
+(``situation=True``).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from .config import PipelineConfig, find_config
 from .errors import DagError, RenderError
 from .model import Call, ContextCommit
 from .providers import Provider, Usage, get_provider
-from .render import explain, render_context, session_defaults
+from .render import RenderDefaults, explain, render_context, session_defaults
 from .situation import commit_situation
 from .store import CommitStore
 
@@ -43,14 +49,17 @@ __all__ = [
     "next_request",
     "previous_request",
     "recorded_usage",
+    "render_defaults",
     "request_for",
+    "session_tool_names",
 ]
 
 
 class Request(msgspec.Struct, frozen=True, kw_only=True):
     """A request of a stored session, ready to render.
 
-    ``commit`` is what it carries and ``situation`` its L1 text (``""``: none);
+    ``commit`` is what it carries and ``situation`` its L1 text (``""``: none, the
+    default: ``situation=True`` asks ``request_for`` / ``next_request`` for it);
     ``sent_at`` when it was sent (the newest node it carries, or the ``now`` it was
     asked for); ``answer`` the assistant node it produced (``None``: the next request).
     """
@@ -78,6 +87,7 @@ def request_for(
     *,
     now: float | None = None,
     config: PipelineConfig | Pipeline | None = None,
+    situation: bool = False,
 ) -> Request:
     """The request whose response is the assistant node ``node``.
 
@@ -86,7 +96,8 @@ def request_for(
     was sent — the newest of that node and its tool results — so a replay runs the
     rules at the time of the recording.  The first request of a sub-agent (its
     predecessor is the sub-agent's first message, which hangs off a tool call) is
-    derived from that message alone and not stored.
+    derived from that message alone and not stored.  ``situation``: carry the
+    situation layer of its frame (``commit_situation``).
     """
     answer = _node(store, session, node)
     if answer.role != "assistant" or answer.caller is not None:
@@ -113,7 +124,7 @@ def request_for(
     return Request(
         session_id=session,
         commit=commit,
-        situation=commit_situation(store, commit),
+        situation=commit_situation(store, commit) if situation else "",
         sent_at=sent_at,
         answer=answer.id,
     )
@@ -143,8 +154,10 @@ def next_request(
     *,
     now: float,
     config: PipelineConfig | Pipeline | None = None,
+    situation: bool = False,
 ) -> Request:
-    """The request the agent sends next at ``head`` (default HEAD), at time ``now``.
+    """The request the agent sends next at ``head`` (default HEAD), at time ``now``
+    (with its frame's situation layer when ``situation``).
 
     ``RenderError`` when the conversation there ends with the model's answer: the next
     request needs new input (a user message, tool results) that does not exist yet,
@@ -161,20 +174,27 @@ def next_request(
             hint=f"render the request that produced it: --for {node} "
             "(ctxrules.replay.request_for), or append the next user message first",
         )
-    return Request(
-        session_id=session, commit=commit, situation=commit_situation(store, commit), sent_at=now
-    )
+    text = commit_situation(store, commit) if situation else ""
+    return Request(session_id=session, commit=commit, situation=text, sent_at=now)
 
 
 def previous_request(
-    store: CommitStore, request: Request, *, config: PipelineConfig | Pipeline | None = None
+    store: CommitStore,
+    request: Request,
+    *,
+    config: PipelineConfig | Pipeline | None = None,
+    situation: bool | None = None,
 ) -> Request | None:
     """The request before ``request`` in its frame: the request for the nearest
-    assistant answer at or before its head (``None`` at the start of the frame)."""
+    assistant answer at or before its head (``None`` at the start of the frame); with
+    a situation layer when ``situation`` (default: when ``request`` has one)."""
+    with_situation = bool(request.situation) if situation is None else situation
     node: Call | None = store.get_node(request.commit.head_node_id)
     while node is not None:
         if node.role == "assistant" and node.caller is None and node.id != request.answer:
-            return request_for(store, request.session_id, node.id, config=config)
+            return request_for(
+                store, request.session_id, node.id, config=config, situation=with_situation
+            )
         node = store.get_node(node.predecessor) if node.predecessor else None
     return None
 
@@ -204,6 +224,60 @@ def recorded_usage(provider: Provider, usage: Any) -> Usage | None:
     return provider.parse_usage({"usage": usage})
 
 
+def session_tool_names(store: CommitStore, session: str) -> list[str]:
+    """Names of the tools the session (with what a fork inherits) called, sorted: what
+    ``render_defaults`` declares when no declarations were recorded."""
+    return sorted(
+        {
+            n.name
+            for n in store.nodes(session, inherited=True)
+            if n.role == "tool" and n.caller is not None and n.name
+        }
+    )
+
+
+def _answer_model(store: CommitStore, session: str, node_id: str) -> str | None:
+    """The model recorded on the nearest assistant node at or before ``node_id`` in its
+    frame (an answer node's ``name``); before the first answer, the session's first."""
+    node: Call | None = store.get_node(node_id)
+    while node is not None:
+        if node.role == "assistant" and node.name:
+            return node.name
+        node = store.get_node(node.predecessor) if node.predecessor else None
+    return next(
+        (n.name for n in store.iter_nodes(session) if n.role == "assistant" and n.name), None
+    )
+
+
+def render_defaults(
+    store: CommitStore,
+    request: Request,
+    provider: str | Provider,
+    *,
+    used_tools: list[str] | None = None,
+    **overrides: Any,
+) -> RenderDefaults:
+    """The render options of ``request`` (``ctxrules.render.session_defaults``).
+
+    From the store: the session's recorded request (its metadata), the model of the
+    answer — the answer node's own (``request.answer``), or for a next request the
+    nearest answer before it (the session's first answer at its start) — and the tools
+    the whole session called
+    (``session_tool_names``; pass ``used_tools`` to reuse a list).  ``overrides`` are
+    the options of ``session_defaults`` (model, system, tools, max_tokens, extra) and
+    take precedence.  What ``render`` / ``explain`` / the CLI send for a stored session.
+    """
+    info = store.get_session(request.session_id)
+    names = session_tool_names(store, info.id) if used_tools is None else used_tools
+    return session_defaults(
+        info.metadata,
+        provider,
+        used_tools=names,
+        answer_model=_answer_model(store, info.id, request.answer or request.commit.head_node_id),
+        **{k: v for k, v in overrides.items() if v is not None},
+    )
+
+
 def explain_request(
     store: CommitStore,
     request: Request,
@@ -213,37 +287,43 @@ def explain_request(
     previous: Request | str | None = "auto",
     prefix_tokens: int = 0,
     config: PipelineConfig | Pipeline | None = None,
+    defaults: RenderDefaults | None = None,
     **options: Any,
 ) -> dict[str, Any]:
     """``ctxrules.render.explain`` of ``request`` with what the store knows.
 
-    The session's defaults (system, tools, model) apply unless ``options`` / ``model``
-    override them; the previous request is ``previous_request`` (``"auto"``), the one
-    given, or none; the cache's elapsed time is the seconds between the two.  Adds
-    ``for_node``, ``sent_at``, ``previous_request`` and — when the answer node carries
-    the vendor's usage — ``recorded`` (that usage) beside the estimate.
+    The render options are ``defaults``, else ``render_defaults`` with ``model`` and
+    the ``session_defaults`` options among ``options`` (system, tools, max_tokens,
+    extra); other ``options`` (cache, cache_ttl) go to ``explain``.  The previous
+    request is ``previous_request`` (``"auto"``, with a situation layer when
+    ``request`` has one), the one given, or none; the cache's elapsed time is the
+    seconds between the two.  Adds ``for_node``, ``sent_at``, ``previous_request``,
+    where each default came from (``model_choice``, ``system_source``, ``tools``,
+    ``params``) and — when the answer node carries the vendor's usage — ``recorded``
+    (that usage) beside the estimate.
     """
     prov = get_provider(provider) if isinstance(provider, str) else provider
-    info = store.get_session(request.session_id)
-    defaults = session_defaults(info.metadata)
-    defaults.update(options)
-    chosen = model or defaults.pop("model", None)
-    defaults.pop("model", None)
+    chosen = {k: options.pop(k) for k in _DEFAULT_OPTIONS if k in options}
+    if defaults is None:
+        defaults = render_defaults(store, request, prov, model=model, **chosen)
     before = previous_request(store, request, config=config) if previous == "auto" else previous
     if isinstance(before, str):
         raise RenderError(f"previous must be a Request, None or 'auto', got {before!r}")
     out = explain(
         request.commit,
         prov,
-        chosen,
         previous=before.commit if before is not None else None,
         previous_situation=(before.situation or None) if before is not None else None,
         # A clock before the previous request (an explicit --now) counts as no delay.
         elapsed_seconds=max(0.0, request.sent_at - before.sent_at) if before is not None else None,
         prefix_tokens=prefix_tokens,
         situation=request.situation or None,
-        **defaults,
+        **{**options, **defaults.options},
     )
+    out["model_choice"] = defaults.explain["model"]
+    out["system_source"] = defaults.explain["system"]["source"]
+    out["tools"] = defaults.explain["tools"]
+    out["params"] = defaults.explain["params"]
     out["for_node"] = request.answer
     out["sent_at"] = request.sent_at
     out["previous_request"] = (
@@ -260,6 +340,10 @@ def explain_request(
                 "cache_write_tokens": parsed.cache_write_tokens,
             }
     return out
+
+
+#: The options of ``session_defaults`` that ``explain_request`` takes among its own.
+_DEFAULT_OPTIONS = ("system", "tools", "max_tokens", "extra")
 
 
 class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
@@ -294,7 +378,6 @@ def compare_usage(
     provider: str | Provider,
     *,
     config: PipelineConfig | Pipeline | None = None,
-    model_from_answer: bool = True,
 ) -> list[UsageRow]:
     """Replay every answer of ``session`` that carries the vendor's usage and compare.
 
@@ -302,12 +385,14 @@ def compare_usage(
     harness sends text the transcript does not hold (its own system prompt and tool
     schemas): that constant part is estimated per frame from the frame's first request
     (recorded prompt minus our estimate, at least 0) and added to every later request
-    of the frame as an unrecorded prefix, cached like the rest.  ``model_from_answer`` renders each
-    request with the model the answer node names (its ``name``), as recorded.
+    of the frame as an unrecorded prefix, cached like the rest.  Each request is
+    rendered with its ``render_defaults``: the model the answer node names, the
+    session's recorded (or inferred) tools and parameters.
     """
     prov = get_provider(provider) if isinstance(provider, str) else provider
     rows: list[UsageRow] = []
     prefix: dict[str, int] = {}
+    used_tools = session_tool_names(store, session)
     for node in store.nodes(session):
         usage = node.metadata.get("usage") if node.role == "assistant" else None
         parsed = recorded_usage(prov, usage)
@@ -316,23 +401,30 @@ def compare_usage(
         request = request_for(store, session, node.id, config=config)
         frame = _frame(store, node)
         first = frame not in prefix
-        model = node.name if model_from_answer and node.name else None
+        defaults = render_defaults(store, request, prov, used_tools=used_tools)
         if first:
-            ex = explain_request(store, request, prov, model, previous=None, config=config)
+            ex = explain_request(
+                store, request, prov, previous=None, config=config, defaults=defaults
+            )
             # Never negative: a first request we over-estimate gets no prefix.
             prefix[frame] = max(0, parsed.prompt_tokens - ex["input_tokens"])
             ex = explain_request(
                 store,
                 request,
                 prov,
-                model,
                 previous=None,
                 prefix_tokens=prefix[frame],
                 config=config,
+                defaults=defaults,
             )
         else:
             ex = explain_request(
-                store, request, prov, model, prefix_tokens=prefix[frame], config=config
+                store,
+                request,
+                prov,
+                prefix_tokens=prefix[frame],
+                config=config,
+                defaults=defaults,
             )
         rows.append(
             UsageRow(

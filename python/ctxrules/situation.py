@@ -13,6 +13,10 @@ finished ``situation`` layer, so rendering itself never reads the store:
   assistant turn that made that call, and — for nested sub-agents — the same for every
   enclosing frame, out to the main conversation; its answer goes back to that call.
 
+It is text ctxrules writes, not text an agent sent: replaying a recorded session adds it
+only when asked (``ctxrules.replay.request_for(..., situation=True)``, ``ctxrules render
+--situation``); framing the sub-agents a turn engine runs is what it is for.
+
 The text depends only on the *frame* (the enclosing calls), never on the head's own
 position inside it, so every request of one frame carries the same bytes and the
 prompt cache keeps hitting.  For the same reason the main-conversation text names

@@ -95,7 +95,15 @@ pub fn write(
     };
     let mut msg_bps: Vec<(usize, usize)> = Vec::new(); // (message, block) in `msgs`
     if opts.cache {
-        let used = sys_bps.len() + usize::from(tool_bp);
+        // A top-level `cache_control` among the extra fields (automatic caching, as a
+        // recorded request may carry it) is a breakpoint of its own.
+        let auto = opts.extra.is_some_and(|e| {
+            serde_json::from_str::<std::collections::HashMap<String, &serde_json::value::RawValue>>(
+                e.get(),
+            )
+            .is_ok_and(|m| m.contains_key("cache_control"))
+        });
+        let used = sys_bps.len() + usize::from(tool_bp) + usize::from(auto);
         let last = msgs.len() - 1;
         let mut targets = vec![last];
         if last >= 2 {

@@ -143,6 +143,32 @@ fn anthropic_breakpoints_at_most_four() {
 }
 
 #[test]
+fn anthropic_automatic_caching_counts_as_a_breakpoint() {
+    // A recorded request's top-level cache_control (automatic caching) passes through
+    // as an extra field and takes one of the four breakpoints.
+    let mut items = vec![];
+    for i in 0..5 {
+        items.push(
+            serde_json::json!({"source_node_id": format!("u{i}"), "role": "user", "rendered": "q"}),
+        );
+        items.push(serde_json::json!({"source_node_id": format!("a{i}"), "role": "assistant", "rendered": "r"}));
+    }
+    items.push(serde_json::json!({"source_node_id": "u9", "role": "user", "rendered": "last"}));
+    let c = commit(Value::Array(items));
+    let o = serde_json::to_vec(&serde_json::json!({
+        "model": "m",
+        "system": [{"text": "L0", "layer": 0}, {"text": "L1", "layer": 1}],
+        "extra": {"cache_control": {"type": "ephemeral"}},
+    }))
+    .unwrap();
+    let r = render_request(Wire::Anthropic, &c, &o).unwrap();
+    let s = String::from_utf8(r.body).unwrap();
+    assert_eq!(s.matches("cache_control").count(), 4, "{s}");
+    let meta: Value = serde_json::from_slice(&r.meta).unwrap();
+    assert_eq!(meta["breakpoints"].as_array().unwrap().len(), 3);
+}
+
+#[test]
 fn rendering_is_deterministic() {
     let c = commit(tool_turn());
     for wire in ALL {

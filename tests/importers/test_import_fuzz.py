@@ -182,7 +182,7 @@ def test_mutated_files_fail_only_with_typed_errors(corpus, tmp_path_factory, sna
                 commit = ensure_latest_commit(r.id, store=store, now=0)
                 try:
                     situation = commit_situation(store, commit)
-                    defaults = session_defaults(info.metadata)
+                    defaults = session_defaults(info.metadata, provider).options
                     render(commit, provider, situation=situation, **defaults)
                 except CtxrulesError:
                     pass

@@ -106,7 +106,7 @@ def _system_text(wire: str, body: dict[str, Any]) -> str:
 def test_rerendered_request_matches_recording(kind, rel, interaction, cassette_session):
     cs = cassette_session(rel, interaction)
     wire = WIRE[kind]
-    ours = json.loads(render(cs.commit, wire, **session_defaults(cs.metadata)).body)
+    ours = json.loads(render(cs.commit, wire, **session_defaults(cs.metadata, wire).options).body)
     recorded = cs.request
     got, want = REDUCE[wire](ours), REDUCE[wire](recorded)
     if wire == "gemini":

@@ -43,7 +43,7 @@ def _billed(kind: str, response: dict) -> int:
 def test_explain_matches_the_recorded_bill(kind, rel, interaction, cassette_session):
     cs = cassette_session(rel, interaction)
     billed = _billed(kind, cs.response)
-    ex = explain(cs.commit, kind, **session_defaults(cs.metadata))
+    ex = explain(cs.commit, kind, **session_defaults(cs.metadata, kind).options)
     assert abs(ex["input_tokens"] - billed) <= TARGET[kind] * billed, (ex["input_tokens"], billed)
     # The estimate says which rules it applied.
     rules = ex["estimate"]

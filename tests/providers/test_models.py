@@ -9,7 +9,16 @@ import pytest
 import ctxrules
 from ctxrules import plugins
 from ctxrules.errors import ProviderError, ValidationError
-from ctxrules.providers import ModelInfo, ModelProfile, Prices, Usage, model_entries, resolve_model
+from ctxrules.providers import (
+    ModelInfo,
+    ModelProfile,
+    Prices,
+    Usage,
+    model_entries,
+    model_families,
+    model_in_family,
+    resolve_model,
+)
 from ctxrules.providers._model_table import (
     ANTHROPIC_CALIBRATION,
     ANTHROPIC_STRUCTURED_CALIBRATION,
@@ -289,3 +298,47 @@ def test_a_spec_is_resolved_once_per_registry(fresh_plugins):
     plugins.reset()  # a new registry (e.g. other plugins installed) resolves afresh
     again = resolve_model("openai:gpt-4o")
     assert again is not first and again == first
+
+
+@pytest.mark.parametrize(
+    "model,families",
+    [
+        ("claude-sonnet-4-20250514", ("anthropic",)),
+        ("claude-opus-4-5-20251101", ("anthropic",)),
+        ("claude-next", ("anthropic",)),  # the vendor's naming scheme, no figures yet
+        ("gpt-4o", ("openai",)),
+        ("gpt-5.4-mini", ("openai",)),
+        ("o3-mini", ("openai",)),
+        ("chatgpt-4o-latest", ("openai",)),
+        ("gemini-3-flash-preview", ("gemini",)),
+        # Names no table names: custom, fine-tuned, or not a model at all.
+        ("my-proxy-model", ()),
+        ("ft:gpt-4o:acme", ()),
+        ("<synthetic>", ()),
+    ],
+)
+def test_the_model_table_says_which_family_a_model_belongs_to(model, families):
+    assert model_families(model) == families
+    for family in ("anthropic", "openai", "gemini"):
+        expected = None if not families else family in families
+        assert model_in_family(model, family) is expected
+
+
+def test_a_plugins_models_belong_to_its_family(plugin_site):
+    plugin_site.install(
+        "fake-models-family",
+        "fake_models_family",
+        """
+        from ctxrules.hookspecs import hookimpl
+        from ctxrules.providers import ModelInfo
+
+        @hookimpl
+        def register_models(register):
+            register(ModelInfo(name="acme-rocket", pattern="acme:rocket-*",
+                               context_window=1000, max_output_tokens=100,
+                               tokenizer="o200k_base"))
+        """,
+    )
+    assert model_families("rocket-1") == ("acme",)
+    assert model_in_family("rocket-1", "acme") is True
+    assert model_in_family("rocket-1", "anthropic") is False

@@ -43,7 +43,7 @@ def _recorded_anthropic_usage(resp: dict[str, Any]) -> Usage:
 def test_anthropic_sdk_sends_our_request(rel, cassette_session, loopback):
     cs = cassette_session(rel)
     provider = get_provider("anthropic")
-    rendered = render(cs.commit, provider, **session_defaults(cs.metadata))
+    rendered = render(cs.commit, provider, **session_defaults(cs.metadata, provider).options)
     body = json.loads(rendered.body)
     loopback.reply, loopback.check = cs.response, provider.validate
     client = anthropic.Anthropic(api_key="test-key", base_url=loopback.url, max_retries=0)
@@ -60,7 +60,9 @@ def test_anthropic_sdk_sends_our_request(rel, cassette_session, loopback):
 def test_openai_chat_sdk_sends_our_request(cassette_session, loopback):
     cs = cassette_session(CASSETTES["openai-chat"][0], 2)  # two calls and their results
     provider = get_provider("openai-chat")
-    body = json.loads(render(cs.commit, provider, **session_defaults(cs.metadata)).body)
+    body = json.loads(
+        render(cs.commit, provider, **session_defaults(cs.metadata, provider).options).body
+    )
     loopback.reply, loopback.check = cs.response, provider.validate
     client = openai.OpenAI(api_key="test-key", base_url=loopback.url + "/v1", max_retries=0)
     completion = client.chat.completions.create(**body)
@@ -110,7 +112,9 @@ RESPONSES_REPLY: dict[str, Any] = {
 def test_openai_responses_sdk_sends_our_request(cassette_session, loopback):
     cs = cassette_session(CASSETTES["openai-chat"][0], 2)  # a request with two tool results
     provider = get_provider("openai-responses")
-    body = json.loads(render(cs.commit, provider, **session_defaults(cs.metadata)).body)
+    body = json.loads(
+        render(cs.commit, provider, **session_defaults(cs.metadata, provider).options).body
+    )
     assert any(it["type"] == "function_call_output" for it in body["input"])
     loopback.reply, loopback.check = RESPONSES_REPLY, provider.validate
     client = openai.OpenAI(api_key="test-key", base_url=loopback.url + "/v1", max_retries=0)
@@ -131,7 +135,7 @@ def test_gemini_sdk_sends_our_request(cassette_session, loopback):
     cs = cassette_session(CASSETTES["gemini"][0])
     provider = get_provider("gemini")
     model = cs.uri.rsplit("/", 1)[-1].split(":")[0]
-    rendered = render(cs.commit, provider, **session_defaults(cs.metadata))
+    rendered = render(cs.commit, provider, **session_defaults(cs.metadata, provider).options)
     body = json.loads(rendered.body)
     loopback.reply, loopback.check = cs.response, provider.validate
     client = genai.Client(

@@ -65,7 +65,8 @@ def _commit() -> ContextCommit:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_each_signature_goes_to_its_vendor_only(provider):
-    raw = render(_commit(), provider).body
+    tools = [{"name": n, "input_schema": {"type": "object"}} for n in ("cat", "ls")]
+    raw = render(_commit(), provider, tools=tools).body
     body = json.loads(raw)
     assert get_provider(provider).validate(body) == []
     text = raw.decode()
@@ -109,8 +110,6 @@ def test_a_gemini_recording_sends_no_signature_elsewhere(provider, cassette_sess
         if "thoughtSignature" in p
     ]
     assert recorded
-    defaults = session_defaults(cs.metadata)
-    defaults.pop("model", None)
-    raw = render(cs.commit, provider, **defaults).body
+    raw = render(cs.commit, provider, **session_defaults(cs.metadata, provider).options).body
     assert get_provider(provider).validate(json.loads(raw)) == []
     assert not [s for s in recorded if s in raw.decode()]

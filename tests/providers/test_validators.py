@@ -32,8 +32,11 @@ def _commit() -> ContextCommit:
     return ContextCommit(id="c", session_id="s", head_node_id="a2", rules_version="r", items=items)
 
 
+LS = {"name": "ls", "input_schema": {"type": "object"}}
+
+
 def _body(name: str) -> dict:
-    return json.loads(render_request(_commit(), name))
+    return json.loads(render_request(_commit(), name, tools=[LS]))
 
 
 def test_rendered_and_recorded_bodies_are_clean():
@@ -69,6 +72,9 @@ MUTATIONS = {
         "prefill ends with whitespace": lambda b: b["messages"][-1]["content"][-1].update(
             text="one file \n"
         ),
+        # The Messages API answers 400 to tool blocks in a request that declares no tools.
+        "tool blocks without tools": lambda b: b.pop("tools"),
+        "tool blocks with an empty tools list": lambda b: b.update(tools=[]),
     },
     "openai-chat": {
         "orphan result": lambda b: b["messages"][1].pop("tool_calls"),
@@ -92,6 +98,34 @@ MUTATIONS = {
         "wrong role": lambda b: b["contents"][1].update(role="assistant"),
     },
 }
+
+
+def test_server_tool_blocks_need_no_declaration():
+    """Server tools (web search, tool search) run on the API's side: their blocks are
+    accepted without a ``tools`` entry, while a client tool_use is not."""
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "news?"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {}},
+                    {"type": "web_search_tool_result", "tool_use_id": "srv_1", "content": []},
+                    {"type": "text", "text": "nothing new"},
+                ],
+            },
+            {"role": "user", "content": "thanks"},
+        ],
+    }
+    assert get_provider("anthropic").validate(body) == []
+    body["messages"][1]["content"].append(
+        {"type": "tool_use", "id": "c", "name": "ls", "input": {}}
+    )
+    body["messages"][2]["content"] = [{"type": "tool_result", "tool_use_id": "c", "content": "x"}]
+    problems = get_provider("anthropic").validate(body)
+    assert problems == ["2 tool_use / tool_result blocks but no tools declared"]
 
 
 @pytest.mark.parametrize(("name", "mutation"), [(n, m) for n, ms in MUTATIONS.items() for m in ms])

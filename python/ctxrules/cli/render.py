@@ -6,23 +6,31 @@ is no new input yet and resending the answer would make it a prefill; with ``--f
 NODE`` the request whose response is the assistant node NODE (what replaying a
 recording needs).  Its commit under ``--config`` / ``--preset`` (default: the nearest
 ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``
-(``--for``: default the time the request was sent); the situation layer (L1) is built
-from the call tree (``ctxrules.situation``).  Without options the body bytes are
-printed as they are; ``--json`` wraps them with the provider, model and endpoint;
-``--explain`` adds the breakdown: the billed-prompt estimate (``input_tokens`` and the
-rules applied), the predicted cache reads and writes against the previous request (the
-request for the previous assistant answer, with the TTL checked against the node
-times), tokens per layer and category, breakpoints.
+(``--for``: default the time the request was sent).  The request carries what the
+session recorded (``ctxrules.replay.render_defaults``): its system text, its tool
+declarations (or, where the format records none, every tool the session called,
+declared with an open schema), the answer's model when it belongs to the provider's
+family, its output limit and — for the provider it was recorded from — its other
+parameters; ``--model``, ``--system-file``, ``--tools-file`` and ``--max-tokens``
+override each.  ``--situation`` adds the situation layer (L1) built from the call tree
+(``ctxrules.situation``), which the agent did not send.  Without options the body
+bytes are printed as they are; ``--json`` wraps them with the provider, model and
+endpoint; ``--explain`` adds the breakdown: where each default came from, the
+billed-prompt estimate (``input_tokens`` and the rules applied), the predicted cache
+reads and writes against the previous request (the request for the previous assistant
+answer, with the TTL checked against the node times), tokens per layer and category,
+breakpoints.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from ..errors import ConfigError, CtxrulesError
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -31,11 +39,13 @@ from ._common import (
     config_of,
     now_of,
     print_json,
+    read_text,
     store_of,
     subcommand,
 )
 
 if TYPE_CHECKING:
+    from ..model import ToolSpec
     from .demo import DemoState
 
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
@@ -52,11 +62,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "request whose answer is NODE (the commit is found, or made at --now).  A head "
         "that is the model's last answer has no next request yet: use --for.  --json "
         "wraps the body with provider, model and endpoint; --explain breaks it down "
-        "with the billed-prompt estimate and the predicted cache use.",
+        "with the billed-prompt estimate and the predicted cache use.  The request "
+        "carries what the session recorded (system, tools, model, parameters; tools "
+        "the format does not declare are declared from their calls); --system-file, "
+        "--tools-file, --max-tokens and --model override them, --situation adds the "
+        "situation layer the agent did not send.",
         examples="""
 ctxrules render s_67f3 --provider anthropic --for n_ca86   # the request answered by n_ca86
 ctxrules render s_67f3 --provider openai-chat --json --preset aggressive --head n_db4c
 ctxrules render s_67f3 --provider gemini --explain --for n_ca86 --now 2026-01-01T00:00:00Z
+ctxrules render s_67f3 --provider anthropic --for n_ca86 --situation --max-tokens 4096
+ctxrules render s_67f3 --provider anthropic --for n_ca86 --system-file p.md --tools-file t.json
 """,
     )
     add_id_argument(p, "session", kind="session")
@@ -66,7 +82,36 @@ ctxrules render s_67f3 --provider gemini --explain --for n_ca86 --now 2026-01-01
         help=f"a registered provider ({', '.join(PROVIDERS)}, or a plugin's)",
     )
     p.add_argument(
-        "--model", default=None, help="model (default: the session's, else the provider's)"
+        "--model",
+        default=None,
+        help="model (default: the recorded one when it is of the provider's family, else the "
+        "provider's); a model of another family is an error",
+    )
+    p.add_argument(
+        "--system-file",
+        metavar="FILE",
+        default=None,
+        help="system prompt: the text of FILE (UTF-8; - for stdin) instead of the recorded one",
+    )
+    p.add_argument(
+        "--tools-file",
+        metavar="FILE",
+        default=None,
+        help="tool declarations: a JSON list of tools in any provider's shape, instead of "
+        "the recorded (or inferred) ones",
+    )
+    p.add_argument(
+        "--max-tokens",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="output limit instead of the recorded one (or the model's default)",
+    )
+    p.add_argument(
+        "--situation",
+        action="store_true",
+        help="add the situation layer (where the request sits in the call tree), which the "
+        "agent did not send",
     )
     which = p.add_mutually_exclusive_group()
     add_id_argument(
@@ -95,30 +140,103 @@ ctxrules render s_67f3 --provider gemini --explain --for n_ca86 --now 2026-01-01
     p.add_argument("--explain", action="store_true", help="add a breakdown of the request")
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
+
+
+def _read_option_file(path: str, option: str, what: str) -> str:
+    try:
+        return read_text(path)
+    except CtxrulesError as exc:
+        raise ConfigError(
+            f"{option}: {exc.message}", where=path, hint=f"give a readable UTF-8 file of {what}"
+        ) from None
+
+
+def read_tools_file(path: str) -> tuple[ToolSpec, ...]:
+    """The tools of a ``--tools-file``: a JSON list of declarations in any provider's
+    shape (``ctxrules.render.tool_specs``), or an object with such a ``tools`` list (a
+    request body).  ``ConfigError`` naming the file and the entry otherwise."""
+    from ..render import tool_specs
+
+    what = "a JSON list of tool declarations"
+    text = _read_option_file(path, "--tools-file", what)
+    try:
+        raw = msgspec.json.decode(text)
+    except msgspec.DecodeError as exc:
+        raise ConfigError(
+            f"--tools-file: not JSON ({exc})", where=path, hint=f"give {what}"
+        ) from None
+    if isinstance(raw, dict) and isinstance(raw.get("tools"), list):
+        raw = raw["tools"]
+    if not isinstance(raw, list):
+        raise ConfigError(
+            f"--tools-file: a JSON {type(raw).__name__}, not a list of tools",
+            where=path,
+            hint=f'give {what}, e.g. [{{"name": "Read", "input_schema": {{"type": "object"}}}}]',
+        )
+    out: list[ToolSpec] = []
+    for i, entry in enumerate(raw):
+        specs = tool_specs([entry])
+        if not specs:
+            raise ConfigError(
+                f"--tools-file: entry {i} is not a tool declaration: {str(entry)[:80]}",
+                where=path,
+                hint="each tool needs a name and its schema (Anthropic input_schema, OpenAI "
+                "function.parameters, Gemini functionDeclarations)",
+            )
+        out.extend(specs)
+    return tuple(out)
+
+
+def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The render options the command line gives (``None`` for those it leaves to the
+    session): ``model``, ``system``, ``tools``, ``max_tokens``."""
+    return {
+        "model": args.model,
+        "system": (
+            None
+            if args.system_file is None
+            else _read_option_file(args.system_file, "--system-file", "the system prompt")
+        ),
+        "tools": None if args.tools_file is None else read_tools_file(args.tools_file),
+        "max_tokens": args.max_tokens,
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     from ..providers import get_provider
-    from ..render import render, session_defaults
-    from ..replay import explain_request, next_request, request_for
+    from ..render import render
+    from ..replay import explain_request, next_request, render_defaults, request_for
 
     provider = get_provider(args.provider)
     config = config_of(args)
+    overrides = overrides_of(args)  # files read (and refused) before the store is touched
     with store_of(args) as store:
         info = store.get_session(args.session)
+        situation = args.situation
         if args.for_node is not None:
             now = None if args.now is None else float(args.now)
-            request = request_for(store, info.id, args.for_node, now=now, config=config)
+            request = request_for(
+                store, info.id, args.for_node, now=now, config=config, situation=situation
+            )
         else:
-            request = next_request(store, info.id, args.head, now=now_of(args), config=config)
-        defaults = session_defaults(info.metadata)
-        if args.model:
-            defaults["model"] = args.model
-        model = defaults.pop("model", None)
+            request = next_request(
+                store, info.id, args.head, now=now_of(args), config=config, situation=situation
+            )
+        defaults = render_defaults(store, request, provider, **overrides)
         rendered = render(
-            request.commit, provider, model, situation=request.situation or None, **defaults
+            request.commit, provider, situation=request.situation or None, **defaults.options
         )
         breakdown = None
         if args.explain:
-            breakdown = explain_request(store, request, provider, model, config=config)
+            breakdown = explain_request(store, request, provider, config=config, defaults=defaults)
     if args.json:
         out = {
             "session": info.id,
@@ -147,6 +265,23 @@ def _print_explain(b: dict) -> None:
     console.print(
         f"{b['provider']} {b['model']}  POST {b['endpoint']}  "
         f"{b['body_bytes']:,} bytes, {b['messages']} messages, commit {b['commit']}"
+    )
+    m, t, p = b["model_choice"], b["tools"], b["params"]
+    model_line = f"model: {m['source']}"
+    if m.get("note"):
+        model_line += f" ({m['note']})"
+    console.print(model_line, markup=False)
+    tools_line = f"tools: {t['declared']} declared, {t['source']}"
+    if t["inferred"]:
+        tools_line += f" ({', '.join(t['inferred'])}; open schemas)"
+    console.print(f"system: {b['system_source']}; {tools_line}", markup=False)
+    params = [f"applied {', '.join(p['applied'])}"] if p["applied"] else []
+    params += [f"added {k}={v}" for k, v in p["added"].items()]
+    params += [f"dropped {', '.join(p['dropped'])}"] if p["dropped"] else []
+    console.print(
+        f"parameters (recorded for {p['recorded_from'] or 'no provider'}): "
+        + ("; ".join(params) or "none"),
+        markup=False,
     )
     e = b["estimate"]
     console.print(
@@ -201,23 +336,34 @@ def step_render(state: DemoState) -> None:
     from rich.table import Table
 
     from ..config import PipelineConfig
-    from ..render import render, session_defaults
-    from ..replay import explain_request, request_for
+    from ..render import render
+    from ..replay import explain_request, render_defaults, request_for, session_tool_names
     from .commit import DEMO_PRESET
 
     # The same configuration as the commit step, so these are the commits it showed.
     config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=800)
-    defaults = session_defaults(state.store.get_session(state.session_id).metadata)
-    defaults.pop("model", None)
+    used_tools = session_tool_names(state.store, state.session_id)
     table = Table(title="rendered requests per turn (bytes) and predicted prompt-cache hit")
     for col in ("turn", *PROVIDERS, "breakpoints", "cached / sent tokens", "hit"):
         table.add_column(col, justify="left" if col == "breakpoints" else "right")
     answers = [c for c in state.path if c.caller is None and c.role == "assistant"]
     for n, node in enumerate(answers, 1):
         request = request_for(state.store, state.session_id, node.id, config=config)
-        situation = request.situation or None
-        sizes = [render(request.commit, p, situation=situation, **defaults) for p in PROVIDERS]
-        ex = explain_request(state.store, request, "anthropic", config=config)
+        sizes = [
+            render(
+                request.commit,
+                p,
+                **render_defaults(state.store, request, p, used_tools=used_tools).options,
+            )
+            for p in PROVIDERS
+        ]
+        ex = explain_request(
+            state.store,
+            request,
+            "anthropic",
+            config=config,
+            defaults=render_defaults(state.store, request, "anthropic", used_tools=used_tools),
+        )
         table.add_row(
             str(n),
             *(f"{len(r.body):,}" for r in sizes),

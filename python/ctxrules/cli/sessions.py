@@ -2,10 +2,10 @@
 
 One line per session: id, when it was created (UTC), how many calls it owns, its model,
 the importer's format, the file it came from (or the session it was forked from) and a
-title.  The model is the one a request would default to
-(``ctxrules.render.session_defaults``: recorded by the importer, or the recorded
-request's).  The title is the session's ``title`` metadata, else the summary Claude
-Code recorded, else the first user message, cut to ``TITLE`` characters.
+title.  The model is the recorded one (``ctxrules.render.recorded_request``: set by
+the importer, or the recorded request's).  The title is the session's ``title``
+metadata, else the summary Claude Code recorded, else the first user message, cut to
+``TITLE`` characters.
 
 ``--json`` prints a list with one object per session holding every ``SessionInfo``
 field (``id``, ``created_at``, ``head``, ``source``, ``import_key``,
@@ -87,10 +87,9 @@ def session_title(store: Store, info: SessionInfo) -> str | None:
 
 
 def _model(info: SessionInfo) -> str | None:
-    from ..render import session_defaults
+    from ..render import recorded_request
 
-    model = session_defaults(info.metadata).get("model")
-    return model if isinstance(model, str) else None
+    return recorded_request(info.metadata).model
 
 
 def _created(info: SessionInfo) -> str:

@@ -46,8 +46,15 @@ from ..config import PipelineConfig
 from ..context_sources import SourceMemo, SourceRequest, SourceText
 from ..errors import DagError, RenderError, ValidationError
 from ..model import Call, Content, ContextCommit, TextBlock, ToolSpec, ToolUseBlock
-from ..providers import ModelProfile, Provider, RenderedRequest, get_provider, resolve_model
-from ..render import estimate_request, header_tokens, render, session_defaults
+from ..providers import (
+    ModelProfile,
+    Provider,
+    RenderedRequest,
+    get_provider,
+    model_in_family,
+    resolve_model,
+)
+from ..render import estimate_request, header_tokens, recorded_request, render
 from ..replay import recorded_usage, request_for
 from ..situation import commit_situation
 from ..store import CommitStore
@@ -488,7 +495,7 @@ class Engine:
         self, session: str, commit: ContextCommit, metadata: Mapping[str, Any], now: float
     ) -> SystemPrompt:
         cfg = self.config
-        identity = cfg.system or str(session_defaults(metadata).get("system") or "")
+        identity = cfg.system or recorded_request(metadata).system or ""
         skills = ""
         if cfg.skills:
             skills = "Skills you can invoke:\n" + "\n".join(
@@ -517,8 +524,8 @@ class Engine:
     def _model(self, metadata: Mapping[str, Any]) -> str:
         if self.config.model:
             return self.config.model
-        recorded = session_defaults(metadata).get("model")
-        if isinstance(recorded, str) and recorded:
+        recorded = recorded_request(metadata).model
+        if recorded and resolve_model_ok(self.provider, recorded):
             return recorded
         return self.provider.default_model
 
@@ -528,8 +535,7 @@ class Engine:
             session, head, now=now, store=self.store, config=self.pipeline
         )
         system = self._system(session, commit, info.metadata, now)
-        defaults = session_defaults(info.metadata)
-        tools = self.config.tools or tuple(defaults.get("tools", ()))
+        tools = self.config.tools or recorded_request(info.metadata).tools or ()
         model = self._model(info.metadata)
         spec = f"{self.provider.family or self.provider.name}:{model}"
         profile = resolve_model(spec)
@@ -624,7 +630,7 @@ class Engine:
                 system=self._system(
                     session, request.commit, info.metadata, request.sent_at
                 ).texts(),
-                tools=self.config.tools or tuple(session_defaults(info.metadata).get("tools", ())),
+                tools=self.config.tools or recorded_request(info.metadata).tools or (),
                 max_tokens=self.config.max_tokens,
             )
             self._estimates[answer.id] = estimate_request(rendered, self.provider).input_tokens
@@ -726,7 +732,10 @@ def _same_model(a: str, b: str) -> bool:
 
 
 def resolve_model_ok(provider: Provider, model: str) -> bool:
-    """Whether ``model`` resolves for ``provider`` (a recorded name we can count)."""
+    """Whether ``model`` resolves for ``provider`` (a recorded name we can count) and is
+    not a model of another family (``model_in_family``), which ``render`` refuses."""
+    if model_in_family(model, provider.family or provider.name) is False:
+        return False
     try:
         resolve_model(f"{provider.family or provider.name}:{model}")
     except Exception:

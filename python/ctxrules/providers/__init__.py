@@ -11,7 +11,15 @@ is registered as ``ModelInfo`` through ``register_models`` and resolved by
 from __future__ import annotations
 
 from .base import PromptTooLong, Provider, RenderedRequest, RequestOptions, SystemBlock, Usage
-from .models import ModelInfo, ModelProfile, Prices, model_entries, resolve_model
+from .models import (
+    ModelInfo,
+    ModelProfile,
+    Prices,
+    model_entries,
+    model_families,
+    model_in_family,
+    resolve_model,
+)
 from .responses import ModelResponse
 
 __all__ = [
@@ -27,6 +35,8 @@ __all__ = [
     "Usage",
     "get_provider",
     "model_entries",
+    "model_families",
+    "model_in_family",
     "provider_names",
     "resolve_model",
 ]

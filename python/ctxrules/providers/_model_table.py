@@ -71,6 +71,12 @@ _O = "openai*:"  # openai, openai-chat, openai-responses
 _G = "gemini:"
 
 BUILTIN_MODELS: tuple[ModelInfo, ...] = (
+    # Which family a model name belongs to (``model_families``): these state no figure,
+    # they name every model of a vendor's naming scheme as that vendor's.
+    ModelInfo(name="claude-models", pattern=_A + "claude-*"),
+    ModelInfo(name="openai-models", pattern=_O + "gpt-*"),
+    ModelInfo(name="openai-chatgpt-models", pattern=_O + "chatgpt-*"),
+    ModelInfo(name="gemini-models", pattern=_G + "gemini-*"),
     # Anthropic
     ModelInfo(
         name="anthropic-default",

@@ -38,9 +38,20 @@ _BLOCK_TYPES = {
 }
 
 
+def _server_block(kind: Any) -> bool:
+    """A server tool's block (web search, tool search, code execution, …): the API runs
+    those tools itself, so they need no declaration in ``tools``."""
+    return isinstance(kind, str) and (
+        kind == "server_tool_use" or (kind.endswith("_tool_result") and kind != "tool_result")
+    )
+
+
 def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
-    """Problems of an Anthropic Messages body: pairing, roles, signatures, breakpoints."""
+    """Problems of an Anthropic Messages body: pairing, roles, signatures, breakpoints,
+    and client tool blocks in a request that declares no ``tools`` (the API answers
+    400; server tool blocks need no declaration)."""
     problems: list[str] = []
+    client_tool_blocks = 0
     if not isinstance(body.get("model"), str) or not body.get("model"):
         problems.append("model missing")
     if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] <= 0:
@@ -84,8 +95,9 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
         for j, b in enumerate(content):
             kind = b.get("type")
             where = f"messages[{i}].content[{j}]"
-            if kind not in _BLOCK_TYPES[role]:
+            if kind not in _BLOCK_TYPES[role] and not (role == "assistant" and _server_block(kind)):
                 problems.append(f"{where}: {kind!r} block in a {role} message")
+            client_tool_blocks += kind in ("tool_use", "tool_result")
             if "cache_control" in b:
                 breakpoints += 1
                 if kind in ("thinking", "redacted_thinking"):
@@ -121,6 +133,8 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
         final = last["content"][-1] if last["content"] else {}
         if final.get("type") == "text" and final.get("text", "") != final.get("text", "").rstrip():
             problems.append("final assistant text ends with whitespace (refused as a prefill)")
+    if client_tool_blocks and not body.get("tools"):
+        problems.append(f"{client_tool_blocks} tool_use / tool_result blocks but no tools declared")
     if breakpoints > MAX_BREAKPOINTS:
         problems.append(f"{breakpoints} cache_control breakpoints (at most {MAX_BREAKPOINTS})")
     return problems

@@ -141,6 +141,10 @@ class Provider:
     explicit_cache: ClassVar[bool] = False
     #: Whether the vendor requires ``max_tokens`` (filled from the model's limits).
     requires_max_tokens: ClassVar[bool] = False
+    #: Where this vendor's body holds the output limit, each a path of keys (Gemini
+    #: nests it in ``generationConfig``): the first is where the renderer writes
+    #: ``max_tokens``, later ones are older names a recorded request may use.
+    max_tokens_fields: ClassVar[tuple[tuple[str, ...], ...]] = (("max_tokens",),)
     #: How the vendor caches prompts (``ctxrules.providers.cache.CACHE_RULES``):
     #: ``"none"``, explicit breakpoints or an automatic prefix cache read in steps of
     #: ``cache_step`` tokens from the model's minimum (``cache_min_tokens`` where the

@@ -177,6 +177,7 @@ class GeminiProvider(Provider):
     family = "gemini"
     default_model = "gemini-2.5-flash"
     reserved = frozenset({"contents", "systemInstruction", "tools"})
+    max_tokens_fields = (("generationConfig", "maxOutputTokens"),)
     cache_rule = "gemini-implicit"
 
     def endpoint(self, model: str) -> str:

@@ -31,7 +31,15 @@ if TYPE_CHECKING:
     from ..plugins import Registry
     from .base import Usage
 
-__all__ = ["ModelInfo", "ModelProfile", "Prices", "model_entries", "resolve_model"]
+__all__ = [
+    "ModelInfo",
+    "ModelProfile",
+    "Prices",
+    "model_entries",
+    "model_families",
+    "model_in_family",
+    "resolve_model",
+]
 
 
 class Prices(msgspec.Struct, frozen=True, kw_only=True):
@@ -238,6 +246,55 @@ def resolve_model(spec: str) -> ModelProfile:
             resolved.clear()
         resolved[spec] = profile
     return profile
+
+
+def _naming_families(reg: Registry, model: str) -> tuple[str, ...]:
+    """The family patterns (the part of a pattern before ``:``) of the entries that name
+    ``model``: their model part matches it and pins at least one character."""
+    memo: dict[str, tuple[str, ...]] = reg.memo.setdefault("families", {})
+    found = memo.get(model)
+    if found is None:
+        patterns = []
+        for info in _table(reg):
+            family, _, model_pattern = info.pattern.partition(":")
+            if (
+                _specificity(model_pattern) > 0
+                and fnmatch.fnmatchcase(model, model_pattern)
+                and family not in patterns
+            ):
+                patterns.append(family)
+        found = tuple(patterns)
+        if len(memo) >= _MEMO_SIZE:  # bounded: model names may come from user input
+            memo.clear()
+        memo[model] = found
+    return found
+
+
+def model_families(model: str) -> tuple[str, ...]:
+    """The provider families whose model table names ``model`` (``("anthropic",)`` for
+    ``claude-sonnet-4-20250514``, ``("openai",)`` for ``gpt-4o``); empty for a name no
+    table names (a custom or fine-tuned model).  A family pattern's wildcards are
+    dropped (``openai*`` → ``openai``), in precedence order."""
+    from ..plugins import registry
+
+    out: list[str] = []
+    for pattern in _naming_families(registry("models"), model):
+        name = "".join(c for c in pattern if c not in "*?[]") or pattern
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def model_in_family(model: str, family: str) -> bool | None:
+    """Whether ``model`` belongs to the provider family ``family`` (``Provider.family``):
+    ``True`` when that family's table names it, ``False`` when only other families'
+    tables do, ``None`` when no table names it (a custom name: allowed anywhere)."""
+    from ..plugins import registry
+
+    patterns = _naming_families(registry("models"), model)
+    if not patterns:
+        return None
+    return any(fnmatch.fnmatchcase(family, p) for p in patterns)
 
 
 def _resolve(reg: Registry, spec: str) -> ModelProfile:

@@ -268,6 +268,7 @@ class OpenAIChatProvider(Provider):
     family = "openai"
     default_model = "gpt-4o"
     reserved = frozenset({"model", "messages", "tools", "max_completion_tokens"})
+    max_tokens_fields = (("max_completion_tokens",), ("max_tokens",))
     cache_rule = "openai-automatic-prefix"
     cache_step = OPENAI_CACHE_STEP_TOKENS
     cache_min_tokens = OPENAI_CACHE_MIN_TOKENS

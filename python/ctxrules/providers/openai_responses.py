@@ -141,6 +141,7 @@ class OpenAIResponsesProvider(Provider):
     family = "openai"
     default_model = "gpt-4o"
     reserved = frozenset({"model", "instructions", "input", "tools", "max_output_tokens"})
+    max_tokens_fields = (("max_output_tokens",),)
     cache_rule = "openai-automatic-prefix"
     cache_step = OPENAI_CACHE_STEP_TOKENS
     cache_min_tokens = OPENAI_CACHE_MIN_TOKENS

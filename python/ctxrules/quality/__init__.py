@@ -27,8 +27,8 @@ from ..config import PipelineConfig
 from ..dag import branch_path
 from ..errors import CtxrulesError, NotFoundError
 from ..model import Call, ContextCommit
-from ..render import render, session_defaults
-from ..situation import commit_situation
+from ..render import render
+from ..replay import Request, render_defaults
 from ..store import CommitStore
 from .facts import CATEGORIES, Fact, extract_facts
 from .text import request_text
@@ -192,8 +192,8 @@ def check_quality(
     """The quality report of the commit ``config`` makes at ``head`` (default HEAD).
 
     The commit is found or made at ``now`` (``ensure_latest_commit``, so it is stored
-    like any other), rendered for ``provider`` with the session's system text, tools
-    and model (``model`` overrides) and its situation layer, and assessed against the
+    like any other), rendered for ``provider`` as the session recorded its requests
+    (``ctxrules.replay.render_defaults``; ``model`` overrides), and assessed against the
     branch's original nodes.  The figures speak for the compaction the commit reached:
     check ``retained_ratio`` (a session that is not over its summarize threshold folds
     nothing, and only its task statement is checked).
@@ -205,12 +205,9 @@ def check_quality(
     for node_id in folded_node_ids(commit):
         if node_id not in nodes:  # an item attached from another session
             nodes[node_id] = store.get_node(node_id)
-    defaults = session_defaults(store.get_session(commit.session_id).metadata)
-    if model:
-        defaults["model"] = model
-    chosen = defaults.pop("model", None)
-    situation = commit_situation(store, commit) or None
-    rendered = render(commit, provider, chosen, situation=situation, **defaults)
+    request = Request(session_id=commit.session_id, commit=commit, situation="", sent_at=now)
+    defaults = render_defaults(store, request, provider, model=model)
+    rendered = render(commit, provider, **defaults.options)
     return assess(
         commit,
         nodes,
