@@ -98,6 +98,18 @@ def _odd_value(rng: random.Random, key: str) -> Any:
     return rng.choice(TEXTS)
 
 
+#: Block fields a data mutation sets (a compaction block's above all, which other blocks
+#: use for other things).
+BLOCK_KEYS = ["type", "content", "encrypted_content", "signature", "tool_changes", "id"]
+BLOCK_KEYS += ["vendor", "text"]
+
+
+def _odd_block_value(rng: random.Random) -> Any:
+    return rng.choice(
+        [None, [{"type": "tool_removal"}, 1], 2**63, "compaction", "openai", "[1]", "[", *TEXTS]
+    )
+
+
 def mutate_items(rng: random.Random, commit: dict[str, Any]) -> None:
     """Change a decoded commit in place a few times, as data."""
     items = commit.get("items")
@@ -109,8 +121,13 @@ def mutate_items(rng: random.Random, commit: dict[str, Any]) -> None:
         if not items:
             return
         i = rng.randrange(len(items))
-        op = rng.randrange(5)
-        if op == 0:
+        op = rng.randrange(6)
+        blocks = items[i].get("blocks") if isinstance(items[i], dict) else None
+        if op == 5 and isinstance(blocks, list) and blocks:
+            block = rng.choice(blocks)
+            if isinstance(block, dict):
+                block[rng.choice(BLOCK_KEYS)] = _odd_block_value(rng)
+        elif op == 0:
             del items[i]
         elif op == 1:
             items.insert(rng.randrange(len(items) + 1), dict(items[i]))

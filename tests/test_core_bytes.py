@@ -1,7 +1,7 @@
 """The core renders the same bytes as the build before its item cache, on every path.
 
 ``tests/data/commits/golden.json`` holds SHA-256 digests of what the core rendered from
-the seed commits beside it (51 commits × 5 option sets × 4 wires, plus the neutral
+the seed commits beside it (52 commits × 5 option sets × 4 wires, plus the neutral
 context) and the diffs of seed pairs, made by the build *before* items were prepared
 once and cached (see that folder's ``generate.py``).  This build must give the same
 bytes from commit bytes and from item tuples, cold and from the cache, one by one and

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from ctxrules import _core
 from ctxrules.errors import RenderError
 from ctxrules.model import (
+    CompactionBlock,
     ContextCommit,
     ContextItem,
     ImageBlock,
@@ -58,6 +59,15 @@ _blocks = st.lists(
                 data=_text,
                 url=_text,
             ),
+        ),
+        st.builds(
+            CompactionBlock,
+            content=st.none() | _text,
+            encrypted_content=st.none() | _text,
+            signature=st.none() | _text,
+            tool_changes=st.none() | st.lists(st.dictionaries(_text, _text, max_size=2)),
+            id=_ids,
+            vendor=st.sampled_from(["", "openai", "gemini"]),
         ),
         st.builds(
             ToolUseBlock,

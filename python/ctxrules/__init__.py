@@ -23,6 +23,7 @@ from .commit import (
 from .config import PRESETS, PipelineConfig, find_config, load_config
 from .model import (
     Call,
+    CompactionBlock,
     ContentBlock,
     Context,
     ContextCommit,
@@ -60,6 +61,7 @@ __all__ = [
     "Call",
     "CommitDiff",
     "CommitStore",
+    "CompactionBlock",
     "ContentBlock",
     "Context",
     "ContextCommit",

@@ -9,6 +9,7 @@ the offending value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, TypeVar, Union
 
 import msgspec
@@ -19,6 +20,7 @@ __all__ = [
     "CONTENT_BLOCK_TYPES",
     "CacheControl",
     "Call",
+    "CompactionBlock",
     "Content",
     "ContentBlock",
     "Context",
@@ -38,6 +40,7 @@ __all__ = [
     "content_text",
     "decode",
     "encode",
+    "provider_compaction_start",
 ]
 
 Role = Literal["user", "assistant", "tool", "system"]
@@ -140,12 +143,77 @@ class ToolResultBlock(_Block, tag="tool_result", frozen=True):
     cache_control: CacheControl | None = None
 
 
+class CompactionBlock(_Block, tag="compaction", frozen=True):
+    """A provider's own compaction of the conversation before it, returned by the vendor
+    and sent back to that vendor only, as it came.
+
+    ``vendor`` says who made it, as for ``ThinkingBlock``: ``""`` is Anthropic's
+    ``compaction`` block — ``content`` the summary (``None`` when the summary failed,
+    which makes the block a no-op), ``encrypted_content`` and ``signature`` opaque text
+    and ``tool_changes`` the tool changes of the compacted range, all sent back
+    verbatim; ``"openai"`` an OpenAI Responses ``compaction`` item — ``encrypted_content``
+    the opaque state, ``id`` its item id, no readable ``content``.  ``tool_changes`` is
+    kept as its JSON text (a list given here is encoded once), so the block stays
+    immutable.  The vendor reads nothing before its latest such block, so its renderer
+    sends nothing before it; every other vendor never sees the block and gets the
+    history it stands for.  ``effective`` says whether the block does anything.
+    """
+
+    content: str | None = None
+    encrypted_content: str | None = None
+    signature: str | None = None
+    tool_changes: str | list[Any] | None = None
+    id: str = ""
+    cache_control: CacheControl | None = None
+    vendor: str = ""
+
+    def __post_init__(self) -> None:
+        changes = self.tool_changes
+        if isinstance(changes, list):
+            msgspec.structs.force_setattr(
+                self, "tool_changes", msgspec.json.encode(changes).decode()
+            )
+        elif isinstance(changes, str):
+            try:
+                ok = isinstance(msgspec.json.decode(changes), list)
+            except msgspec.DecodeError:
+                ok = False
+            if not ok:
+                raise ValidationError(
+                    "a compaction block's tool_changes must be a JSON array",
+                    where=f"compaction block ({self.vendor or 'anthropic'})",
+                    hint="pass the list the vendor returned, or its JSON text",
+                )
+
+    @property
+    def effective(self) -> bool:
+        """Whether the vendor acts on it: Anthropic's needs a non-empty summary (``content``
+        null or empty is a failed compaction, a no-op), OpenAI's its encrypted state."""
+        if self.vendor == "":
+            return bool(self.content)
+        return bool(self.encrypted_content)
+
+
 ContentBlock = Union[
-    TextBlock, ImageBlock, ThinkingBlock, RedactedThinkingBlock, ToolUseBlock, ToolResultBlock
+    TextBlock,
+    ImageBlock,
+    ThinkingBlock,
+    RedactedThinkingBlock,
+    ToolUseBlock,
+    ToolResultBlock,
+    CompactionBlock,
 ]
 #: Content of a message or node: a plain string or a list of blocks.
 Content = Union[str, list[ContentBlock]]
-CONTENT_BLOCK_TYPES = ("text", "image", "thinking", "redacted_thinking", "tool_use", "tool_result")
+CONTENT_BLOCK_TYPES = (
+    "text",
+    "image",
+    "thinking",
+    "redacted_thinking",
+    "tool_use",
+    "tool_result",
+    "compaction",
+)
 
 
 class Call(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -208,6 +276,23 @@ class ContextItem(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     is_error: bool = False
     blocks: tuple[ContentBlock, ...] = ()
     changed_at: float = 0.0
+
+
+def provider_compaction_start(items: Sequence[ContextItem]) -> int:
+    """Position of the item holding the latest effective ``CompactionBlock`` that is
+    shown (not ``summarized``), or -1 when there is none.
+
+    The vendor that made the block reads nothing before it, so the items before this
+    position are already compacted for that vendor: rules leave them alone and do not
+    count them (docs/items.md, provider compaction).
+    """
+    for p in range(len(items) - 1, -1, -1):
+        it = items[p]
+        if it.state == "summarized" or not it.blocks:
+            continue
+        if any(isinstance(b, CompactionBlock) and b.effective for b in it.blocks):
+            return p
+    return -1
 
 
 class ContextCommit(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

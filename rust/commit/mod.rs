@@ -104,16 +104,19 @@ struct Span {
 }
 
 /// A content block of an item, as stored: only the kinds rendering uses (text, image,
-/// thinking, redacted thinking) are kept.  `cache_control` is deliberately not read:
-/// breakpoints come only from the layering policy, never from (possibly imported)
-/// content.  Tool use/result blocks are not kept either (pairing comes from the item's
-/// fields).
+/// thinking, redacted thinking, a provider's compaction that does something) are kept.
+/// `cache_control` is deliberately not read: breakpoints come only from the layering
+/// policy, never from (possibly imported) content.  Tool use/result blocks are not kept
+/// either (pairing comes from the item's fields).
 #[derive(Debug)]
 enum BlockSpans {
     Text(Span),
     Image([Span; 4]),
     Thinking([Span; 3]),
     Redacted(Span),
+    /// content, encrypted_content, signature, tool_changes (JSON), id, vendor; boxed, as
+    /// the rare kind, so every other block stays small.
+    Compaction(Box<[Span; 6]>),
 }
 
 /// A content block, borrowing the strings of its item.
@@ -128,6 +131,51 @@ pub enum Block<'a> {
         vendor: S<'a>,
     },
     Redacted(S<'a>),
+    /// A provider's compaction of everything before it (`ctxrules.model.CompactionBlock`);
+    /// only effective ones are kept (`compaction_is_effective`).
+    Compaction(Compaction<'a>),
+}
+
+/// A provider's compaction block.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Compaction<'a> {
+    /// Anthropic's summary text (empty for other vendors).
+    pub content: S<'a>,
+    /// Opaque state to send back verbatim (OpenAI's; Anthropic's metadata).
+    pub encrypted_content: S<'a>,
+    /// Anthropic's signature over the summary, sent back verbatim.
+    pub signature: S<'a>,
+    /// Anthropic's tool changes of the compacted range: JSON array text (checked, spliced
+    /// as it is), or empty.
+    pub tool_changes: &'a str,
+    /// The vendor's item id (OpenAI), kept but not sent.
+    pub id: S<'a>,
+    /// Who made it ("" = Anthropic, "openai" = OpenAI Responses): only that vendor is
+    /// sent it.
+    pub vendor: S<'a>,
+}
+
+impl Compaction<'_> {
+    /// Whether `vendor` made it (vendors compare by name; "" is Anthropic).
+    pub fn is_from(&self, vendor: &str) -> bool {
+        self.vendor.esc == vendor
+    }
+}
+
+/// Whether a compaction block does anything (the rule of
+/// `ctxrules.model.CompactionBlock.effective`): Anthropic's (vendor "") needs a summary —
+/// a null or empty one is a failed compaction, a no-op the vendor ignores and we never
+/// send as an empty summary; another vendor's needs its encrypted state.
+pub fn compaction_is_effective(
+    vendor: &str,
+    content: Option<&str>,
+    encrypted: Option<&str>,
+) -> bool {
+    if vendor.is_empty() {
+        content.is_some_and(|c| !c.is_empty())
+    } else {
+        encrypted.is_some_and(|e| !e.is_empty())
+    }
 }
 
 /// Where an image's bytes are.
@@ -380,6 +428,17 @@ impl<'a> Item<'a> {
                 vendor: self.s(v),
             },
             BlockSpans::Redacted(d) => Block::Redacted(self.s(d)),
+            BlockSpans::Compaction(ref spans) => {
+                let [c, e, sig, tc, id, v] = **spans;
+                Block::Compaction(Compaction {
+                    content: self.s(c),
+                    encrypted_content: self.s(e),
+                    signature: self.s(sig),
+                    tool_changes: self.s(tc).esc,
+                    id: self.s(id),
+                    vendor: self.s(v),
+                })
+            }
         }
     }
 
@@ -535,6 +594,25 @@ impl Builder {
                     self.push(b.vendor)?,
                 ]),
                 "redacted_thinking" => BlockSpans::Redacted(self.push(b.data)?),
+                "compaction" => {
+                    // A no-op (failed) compaction has nothing to send to anyone, and one
+                    // whose tool changes are not a JSON array cannot be sent as it came:
+                    // without the block its vendor reads the history it stands for.
+                    let changes = b.tool_changes.map(str::trim).unwrap_or_default();
+                    if !compaction_is_effective(b.vendor, b.content, b.encrypted_content)
+                        || !(changes.is_empty() || json_array(changes))
+                    {
+                        return Ok(());
+                    }
+                    BlockSpans::Compaction(Box::new([
+                        self.push(b.content.unwrap_or_default())?,
+                        self.push(b.encrypted_content.unwrap_or_default())?,
+                        self.push(b.signature)?,
+                        self.push_json(changes)?,
+                        self.push(b.id)?,
+                        self.push(b.vendor)?,
+                    ]))
+                }
                 // Tool use/result and unknown blocks are never rendered from `blocks`.
                 _ => return Ok(()),
             };
@@ -593,6 +671,14 @@ fn object_args(input: &str) -> Option<String> {
     out.extend_from_slice(b"\"}");
     // SAFETY: literal ASCII around an escaped `&str` (see Builder::finish).
     Some(unsafe { String::from_utf8_unchecked(out) })
+}
+
+/// Whether `t` is one JSON array no deeper than a stored value may be (so it can be
+/// spliced into a body as it is).
+fn json_array(t: &str) -> bool {
+    t.starts_with('[')
+        && !nests_deeper(t.as_bytes(), MAX_DEPTH)
+        && serde_json::from_str::<&serde_json::value::RawValue>(t).is_ok()
 }
 
 /// Whether the text blocks of an item joined reproduce `rendered`.

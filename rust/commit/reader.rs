@@ -146,6 +146,20 @@ impl<'a> Reader<'a> {
         self.str().map(Some)
     }
 
+    /// A string, or `None` for nil or a value of any other kind (skipped, as a value
+    /// inside a container at nesting level `level`): for a field whose name other
+    /// blocks use for other things (a tool_result's `content` may be a list).
+    pub fn str_or_skip(&mut self, level: usize) -> R<Option<&'a str>> {
+        match self.peek()? {
+            0xa0..=0xbf | 0xd9..=0xdb => self.str().map(Some),
+            0xc0 => {
+                self.pos += 1;
+                Ok(None)
+            }
+            _ => self.skip(level).map(|()| None),
+        }
+    }
+
     /// A boolean.
     pub fn bool(&mut self) -> R<bool> {
         match self.byte()? {
@@ -339,6 +353,12 @@ pub struct RawBlock<'a> {
     pub signature: &'a str,
     pub vendor: &'a str,
     pub data: &'a str,
+    /// A compaction block's summary (`None`: null or absent, a failed compaction).
+    pub content: Option<&'a str>,
+    pub encrypted_content: Option<&'a str>,
+    /// JSON text of a compaction block's `tool_changes` (checked before it is used).
+    pub tool_changes: Option<&'a str>,
+    pub id: &'a str,
 }
 
 /// An image source's fields as decoded.
@@ -397,10 +417,19 @@ fn block<'a>(r: &mut Reader<'a>) -> R<RawBlock<'a>> {
             b"type" => b.kind = r.str()?,
             b"text" => b.text = r.str()?,
             b"thinking" => b.thinking = r.str()?,
-            b"signature" => b.signature = r.str()?,
+            // A compaction block's signature may be null (none).
+            b"signature" => b.signature = r.opt_str()?.unwrap_or_default(),
             b"vendor" => b.vendor = r.str()?,
             b"data" => b.data = r.str()?,
             b"source" => b.source = Some(image_source(r)?),
+            // A compaction block's fields (used only when the block is one, whatever
+            // order its keys come in); other blocks use some of these names for other
+            // things (a tool_result's `content` may be a list), so only strings are
+            // read and anything else is skipped.
+            b"content" => b.content = r.str_or_skip(ITEM_LEVEL + BLOCK)?,
+            b"encrypted_content" => b.encrypted_content = r.str_or_skip(ITEM_LEVEL + BLOCK)?,
+            b"tool_changes" => b.tool_changes = r.str_or_skip(ITEM_LEVEL + BLOCK)?,
+            b"id" => b.id = r.str_or_skip(ITEM_LEVEL + BLOCK)?.unwrap_or_default(),
             // cache_control, tool ids/inputs, …: not read, on purpose (see `super`).
             _ => r.skip(ITEM_LEVEL + BLOCK)?,
         }

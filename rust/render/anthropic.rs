@@ -2,7 +2,9 @@
 //!
 //! Rules enforced: system goes in the top-level `system` blocks; the first message is
 //! the user's; tool_result blocks open the user message right after the tool_use; thinking
-//! is sent back only with its signature (unsigned thinking would be refused); at most 4
+//! is sent back only with its signature (unsigned thinking would be refused); Anthropic's
+//! own compaction blocks are sent back and the request starts at the latest (the API
+//! reads nothing before it; the opening user placeholder, if any, is before it too); at most 4
 //! `cache_control` breakpoints, placed at layer boundaries only: end of L0 (tools and
 //! session system), end of L1 (situation), and in L2 the end of the previous request's
 //! messages and the end of this one — so the next request reads what this one writes,
@@ -10,7 +12,7 @@
 
 use super::input::Options;
 use super::neutral::{NBlock, NRole, Neutral, Txt};
-use super::{open_block, view, ImageFields, Sys, OPENING_PLACEHOLDER};
+use super::{open_block, view, Fields, Sys, OPENING_PLACEHOLDER};
 use crate::json::Json;
 
 /// Most breakpoints a request may carry.
@@ -46,8 +48,12 @@ pub fn write(
         }
         NBlock::Redacted(_) => role == NRole::Assistant,
         NBlock::Image(_) => role == NRole::User,
+        // Anthropic's own compaction blocks (vendor ""), as the model returned them.
+        NBlock::Compaction(c) => role == NRole::Assistant && c.compaction().is_from(""),
         _ => true,
     });
+    // Anthropic ignores every block before its latest compaction block: not sent.
+    v.from_last(|b| matches!(b, NBlock::Compaction(_)));
     // Ending with the assistant makes its message a prefill, which Anthropic refuses
     // when it ends with whitespace: trim the final text; drop what trimming empties.
     // The last message's blocks are the tail of `v.blocks`.
@@ -192,7 +198,7 @@ pub fn write(
 }
 
 fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, opts: &Options<'_>) {
-    open_block(w, b, ImageFields::Wire);
+    open_block(w, b, Fields::Wire);
     if bp {
         cache_control(w, opts);
     }

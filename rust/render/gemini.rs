@@ -7,7 +7,8 @@
 //! Gemini's thought signatures arrive as thinking blocks of vendor "gemini" (empty text);
 //! the signature is attached to the part that follows it, as Gemini returned it.  Other
 //! thinking came from another vendor (Anthropic's, with or without text): its signature
-//! means nothing here, so it is dropped.
+//! means nothing here, so it is dropped, like another vendor's compaction block (Gemini
+//! reads the history it stands for).
 //! Tool schemas go in `parametersJsonSchema`, which takes full JSON Schema.
 
 use super::input::Options;
@@ -29,7 +30,7 @@ fn is_signature(b: &NBlock<'_>) -> bool {
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
     let v = view(n, |role, b| match b {
         NBlock::Thinking(_) => role == NRole::Assistant && is_signature(b),
-        NBlock::Redacted(_) => false,
+        NBlock::Redacted(_) | NBlock::Compaction(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     });
@@ -108,7 +109,7 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                     w.pre_str(call.content().esc);
                     w.raw("}}");
                 }
-                NBlock::Thinking(_) | NBlock::Redacted(_) => {}
+                NBlock::Thinking(_) | NBlock::Redacted(_) | NBlock::Compaction(_) => {}
             }
             if let Some(s) = signature.take() {
                 w.field_pre("thoughtSignature", s);

@@ -105,6 +105,27 @@ impl<'m, 'c> View<'m, 'c> {
             .map(|&(role, a, b)| (role, &self.blocks[a..b]))
             .collect()
     }
+
+    /// Start the view at its last block `mark` accepts — the vendor's own compaction
+    /// block, behind which that vendor reads nothing (Anthropic ignores what comes
+    /// before it, OpenAI would read and bill it again): the messages before it and
+    /// the blocks before it in its message are dropped.  No tool pair is split: a
+    /// compaction block is on an assistant message, whose tool calls come after every
+    /// other block of it, and whose predecessors' results were sent before it.
+    pub fn from_last(&mut self, mark: impl Fn(&NBlock<'c>) -> bool) {
+        let Some(k) = self.blocks.iter().rposition(|b| mark(b)) else {
+            return;
+        };
+        if k == 0 {
+            return;
+        }
+        self.blocks.drain(..k);
+        self.spans.retain(|&(_, _, end)| end > k);
+        for (_, start, end) in &mut self.spans {
+            *start = start.saturating_sub(k);
+            *end -= k;
+        }
+    }
 }
 
 /// Build a provider's view (see `View`); `keep` says which blocks it can send.
@@ -170,30 +191,32 @@ fn body_estimate(items: &[Shared]) -> usize {
 }
 
 fn neutral_block(w: &mut Json, b: &NBlock<'_>) {
-    open_block(w, b, ImageFields::All);
+    open_block(w, b, Fields::All);
     w.raw("}");
 }
 
-/// Which fields of an image source `open_block` writes.
+/// Which optional fields `open_block` writes (of an image source, of a compaction block).
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub enum ImageFields {
+pub enum Fields {
     /// Every non-empty field the item carries (`render_context` round-trips them).
     All,
-    /// Only those Anthropic's API takes for the source's type.
+    /// Only those Anthropic's API takes (for an image, those of the source's type; a
+    /// compaction block without our `id` / `vendor`).
     Wire,
 }
 
 /// Write `b` as an Anthropic-shaped content block (the shape `ctxrules.model` also uses)
 /// without its closing `}`, so a caller may add fields such as `cache_control`.  Thinking
 /// carries its signature and vendor when set: Anthropic's view keeps only signed thinking
-/// without a vendor, so its wire form is the same.
-pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
+/// without a vendor, so its wire form is the same; a compaction block likewise (with
+/// `Fields::Wire` its `id` and `vendor` are left out).
+pub fn open_block(w: &mut Json, b: &NBlock<'_>, fields: Fields) {
     match b {
         NBlock::Text(t) => {
             w.raw("{\"type\":\"text\",\"text\":");
             t.write(w);
         }
-        NBlock::Image(img) => image_block(w, &img.image(), image),
+        NBlock::Image(img) => image_block(w, &img.image(), fields),
         NBlock::Thinking(t) => {
             let (thinking, signature, vendor) = t.thinking();
             w.raw("{\"type\":\"thinking\",\"thinking\":");
@@ -208,6 +231,33 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
         NBlock::Redacted(data) => {
             w.raw("{\"type\":\"redacted_thinking\",\"data\":");
             w.pre_str(data.esc);
+        }
+        NBlock::Compaction(c) => {
+            // Anthropic's shape; the blocks written are effective, so an Anthropic block
+            // always has its summary (never an empty one).
+            let c = c.compaction();
+            w.raw("{\"type\":\"compaction\"");
+            if !c.content.is_empty() {
+                w.field_pre("content", c.content.esc);
+            }
+            if !c.encrypted_content.is_empty() {
+                w.field_pre("encrypted_content", c.encrypted_content.esc);
+            }
+            if !c.signature.is_empty() {
+                w.field_pre("signature", c.signature.esc);
+            }
+            if !c.tool_changes.is_empty() {
+                w.raw(",\"tool_changes\":");
+                w.raw(c.tool_changes);
+            }
+            if fields == Fields::All {
+                if !c.id.is_empty() {
+                    w.field_pre("id", c.id.esc);
+                }
+                if !c.vendor.is_empty() {
+                    w.field_pre("vendor", c.vendor.esc);
+                }
+            }
         }
         NBlock::ToolUse(call) => {
             w.raw("{\"type\":\"tool_use\",\"id\":");
@@ -234,7 +284,7 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
                 }
                 for src in call.item.images() {
                     w.sep(&mut first);
-                    image_block(w, &src, image);
+                    image_block(w, &src, fields);
                     w.raw("}");
                 }
                 w.raw("]");
@@ -247,11 +297,11 @@ pub fn open_block(w: &mut Json, b: &NBlock<'_>, image: ImageFields) {
 }
 
 /// An image block without its closing `}` (see `open_block`).
-fn image_block(w: &mut Json, src: &ImageSource<'_>, image: ImageFields) {
+fn image_block(w: &mut Json, src: &ImageSource<'_>, image: Fields) {
     w.raw("{\"type\":\"image\",\"source\":{\"type\":");
     let url = src.is_url();
     w.raw(if url { "\"url\"" } else { "\"base64\"" });
-    if image == ImageFields::Wire {
+    if image == Fields::Wire {
         if url {
             w.field_pre("url", src.url.esc);
         } else {

@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
-use crate::commit::{Block, ImageSource, Item, Role, Shared, State, S};
+use crate::commit::{Block, Compaction, ImageSource, Item, Role, Shared, State, S};
 use crate::json::Json;
 
 /// The hasher of the id sets: xxh3 keyed with a per-process random seed.  Ids come
@@ -225,6 +225,14 @@ impl<'c> BlockRef<'c> {
             _ => Default::default(),
         }
     }
+
+    /// The fields of a compaction block.
+    pub fn compaction(&self) -> Compaction<'c> {
+        match self.item.block(self.i) {
+            Block::Compaction(c) => c,
+            _ => Compaction::default(),
+        }
+    }
 }
 
 /// A neutral content block, borrowing from the commit (at most five words: building the
@@ -237,6 +245,9 @@ pub enum NBlock<'c> {
     Redacted(S<'c>),
     ToolUse(Call<'c>),
     ToolResult(Call<'c>),
+    /// A provider's compaction of everything before it: only its vendor is sent it, and
+    /// that vendor's request starts at its latest one (`crate::render::View::from_last`).
+    Compaction(BlockRef<'c>),
 }
 
 impl NBlock<'_> {
@@ -411,6 +422,7 @@ impl<'c> Builder<'c> {
                     Block::Text(t) if use_blocks && !t.is_empty() => NBlock::Text(Txt::Pre(t)),
                     Block::Thinking { .. } => NBlock::Thinking(BlockRef { item, i }),
                     Block::Redacted(data) => NBlock::Redacted(data),
+                    Block::Compaction(_) => NBlock::Compaction(BlockRef { item, i }),
                     _ => continue,
                 };
                 self.push(NRole::Assistant, block);

@@ -15,10 +15,10 @@ use crate::json::Json;
 pub const TEXT_JOIN: &str = "\\n\\n";
 
 /// What both OpenAI APIs can send back: no reasoning (neither takes it without the
-/// vendor's own ids), images only from the user.
+/// vendor's own ids), images only from the user, no compaction (Responses adds its own).
 pub fn keep(role: NRole, b: &NBlock<'_>) -> bool {
     match b {
-        NBlock::Thinking(_) | NBlock::Redacted(_) => false,
+        NBlock::Thinking(_) | NBlock::Redacted(_) | NBlock::Compaction(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     }

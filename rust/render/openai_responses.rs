@@ -5,6 +5,9 @@
 //! before the next message; assistant text is sent back as an assistant message with
 //! string content (the form the API accepts without output item ids); reasoning items
 //! need the vendor's encrypted ids, which commits do not carry, so they are not sent.
+//! OpenAI's own compaction items (vendor "openai") are sent back, encrypted state
+//! unchanged, and the request starts at the latest one: the API would otherwise read
+//! and bill the history before it again.
 
 use super::input::Options;
 use super::neutral::{write_joined, NBlock, NRole, Neutral};
@@ -20,7 +23,13 @@ const RESPONSES_PARTS: PartShapes = PartShapes {
 
 /// Write the body; returns the number of input items.
 pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let v = view(n, keep);
+    let mut v = view(n, |role, b| match b {
+        NBlock::Compaction(c) => role == NRole::Assistant && c.compaction().is_from("openai"),
+        _ => keep(role, b),
+    });
+    // The API reads (and bills) items before a compaction item as well: the request
+    // starts at the latest one.
+    v.from_last(|b| matches!(b, NBlock::Compaction(_)));
     let msgs = v.msgs();
     let mut count = 0usize;
     w.raw("{\"model\":");
@@ -59,6 +68,17 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
                 count += 1;
             }
             NRole::Assistant => {
+                // A compaction item opens the view's first message (`from_last`); it is
+                // sent as Codex sends it back: its encrypted state, without the item id.
+                for b in blocks.iter() {
+                    if let NBlock::Compaction(c) = b {
+                        w.sep(&mut first);
+                        w.raw("{\"type\":\"compaction\",\"encrypted_content\":");
+                        w.pre_str(c.compaction().encrypted_content.esc);
+                        w.raw("}");
+                        count += 1;
+                    }
+                }
                 let text = texts(blocks);
                 if text.clone().next().is_some() {
                     w.sep(&mut first);

@@ -298,3 +298,116 @@ fn tool_result_images_go_where_the_vendor_takes_them() {
     let o = body(Wire::OpenAiChat, &c);
     assert_eq!(o["messages"][3]["content"], "taken");
 }
+
+/// A session an Anthropic and an OpenAI compaction happened in: an old turn with a tool
+/// call, then one answer carrying both vendors' blocks (never so in practice; here each
+/// wire must pick its own), a tool call of that answer, and a new question.  (`json!`
+/// sorts keys, so `type` comes last in every block: key order does not matter.)
+fn compacted() -> Value {
+    serde_json::json!([
+        {"source_node_id": "u1", "role": "user", "rendered": "old question"},
+        {"source_node_id": "a1", "role": "assistant", "rendered": "old answer"},
+        {"source_node_id": "t1", "role": "tool", "name": "ls", "caller": "a1",
+         "tool_use_id": "c1", "rendered": "old result"},
+        {"source_node_id": "u2", "role": "user", "rendered": "go on"},
+        {"source_node_id": "a2", "role": "assistant", "rendered": "ok",
+         "blocks": [
+            {"type": "compaction", "content": "SUMMARY", "encrypted_content": "meta",
+             "signature": "sig", "tool_changes": "[{\"type\":\"tool_removal\",\"tool\":{\"type\":\"tool_reference\",\"name\":\"ls\"}}]"},
+            {"type": "compaction", "encrypted_content": "ENC", "id": "cmp_1", "vendor": "openai"},
+            {"type": "text", "text": "ok"}]},
+        {"source_node_id": "t2", "role": "tool", "name": "ls", "caller": "a2",
+         "tool_use_id": "c2", "rendered": "new result"},
+        {"source_node_id": "u3", "role": "user", "rendered": "next"},
+    ])
+}
+
+#[test]
+fn anthropic_gets_its_compaction_block_and_nothing_before_it() {
+    let a = body(Wire::Anthropic, &commit(compacted()));
+    let msgs = a["messages"].as_array().unwrap();
+    // The placeholder opens (the API ignores it too: it is before the block).
+    assert_eq!(msgs[0]["content"][0]["text"], super::OPENING_PLACEHOLDER);
+    assert_eq!(
+        msgs[1]["content"][0],
+        serde_json::json!({"type": "compaction", "content": "SUMMARY",
+            "encrypted_content": "meta", "signature": "sig",
+            "tool_changes": [{"type": "tool_removal", "tool": {"type": "tool_reference", "name": "ls"}}]})
+    );
+    assert_eq!(msgs[1]["content"][1]["text"], "ok");
+    assert_eq!(msgs[1]["content"][2]["id"], "c2");
+    assert_eq!(msgs[2]["content"][0]["tool_use_id"], "c2");
+    let s = a.to_string();
+    assert!(
+        !s.contains("old") && !s.contains("go on") && !s.contains("ENC"),
+        "{s}"
+    );
+}
+
+#[test]
+fn openai_responses_gets_its_compaction_item_first() {
+    let r = body(Wire::OpenAiResponses, &commit(compacted()));
+    let input = r["input"].as_array().unwrap();
+    assert_eq!(
+        input[0],
+        serde_json::json!({"type": "compaction", "encrypted_content": "ENC"})
+    );
+    assert_eq!(input[1]["content"], "ok");
+    assert_eq!(input[2]["call_id"], "c2");
+    assert_eq!(input[3]["call_id"], "c2");
+    let s = r.to_string();
+    assert!(
+        !s.contains("old") && !s.contains("SUMMARY") && !s.contains("cmp_1"),
+        "{s}"
+    );
+}
+
+#[test]
+fn other_vendors_get_the_history_without_compaction() {
+    let c = commit(compacted());
+    for wire in [Wire::OpenAiChat, Wire::Gemini] {
+        let s = body(wire, &c).to_string();
+        assert!(
+            s.contains("old question") && s.contains("old result"),
+            "{s}"
+        );
+        assert!(!s.contains("compaction") && !s.contains("SUMMARY") && !s.contains("ENC"));
+    }
+    // The neutral context keeps both blocks (with id and vendor) and the history.
+    let ctx: Value = serde_json::from_slice(&render_context(&c, b"").unwrap()).unwrap();
+    let s = ctx.to_string();
+    assert!(s.contains("old question"));
+    let blocks = &ctx["messages"][3]["content"];
+    assert_eq!(blocks[0]["content"], "SUMMARY");
+    assert_eq!(blocks[1]["vendor"], "openai");
+    assert_eq!(blocks[1]["id"], "cmp_1");
+}
+
+#[test]
+fn a_failed_or_unsendable_compaction_is_a_no_op() {
+    let with = |block: Value| {
+        commit(serde_json::json!([
+            {"source_node_id": "u1", "role": "user", "rendered": "old question"},
+            {"source_node_id": "a1", "role": "assistant", "rendered": "ok",
+             "blocks": [block, {"type": "text", "text": "ok"}]},
+            {"source_node_id": "u2", "role": "user", "rendered": "next"},
+        ]))
+    };
+    for block in [
+        serde_json::json!({"type": "compaction", "content": null, "encrypted_content": "m"}),
+        serde_json::json!({"type": "compaction", "content": ""}),
+        serde_json::json!({"type": "compaction"}),
+        serde_json::json!({"type": "compaction", "vendor": "openai", "id": "cmp_1"}),
+        serde_json::json!({"type": "compaction", "content": "S", "tool_changes": "{\"not\": \"a list\"}"}),
+        serde_json::json!({"type": "compaction", "content": "S", "tool_changes": "[1,"}),
+    ] {
+        let c = with(block.clone());
+        for wire in ALL {
+            let s = String::from_utf8(render_request(wire, &c, &opts()).unwrap().body).unwrap();
+            assert!(s.contains("old question"), "{block}: {s}");
+            assert!(!s.contains("compaction"), "{block}: {s}");
+        }
+        let ctx = String::from_utf8(render_context(&c, b"").unwrap()).unwrap();
+        assert!(!ctx.contains("compaction"), "{ctx}");
+    }
+}

@@ -4,7 +4,7 @@
 //! several presets, plus hand-made shapes).  Each round mutates one seed, either as
 //! bytes — bit flips, MessagePack markers, markers declaring their largest length, deep
 //! nesting, splices of other seeds, cuts — or as data — items dropped, copied, swapped, fields set to odd values
-//! (roles, states, repeated or missing call ids, hostile text) — and runs `ctxrules_core::fuzzing::commit` on it (decode, render for every
+//! (roles, states, repeated or missing call ids, hostile text, block fields of any kind) — and runs `ctxrules_core::fuzzing::commit` on it (decode, render for every
 //! wire, neutral context, diff), and sometimes mutated options through
 //! `fuzzing::options`.  A panic fails the test; an abort or a stack overflow kills it.
 //!
@@ -137,10 +137,11 @@ fn mutate_items(rng: &mut Rng, commit: &mut Value) {
             return;
         }
         let i = rng.below(n);
-        match rng.below(5) {
+        match rng.below(6) {
             0 => {
                 items.remove(i);
             }
+            5 => mutate_block(rng, &mut items[i]),
             1 => {
                 let copy = items[i].clone();
                 items.insert(rng.below(n + 1), copy);
@@ -167,6 +168,40 @@ fn mutate_items(rng: &mut Rng, commit: &mut Value) {
             }
         }
     }
+}
+
+/// Set a field of one of an item's blocks (a compaction block's fields above all, which
+/// other blocks use for other things) to an odd value of any kind.
+fn mutate_block(rng: &mut Rng, item: &mut Value) {
+    let Some(blocks) = item.get_mut("blocks").and_then(Value::as_array_mut) else {
+        return;
+    };
+    if blocks.is_empty() {
+        return;
+    }
+    let n = blocks.len();
+    let Some(block) = blocks[rng.below(n)].as_object_mut() else {
+        return;
+    };
+    const KEYS: [&str; 8] = [
+        "type",
+        "content",
+        "encrypted_content",
+        "signature",
+        "tool_changes",
+        "id",
+        "vendor",
+        "text",
+    ];
+    let key = KEYS[rng.below(KEYS.len())];
+    let v = match rng.below(6) {
+        0 => Value::Null,
+        1 => serde_json::json!([{"type": "tool_removal"}, 1]),
+        2 => Value::from(rng.bits() >> rng.below(64)),
+        3 => Value::from(["compaction", "openai", "", "[1]", "[", "[[[]]]"][rng.below(6)]),
+        _ => Value::from(TEXTS[rng.below(TEXTS.len())]),
+    };
+    block.insert(key.into(), v);
 }
 
 fn seeds() -> Vec<Vec<u8>> {

@@ -21,7 +21,7 @@ import yaml
 
 from ctxrules.commit import ensure_latest_commit
 from ctxrules.importers import import_paths
-from ctxrules.model import ContextCommit
+from ctxrules.model import Call, ContextCommit
 from ctxrules.store import open_store
 
 #: Where the cassettes are (the same corpus the ``corpus`` fixture points at).
@@ -55,6 +55,24 @@ def load_cassette(path: Path, interaction: int = -1) -> tuple[dict[str, Any], di
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     it = doc["interactions"][interaction]
     return it["request"]["parsed_body"], it["response"]["parsed_body"], it["request"]["uri"]
+
+
+def conversation(turns: list[tuple[str, Any]]) -> list[Call]:
+    """Conversation nodes from ``(role, output)`` pairs, each the predecessor of the next
+    (ids ``n0``, ``n1``, …)."""
+    calls: list[Call] = []
+    for i, (role, output) in enumerate(turns):
+        calls.append(
+            Call(
+                id=f"n{i}",
+                seq=i,
+                created_at=float(i),
+                role=role,
+                output=output,
+                predecessor=calls[-1].id if calls else None,
+            )
+        )
+    return calls
 
 
 def interaction_count(path: Path) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 
 from ..errors import RuleError
-from ..model import STATE_RANK, ContextItem
+from ..model import STATE_RANK, CompactionBlock, ContextItem
 from ..summarizers.request import SummaryRequest, SummaryResult, request_key
 from .delta import Delta, folded_item
 
@@ -37,8 +37,14 @@ __all__ = ["RuleContext", "item_text_for_tokens"]
 
 
 def item_text_for_tokens(item: ContextItem) -> list[str]:
-    """The texts whose token counts make ``item.tokens``: rendered text, then tool input."""
-    return [item.rendered, item.tool_input] if item.tool_input else [item.rendered]
+    """The texts whose token counts make ``item.tokens``: rendered text, then tool input,
+    then the summary of each effective Anthropic compaction block (text its vendor reads
+    in place of what came before; OpenAI's compaction state is opaque, not counted)."""
+    texts = [item.rendered, item.tool_input] if item.tool_input else [item.rendered]
+    for b in item.blocks:
+        if isinstance(b, CompactionBlock) and b.vendor == "" and b.content:
+            texts.append(b.content)
+    return texts
 
 
 class RuleContext:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
+
 from .base import PromptTooLong, Provider, Usage
 from .estimate import (
     PromptEstimate,
@@ -34,7 +36,7 @@ __all__ = [
 MAX_BREAKPOINTS = 4
 _BLOCK_TYPES = {
     "user": {"text", "image", "tool_result", "document"},
-    "assistant": {"text", "thinking", "redacted_thinking", "tool_use"},
+    "assistant": {"text", "thinking", "redacted_thinking", "tool_use", "compaction"},
 }
 
 
@@ -106,6 +108,8 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
                 problems.append(f"{where}: empty text block")
             if kind == "thinking" and not b.get("signature"):
                 problems.append(f"{where}: thinking without signature")
+            if kind == "compaction" and b.get("content") is not None and not _summary(b):
+                problems.append(f"{where}: compaction content is not a non-empty string or null")
             if kind == "tool_use":
                 tid = b.get("id")
                 if not tid or tid in seen:
@@ -173,14 +177,36 @@ def _anthropic_image(block: Mapping[str, Any]) -> int:
     return anthropic_image_tokens(decoded_image_size(data) if isinstance(data, str) else None)
 
 
+def _summary(block: Mapping[str, Any]) -> str:
+    """The summary of a ``compaction`` block ("" when null: a no-op)."""
+    content = block.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def _compacted_from(messages: list[Mapping[str, Any]]) -> tuple[int, int]:
+    """(message, block) of the latest compaction block with a summary, or (0, 0)."""
+    for mi in range(len(messages) - 1, -1, -1):
+        content = messages[mi].get("content")
+        if not isinstance(content, list):
+            continue
+        for bi in range(len(content) - 1, -1, -1):
+            b = content[bi]
+            if isinstance(b, Mapping) and b.get("type") == "compaction" and _summary(b):
+                return mi, bi
+    return 0, 0
+
+
 def estimate_anthropic(
     body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
 ) -> PromptEstimate:
     """Anthropic Messages: tools, then system, then messages (the cache's prefix order).
 
     Thinking is counted in the last assistant message only: Anthropic drops the thinking
-    of earlier turns from the prompt.  A top-level ``cache_control`` (automatic caching)
-    is a breakpoint on the last block.
+    of earlier turns from the prompt.  A ``compaction`` block with a summary makes the
+    API ignore every message block before it (neither read nor billed): only the
+    blocks from the latest such block on are counted, the block as its summary text; a
+    block whose summary is null (a failed compaction) is a no-op and counts nothing.
+    A top-level ``cache_control`` (automatic caching) is a breakpoint on the last block.
     """
     u = SegmentBuilder()
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
@@ -205,11 +231,12 @@ def estimate_anthropic(
     last_assistant = max(
         (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1
     )
+    start = _compacted_from(messages)
     for mi, m in enumerate(messages):
         content = m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        for b in blocks if isinstance(blocks, list) else []:
-            if not isinstance(b, Mapping):
+        for bi, b in enumerate(blocks if isinstance(blocks, list) else []):
+            if not isinstance(b, Mapping) or (mi, bi) < start:
                 continue
             kind = b.get("type")
             key = {"role": m.get("role"), "block": b}
@@ -239,12 +266,25 @@ def estimate_anthropic(
                 u.add(key, prose=[text], breakpoint=bp)
             elif kind == "redacted_thinking":
                 u.add(key, breakpoint=bp)  # opaque; dropped like thinking of earlier turns
+            elif kind == "compaction":
+                if _summary(b):  # null: a failed compaction, which the API ignores
+                    u.add(key, prose=[_summary(b)], breakpoint=bp)
             else:  # documents, server tool blocks, …: their JSON as a stand-in
                 u.add(key, structured=[compact_json(strip_cache_control(b))], breakpoint=bp)
     if isinstance(body.get("cache_control"), Mapping) and u.units:
         last = u.units[-1]
         u.units[-1] = (*last[:4], last[4] or _ttl(body) or "5m")
     return u.finish(profile, prefix_tokens, wire="anthropic-messages")
+
+
+def _anthropic_counts(u: Mapping[str, Any]) -> Usage:
+    """The four counts of an Anthropic usage object (or of one of its iterations)."""
+    return Usage(
+        input_tokens=Provider._int(u.get("input_tokens")),
+        cache_read_tokens=Provider._int(u.get("cache_read_input_tokens")),
+        cache_write_tokens=Provider._int(u.get("cache_creation_input_tokens")),
+        output_tokens=Provider._int(u.get("output_tokens")),
+    )
 
 
 class AnthropicProvider(Provider):
@@ -263,15 +303,26 @@ class AnthropicProvider(Provider):
         return "/v1/messages"
 
     def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
+        """The top-level counts (the answer's own sampling, which server compaction
+        leaves out) and, apart, the compaction iterations summed (``Usage.compaction``)."""
         u = response.get("usage")
         if not isinstance(u, Mapping):
             return None
-        return Usage(
-            input_tokens=self._int(u.get("input_tokens")),
-            cache_read_tokens=self._int(u.get("cache_read_input_tokens")),
-            cache_write_tokens=self._int(u.get("cache_creation_input_tokens")),
-            output_tokens=self._int(u.get("output_tokens")),
-        )
+        steps = [
+            it
+            for it in u.get("iterations") or ()
+            if isinstance(it, Mapping) and it.get("type") == "compaction"
+        ]
+        compaction = None
+        if steps:
+            counted = [_anthropic_counts(it) for it in steps]
+            compaction = Usage(
+                input_tokens=sum(c.input_tokens for c in counted),
+                cache_read_tokens=sum(c.cache_read_tokens for c in counted),
+                cache_write_tokens=sum(c.cache_write_tokens for c in counted),
+                output_tokens=sum(c.output_tokens for c in counted),
+            )
+        return msgspec.structs.replace(_anthropic_counts(u), compaction=compaction)
 
     def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
         err = body.get("error") if isinstance(body, Mapping) else None

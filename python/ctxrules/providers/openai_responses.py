@@ -25,7 +25,12 @@ from .openai_chat import (
     openai_usage,
 )
 
-__all__ = ["OpenAIResponsesProvider", "estimate_openai_responses", "validate_openai_responses"]
+__all__ = [
+    "OpenAIResponsesProvider",
+    "compaction_item_tokens",
+    "estimate_openai_responses",
+    "validate_openai_responses",
+]
 
 _MESSAGE_ROLES = {"user", "assistant", "system", "developer"}
 
@@ -64,6 +69,9 @@ def validate_openai_responses(body: Mapping[str, Any]) -> list[str]:
             pending.discard(cid)
             if not isinstance(it.get("output"), (str, list)):
                 problems.append(f"{where}: output missing")
+        elif kind == "compaction":
+            if not isinstance(it.get("encrypted_content"), str) or not it["encrypted_content"]:
+                problems.append(f"{where}: compaction item without encrypted_content")
         elif kind == "message":
             if pending:
                 problems.append(f"{where}: calls {sorted(pending)} unanswered before it")
@@ -87,10 +95,25 @@ def validate_openai_responses(body: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def compaction_item_tokens(encrypted_content: str) -> int:
+    """Tokens an OpenAI compaction item adds to the prompt, estimated from its encrypted
+    state as OpenAI's Codex CLI estimates its encrypted items: the base64 text decodes to
+    three quarters of its length, less a 650-byte envelope, at four bytes a token.  The
+    state is opaque, so no count can be exact; the calibration against measured usage
+    absorbs the rest."""
+    return max(0, len(encrypted_content) * 3 // 4 - 650) // 4
+
+
 def estimate_openai_responses(
     body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
 ) -> PromptEstimate:
-    """OpenAI Responses: tools, instructions, then the input items as chat messages."""
+    """OpenAI Responses: tools, instructions, then the input items as chat messages.
+
+    A ``compaction`` item is opaque: it counts ``compaction_item_tokens`` of its
+    encrypted state.  Items before it are counted as any others: the API reads and bills
+    them (it does not drop them the way Anthropic drops what precedes its compaction
+    block; the built-in renderer starts the input at the latest compaction item).
+    """
     u = SegmentBuilder()
     openai_tools(u, [t for t in body.get("tools") or [] if isinstance(t, Mapping)], profile)
     if isinstance(body.get("instructions"), str) and body["instructions"]:
@@ -120,6 +143,9 @@ def estimate_openai_responses(
         elif kind == "function_call_output":
             texts, images = openai_parts(it.get("output"))
             u.add(it, structured=texts, framing=OPENAI_MESSAGE_TOKENS + 1, images=images)
+        elif kind == "compaction":
+            state = it.get("encrypted_content")
+            u.add(it, framing=compaction_item_tokens(state if isinstance(state, str) else ""))
         else:
             texts, images = openai_parts(it.get("content"))
             u.add(

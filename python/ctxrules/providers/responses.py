@@ -10,6 +10,11 @@ What the model blocks cannot hold is never turned into text the model would then
 back as its own words: a block of a kind the model does not know (a server tool's
 result, an OpenAI reasoning item) is left out of ``content`` and kept, as received, in
 ``unknown``, so nothing is lost and the node's metadata can keep it.
+
+A provider's own compaction is a block of the content, in the order the vendor sent it:
+Anthropic's ``compaction`` block (its ``content`` may be null when the summary failed:
+kept as it came, a no-op) and an OpenAI Responses ``compaction`` output item, whose
+opaque ``encrypted_content`` is kept unchanged (``CompactionBlock(vendor="openai")``).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..errors import ProviderError
-from ..model import ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
+from ..model import CompactionBlock, ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
 
 if TYPE_CHECKING:
     from .base import Usage
@@ -82,7 +87,7 @@ def _mapping(value: Any, what: str) -> Mapping[str, Any]:
     return value
 
 
-_ANTHROPIC_BLOCKS = {"text", "tool_use", "thinking", "redacted_thinking"}
+_ANTHROPIC_BLOCKS = {"text", "tool_use", "thinking", "redacted_thinking", "compaction"}
 
 
 def _anthropic(body: Mapping[str, Any]) -> ModelResponse:
@@ -157,6 +162,14 @@ def _openai_responses(body: Mapping[str, Any]) -> ModelResponse:
                     id=str(item.get("call_id") or item.get("id") or ""),
                     name=str(item.get("name", "")),
                     input=args,
+                )
+            )
+        elif kind == "compaction" and isinstance(item.get("encrypted_content"), str):
+            blocks.append(
+                CompactionBlock(
+                    encrypted_content=item["encrypted_content"],
+                    id=str(item.get("id") or ""),
+                    vendor="openai",
                 )
             )
         else:  # reasoning items and the like: kept, not shown as the model's words

@@ -25,6 +25,12 @@ the cursors (``summarize.failed_start`` / ``summarize.failed_end``, item positio
 the fold from that start is tried again only once the run has doubled in items; until
 then each commit says so in its notes.
 
+A provider's own compaction (an effective ``CompactionBlock`` on a shown assistant
+item, see ``ctxrules.model.provider_compaction_start``) is a boundary: its vendor reads
+nothing before it, so the items before it are already compacted — not folded again and
+not counted against the threshold — and the item holding it is kept (folding it would
+bring the history before it back into that vendor's request).
+
 Promise: no locked or anchor item is ever folded, nothing from the start of the last
 ``keep_tail_turns`` turns on (with the request that opened the first of them) is
 folded, and a commit left over ``threshold_tokens`` says why in its notes.
@@ -36,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError
-from ..model import ContextCommit, ContextItem
+from ..model import ContextCommit, ContextItem, provider_compaction_start
 from .base import Rule
 from .tool_aging import is_turn
 
@@ -173,14 +179,28 @@ class Summarize(Rule):
             return None
         return answer.text
 
+    @staticmethod
+    def _provider_compacted(items: Sequence[ContextItem]) -> tuple[int, int]:
+        """The position of the item holding a provider's compaction (-1: none) and the
+        tokens of the shown items before it (already compacted by the provider)."""
+        start = provider_compaction_start(items)
+        if start <= 0:
+            return start, 0
+        return start, sum(it.tokens for it in items[:start] if it.state != "summarized")
+
     def apply(self, ctx: RuleContext) -> None:
-        total = ctx.total_tokens()
+        total = ctx.total_tokens()  # counts pending items first: their tokens are read below
+        items = ctx.items
+        floor, compacted = self._provider_compacted(items)
+        total -= compacted
         if total <= self.threshold_tokens:
             return
         target = int(self.threshold_tokens * self.target_ratio)
-        items = ctx.items
         tail = self._tail_start(items)
         p = ctx.cursors.get("summarize.pos", 0)
+        if floor >= 0:
+            # Nothing up to the provider's compaction (its item included) is folded.
+            p = max(p, self._unit_end(items, floor))
         folded_any = False
         blocked_by = "the protected tail"
         while total > target and p < tail:
@@ -268,7 +288,7 @@ class Summarize(Rule):
             ctx.cursors.pop(_FAILED_END, None)
             sm_pos = ctx.fold(run_start, end, text, reason=f"summarized:{len(run)}_items")
             folded_any = True
-            total = ctx.total_tokens()
+            total = ctx.total_tokens() - compacted  # the part before p is unchanged
             ctx.note(
                 f"folded {len(run)} item(s) ({run_tokens} tokens) into "
                 f"{ctx.items[sm_pos].source_node_id} ({summary_tokens} tokens)"
@@ -308,11 +328,9 @@ class Summarize(Rule):
             for p, it in enumerate(items[start:], start)
             if it.state == "summarized"
         )
-        if commit.total_tokens > self.threshold_tokens and not any(
+        counted = commit.total_tokens - self._provider_compacted(items)[1]
+        if counted > self.threshold_tokens and not any(
             n.startswith(f"{self.name}: ") for n in commit.notes
         ):
-            out.append(
-                f"{commit.total_tokens} tokens > threshold {self.threshold_tokens} and no "
-                f"note says why"
-            )
+            out.append(f"{counted} tokens > threshold {self.threshold_tokens} and no note says why")
         return out

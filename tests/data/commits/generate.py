@@ -3,7 +3,7 @@
 The seeds are real commits (the corpus imported and committed under several presets,
 cut to at most ``MAX_SEED`` bytes at an item boundary) plus hand-made commits for the
 shapes the corpus lacks (images, thinking, summaries, attach blocks, repeated and
-missing call ids, hostile text).  They feed the byte-equality test
+missing call ids, hostile text, provider compaction blocks).  They feed the byte-equality test
 (tests/test_core_bytes.py) and the fuzzers (rust/tests/fuzz_commits.rs, fuzz/).
 
 ``golden.json`` holds, for every seed × option set × wire (and the neutral context),
@@ -113,6 +113,7 @@ def _cut(commit: object) -> object:
 
 def _handmade() -> list[tuple[str, object]]:
     from ctxrules.model import (
+        CompactionBlock,
         ContextCommit,
         ContextItem,
         ImageBlock,
@@ -240,6 +241,35 @@ def _handmade() -> list[tuple[str, object]]:
                 "",
                 blocks=(ToolResultBlock(tool_use_id="c1", content=[TextBlock(text="r")]),),
             ),
+        ),
+        commit(
+            "provider-compaction",
+            it("u1", "user", "old question"),
+            it("a1", "assistant", "old answer"),
+            it("t1", "tool", "old result", name="ls", caller="a1", tool_use_id="c1"),
+            it(
+                "a2",
+                "assistant",
+                "ok",
+                blocks=(
+                    CompactionBlock(content=None, encrypted_content="m0"),  # failed: a no-op
+                    CompactionBlock(
+                        content="SUMMARY",
+                        encrypted_content="meta",
+                        signature="sig",
+                        tool_changes=[
+                            {
+                                "type": "tool_removal",
+                                "tool": {"type": "tool_reference", "name": "x"},
+                            }
+                        ],
+                    ),
+                    CompactionBlock(encrypted_content="ENC", id="cmp_1", vendor="openai"),
+                    TextBlock(text="ok"),
+                ),
+            ),
+            it("t2", "tool", "new result", name="ls", caller="a2", tool_use_id="c2"),
+            it("u2", "user", "next"),
         ),
         commit("system-only", it("s0", "system", "You are a bot.")),
         commit("empty"),
