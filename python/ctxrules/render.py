@@ -143,16 +143,16 @@ def tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
 
 
 def session_defaults(metadata: Mapping[str, Any]) -> dict[str, Any]:
-    """Render keyword defaults from session metadata: ``system``, ``tools``, ``model``.
+    """Render keyword defaults from session metadata: ``tools``, ``model``.
 
-    Importers set ``system`` / ``tools`` / ``model``; for recorded requests (cassettes)
-    the tools and model of metadata ``request`` are used when those are absent.
+    Importers set ``tools`` / ``model`` (docs/sessions.md); for recorded requests
+    (cassettes) the tools and model of metadata ``request`` are used when those are
+    absent.  The recorded ``system`` is not a default: the importer keeps it as the
+    history's system node too, and the commit's system items carry it.
     """
     raw = metadata.get("request")
     request: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     out: dict[str, Any] = {}
-    if isinstance(metadata.get("system"), str) and metadata["system"]:
-        out["system"] = metadata["system"]
     tools = metadata.get("tools", request.get("tools"))
     if tools:
         out["tools"] = tool_specs(tools)
