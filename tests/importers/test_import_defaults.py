@@ -6,6 +6,7 @@ plain json / yaml."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -13,13 +14,12 @@ import yaml
 from ctxrules.cli import main
 from ctxrules.importers import import_paths
 
-CASSETTES = [
-    "vcr-cassettes-yaml/anthropic/test_multiple_parallel_tool_calls.yaml",
-    "vcr-cassettes-yaml/anthropic/test_anthropic_tool_with_thinking.yaml",
-    "vcr-cassettes-yaml/anthropic/test_anthropic_cache_real_api.yaml",
-    "vcr-cassettes-yaml/openai-chat/test_tool_search_eval_openai-chat.yaml",
-    "vcr-cassettes-yaml/gemini/test_google_instructions_only_with_tool_calls.yaml",
-]
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
+#: Every cassette of the corpus, by its path in the corpus folder.
+CASSETTES = sorted(
+    str(p.relative_to(CORPUS)) for p in (CORPUS / "vcr-cassettes-yaml").rglob("*.yaml")
+)
+OPENAI = "vcr-cassettes-yaml/openai-chat/test_tool_search_eval_openai-chat.yaml"
 CC = [
     "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",
     "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
@@ -87,11 +87,7 @@ def test_cassette_requests(corpus, store, name):
             "anthropic-messages",
             "anthropic",
         ),
-        (
-            "vcr-cassettes-yaml/openai-chat/test_tool_search_eval_openai-chat.yaml",
-            "openai-chat",
-            "openai-chat",
-        ),
+        (OPENAI, "openai-chat", "openai-chat"),
     ],
 )
 def test_request_body_dumps(corpus, store, tmp_path, cassette, fmt, provider):
@@ -164,7 +160,7 @@ def test_openhands_and_tau_bench(corpus, store):
 
 def test_sessions_lists_each_recorded_model(corpus, tmp_path, capsys):
     store = str(tmp_path / "store")
-    files = [CC[0], OPENHANDS, SWE, CASSETTES[3]]
+    files = [CC[0], OPENHANDS, SWE, OPENAI]
     assert main(["import", *(str(corpus / f) for f in files), "--store", store, "--json"]) == 0
     ids = [s["id"] for s in json.loads(capsys.readouterr().out)["sessions"]]
     assert main(["sessions", "--store", store, "--json"]) == 0
@@ -179,6 +175,6 @@ def test_sessions_lists_each_recorded_model(corpus, tmp_path, capsys):
             if "tool_call_metadata" in e
         ),
         json.loads((corpus / SWE).read_text())["replay_config"]["agent"]["model"]["name"],
-        list(requests(corpus, CASSETTES[3]))[-1][1]["model"],
+        list(requests(corpus, OPENAI))[-1][1]["model"],
     ]
     assert [rows[i]["model"] for i in ids] == want

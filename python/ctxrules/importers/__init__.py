@@ -380,23 +380,16 @@ def _files(paths: Sequence[str]) -> list[tuple[str, str | None]]:
     return list(seen.items())
 
 
-def _check_folders(
-    folders: set[str], files: list[tuple[str, str | None]], skipped: list[Skipped]
-) -> None:
-    """Refuse a directory given to import that holds no transcript at all."""
-    left_out = {s.path for s in skipped if not s.reason.startswith("read with ")}
-    for folder in sorted(folders):
-        mine = [f for f, where in files if where == folder]
-        if all(f in left_out for f in mine):
-            shown = "; ".join(f"{s.path}: {s.reason}" for s in skipped if s.path in mine[:3])
-            raise ImportFormatError(
-                f"no transcript in the directory ({len(mine)} files: "
-                + (shown + ("; …" if len(mine) > 3 else "") if mine else "none")
-                + ")",
-                where=folder,
-                hint="pass a folder holding transcripts (a Claude Code projects folder, an "
-                "evaluation output folder); nothing was imported",
-            )
+def _no_transcript(folder: str, skipped: list[Skipped]) -> ImportFormatError:
+    """The error for a directory given to import that holds no transcript at all."""
+    mine = [s for s in skipped if s.path.startswith(folder + os.sep)]
+    shown = "; ".join(f"{s.path}: {s.reason}" for s in mine[:3]) + ("; …" if mine[3:] else "")
+    return ImportFormatError(
+        f"no transcript in the directory ({len(mine)} files{': ' + shown if mine else ''})",
+        where=folder,
+        hint="pass a folder holding transcripts (a Claude Code projects folder, an "
+        "evaluation output folder); nothing was imported",
+    )
 
 
 class _Pending:
@@ -455,9 +448,8 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
     read: dict[str, str] = {}  # file -> the file whose session read it
     later: list[tuple[str, Importer | None, list[str], list[ImportFormatError]]] = []
     files = _files(paths)
-    folders = {folder for _, folder in files if folder is not None}
-    folders.update(str(Path(p).resolve()) for p in paths if Path(p).is_dir())
-
+    folders = {str(Path(p).resolve()) for p in paths if Path(p).is_dir()}
+    used: set[str | None] = set()  # the folders a transcript was found in
     pending = _Pending(store)
 
     def parse(source: str, imp: Importer | None, found: list[str], errors: list[Any]) -> None:
@@ -485,6 +477,7 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
             if in_folder and imp is not None and not _claims(imp, source):
                 skipped.append(Skipped(source, f"not a {imp.name} transcript"))
                 continue
+            used.add(folder)
             first = imp if imp is not None or not found else registry("importers").get(found[0])
             companion = getattr(first, "companion", None)
             if companion is not None and companion(source):
@@ -498,7 +491,9 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
             parse(*entry)
         finally:
             forget_json()
-    _check_folders(folders, files, skipped)
+    empty = sorted(folders - used)
+    if empty:
+        raise _no_transcript(empty[0], skipped)
     out: list[ImportResult] = []
     for source, fmt, sessions in parsed:
         try:
