@@ -122,7 +122,7 @@ def test_user_errors_are_one_clear_line_without_a_traceback(corpus, tmp_path, ca
     (tmp_path / "a_file").write_text("not a store")
     cases = [
         (["import", str(tmp_path / "missing.jsonl")], "no such file"),
-        (["import", str(tmp_path / "dir")], "is a directory"),
+        (["import", str(tmp_path / "dir")], "no transcript in the directory"),
         (["import", str(tmp_path / "garbage.jsonl")], "not UTF-8 text"),
         (["import", str(tmp_path / "empty.jsonl")], "the file is empty"),
         (["import", str(tmp_path / "empty.jsonl"), "--format", "claude-code"], "no lines"),

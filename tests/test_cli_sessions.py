@@ -35,6 +35,16 @@ def _first_request(path) -> str:
     raise AssertionError("no request line")
 
 
+def _first_time(path) -> float:
+    """The earliest time a message or system line of a Claude Code transcript has."""
+    times = [
+        datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp()
+        for e in map(json.loads, path.read_text(encoding="utf-8").splitlines())
+        if e.get("type") in ("user", "assistant", "system") and e.get("timestamp")
+    ]
+    return min(times)
+
+
 @pytest.fixture
 def listed(tmp_path, corpus, capsys):
     store = str(tmp_path / "store")
@@ -74,7 +84,12 @@ def test_json_has_every_field_and_the_derived_ones(listed, capsys, corpus):
             assert set(row) == {*SessionInfo.__struct_fields__, "created", "model", "title"}
             when = datetime.fromisoformat(row["created"])
             assert when.utcoffset() is not None  # ISO 8601 with the offset (UTC)
-            assert when.timestamp() == pytest.approx(info.created_at, abs=1e-6)  # µs kept
+            # An imported transcript was created when it was recorded; the others (a
+            # cassette records no times, a fork, a session made here) when stored.
+            recorded = _first_time(corpus / CC) if sid in (ids["cc"], ids["summarised"]) else None
+            want = recorded if recorded is not None else info.created_at
+            assert when.timestamp() == pytest.approx(want, abs=1e-6)  # µs kept
+            assert (recorded is None) == (abs(info.created_at - when.timestamp()) < 1e-3)
     finally:
         st.close()
     recorded = re.search(r"^\s+model: (\S+)$", (corpus / CASSETTE).read_text(), re.M)
@@ -97,7 +112,7 @@ def test_the_listing_shows_created_model_source_and_a_cut_title(listed, capsys, 
     by_id = {line.split()[0]: line for line in lines}
     assert list(by_id) == list(rows)  # oldest first, one line each
     for sid, line in by_id.items():
-        created = datetime.fromtimestamp(rows[sid]["created_at"], timezone.utc)
+        created = datetime.fromisoformat(rows[sid]["created"]).astimezone(timezone.utc)
         assert created.strftime("%Y-%m-%d %H:%M") in line
         assert re.search(rf"\s{rows[sid]['calls']}\s", line)
     cassette = by_id[ids["cassette"]]

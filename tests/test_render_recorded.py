@@ -201,12 +201,15 @@ def test_recorded_parameters_are_rendered_as_recorded(cassettes, corpus):
             request.commit, "anthropic", **render_defaults(store, request, "anthropic").options
         ).body
     )
-    for key in ("model", "max_tokens", "tool_choice", "thinking", "stream"):
+    for key in ("model", "max_tokens", "tool_choice", "thinking"):
         assert ours[key] == recorded[key], key
+    # Streaming is how the agent's client read the answer, not part of what it asked:
+    # the importer does not record it as a parameter (docs/sessions.md).
+    assert "stream" in recorded and "stream" not in ours
     assert [t["name"] for t in ours["tools"]] == [t["name"] for t in recorded["tools"]]
     ex = explain_request(store, request, "anthropic")
     assert ex["params"]["recorded_from"] == "anthropic"
-    assert sorted(ex["params"]["applied"]) == ["max_tokens", "stream", "thinking", "tool_choice"]
+    assert sorted(ex["params"]["applied"]) == ["max_tokens", "thinking", "tool_choice"]
     assert ex["params"]["added"] == {} and ex["params"]["dropped"] == []
     # Rendered for Gemini: the output limit in generationConfig, Anthropic's other
     # parameters nowhere (a vendor-shaped tool_choice means nothing there).
@@ -219,7 +222,6 @@ def test_recorded_parameters_are_rendered_as_recorded(cassettes, corpus):
     ex = explain_request(store, request, "gemini")
     assert ex["params"]["applied"] == ["max_tokens"]
     assert sorted(d.split()[0] for d in ex["params"]["dropped"]) == [
-        "stream",
         "thinking",
         "tool_choice",
     ]
@@ -236,7 +238,7 @@ def test_gemini_and_openai_parameters_pass_through(cassettes, corpus):
     store, ids = cassettes
     for rel, provider, keys in (
         (GEMINI, "gemini", ("generationConfig", "toolConfig")),
-        (OPENAI, "openai-chat", ("model", "tool_choice", "stream")),
+        (OPENAI, "openai-chat", ("model", "tool_choice")),
     ):
         recorded = _cassette(corpus, rel)["parsed_body"]
         request = _last_request(store, ids[rel])
@@ -278,7 +280,9 @@ RECORDED = {
 def test_session_defaults_follow_the_metadata_contract():
     d = session_defaults(RECORDED, "anthropic")
     assert d.options["model"] == "claude-sonnet-4-20250514"
-    assert d.options["system"] == RECORDED["system"]
+    # The recorded system prompt is in the history as a system node (the importers'
+    # contract): sending it as an option as well would send it twice.
+    assert "system" not in d.options and d.explain["system"]["source"] == "history"
     assert [t.name for t in d.options["tools"]] == ["read"]
     assert d.options["max_tokens"] == 4096
     assert d.options["extra"] == {k: v for k, v in RECORDED["params"].items() if k != "max_tokens"}
@@ -297,7 +301,6 @@ def test_session_defaults_follow_the_metadata_contract():
     # For Gemini: the limit nested where Gemini takes it, nothing else of Anthropic's.
     d = session_defaults(RECORDED, "gemini")
     assert d.options == {
-        "system": RECORDED["system"],
         "tools": session_defaults(RECORDED, "anthropic").options["tools"],
         "max_tokens": 4096,
     }

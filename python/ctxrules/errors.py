@@ -12,6 +12,7 @@ __all__ = [
     "AmbiguousIdError",
     "ConfigError",
     "CtxrulesError",
+    "CtxrulesWarning",
     "DagError",
     "ImportFormatError",
     "NotFoundError",
@@ -24,6 +25,7 @@ __all__ = [
     "StoreError",
     "SummarizerError",
     "TokenizerError",
+    "TranscriptWarning",
     "ValidationError",
 ]
 
@@ -103,9 +105,19 @@ class PromptTooLongError(ProviderError):
     """The provider refused a request because the prompt exceeds the model's window."""
 
 
-class PluginWarning(UserWarning):
+class CtxrulesWarning(UserWarning):
+    """Base class of the warnings ctxrules gives on purpose: something deserves
+    attention but does not stop the operation.  The CLI prints each on one line."""
+
+
+class PluginWarning(CtxrulesWarning):
     """Something about the installed plugins deserves attention but does not stop loading
     (e.g. an allow-list entry that matches no installed plugin)."""
+
+
+class TranscriptWarning(CtxrulesWarning):
+    """Part of a transcript was left out of an import, which went on without it (e.g. a
+    cut-off last line of a live session); the message names file:line."""
 
 
 class AmbiguousIdError(CtxrulesError):

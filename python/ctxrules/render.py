@@ -177,8 +177,9 @@ _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 class RecordedRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a session's metadata says its requests carried (``recorded_request``).
 
-    ``tools`` is ``None`` when no declarations were recorded (``()``: recorded as none);
-    ``provider`` the provider whose wire it was recorded from; ``params`` the other
+    ``system`` is the recorded system prompt (informational: the history holds it as a
+    system node too); ``tools`` is ``None`` when no declarations were recorded (``()``:
+    recorded as none); ``provider`` the provider whose wire it was recorded from; ``params`` the other
     request parameters in that provider's own shape (max_tokens, tool_choice, …).
     """
 
@@ -411,7 +412,8 @@ def session_defaults(
       answered the request — then the session's) when it belongs to the provider's
       family (``model_in_family``; a name no family knows is used when it was
       recorded for this provider's family), else the provider's default;
-    * system text: ``system`` (``""``: none), else the recorded one;
+    * system text: ``system`` (``""``: none), else none besides the commit's system
+      items, which carry the recorded system prompt (importers keep it as a system node);
     * tools: ``tools`` (``[]``: none), else the recorded declarations, else — a format
       that records calls but no declarations (Claude Code) — each tool in
       ``used_tools`` (every tool the session called, so the declarations stay the same
@@ -429,14 +431,13 @@ def session_defaults(
     options: dict[str, Any] = {}
     if chosen:
         options["model"] = chosen
+    # The recorded system text is not a default: importers keep it as the history's
+    # system node as well (docs/sessions.md), and the commit's system items carry it.
     if system is not None:
         options["system"] = system
         system_source = "option"
-    elif rec.system:
-        options["system"] = rec.system
-        system_source = "recorded"
     else:
-        system_source = "none"
+        system_source = "history" if rec.system else "none"
     inferred: list[str] = []
     if tools is not None:
         specs = tuple(s for t in tools for s in _any_tool(t))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from ctxrules.errors import ImportFormatError, PluginError
+from ctxrules.errors import ImportFormatError, PluginError, TranscriptWarning
 from ctxrules.importers import detect_formats, import_paths
 
 CC = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -56,14 +56,28 @@ def test_bad_json_under_auto_detection_still_names_the_line(corpus, store, tmp_p
     assert snapshot(store) == []
 
 
-def test_truncated_file_is_called_truncated(corpus, store, tmp_path, snapshot):
+def test_a_cut_off_last_line_is_skipped_with_a_warning(corpus, store, tmp_path):
+    """The usual state of a live session: the line being written has no end yet."""
     text = (corpus / CC).read_text()
     cut = text[: len(text) - 200]  # ends inside the last line, no newline
     path = write(tmp_path, "cut.jsonl", cut)
+    whole = write(tmp_path, "whole.jsonl", cut[: cut.rfind("\n") + 1])
+    with pytest.warns(TranscriptWarning) as caught:
+        (res,) = import_paths(store, [path])
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"{path}:{cut.count(chr(10)) + 1}: the last line is cut off")
+    (want,) = import_paths(store, [whole])  # the same lines, complete
+    assert res.calls == want.calls > 0
+
+
+def test_a_truncated_line_in_the_middle_is_an_error(corpus, store, tmp_path, snapshot):
+    lines = lines_of(corpus)
+    lines[10] = lines[10][:-40]  # cut short, yet followed by more lines
+    path = write(tmp_path, "cut.jsonl", "\n".join(lines) + "\n")
     before = snapshot(store)
-    with pytest.raises(ImportFormatError, match="truncated") as err:
+    with pytest.raises(ImportFormatError, match="bad JSON") as err:
         import_paths(store, [path])
-    assert f"{path}:{cut.count(chr(10)) + 1}" in str(err.value)
+    assert f"{path}:11" in str(err.value)
     assert_nothing_written(store, snapshot, before)
 
 

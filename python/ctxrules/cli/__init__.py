@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..errors import CtxrulesError, PluginWarning
+from ..errors import CtxrulesError, CtxrulesWarning
 from ._common import Parser
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -93,7 +93,7 @@ def _one_line_warning(
     line: str | None = None,
 ) -> None:
     # Our own warnings are about the user's setup: one line, like errors, no source line.
-    if issubclass(category, PluginWarning):
+    if issubclass(category, CtxrulesWarning):
         print(f"ctxrules {command}: warning: {message}", file=sys.stderr)
     else:
         fallback(message, category, filename, lineno, file, line)

@@ -17,8 +17,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Move a session's HEAD to NODE (a tool call: show that variant).  "
         "Display only: nothing is rerun, nothing appended, no files are touched.",
         examples="""
-ctxrules checkout s_67f3 n_b930     # HEAD to that node (unique id prefixes are enough)
-ctxrules checkout s_67f3 n_b930 --leaf --json   # on to the newest end of its branch
+ctxrules checkout s_a5a2 n_deff     # HEAD to that node (unique id prefixes are enough)
+ctxrules checkout s_a5a2 n_deff --leaf --json   # on to the newest end of its branch
 """,
         ids=(("session", "session"), ("node", "node")),
     )

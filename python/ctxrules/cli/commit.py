@@ -77,10 +77,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "With --now the rules run again at that time; with --diff, how another commit "
         "differs from this one.",
         examples="""
-ctxrules commit s_67f3                               # the current commit at HEAD
-ctxrules commit s_67f3 --now 2026-01-01T00:00:00Z    # rules at that time (idle clearing)
-ctxrules commit s_67f3 --preset aggressive --head n_b930 --json
-ctxrules commit s_67f3 --diff parent                 # or a commit id / node id (prefix)
+ctxrules commit s_a5a2                               # the current commit at HEAD
+ctxrules commit s_a5a2 --now 2026-01-01T00:00:00Z    # rules at that time (idle clearing)
+ctxrules commit s_a5a2 --preset aggressive --head n_deff --json
+ctxrules commit s_a5a2 --diff parent                 # or a commit id / node id (prefix)
 """,
     )
     add_id_argument(p, "session", kind="session")

@@ -17,8 +17,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="Start a new session whose HEAD is NODE of SESSION.  The history up "
         "to there is shared, not copied; what either session appends later is its own.",
         examples="""
-ctxrules fork s_67f3 n_b930         # prints the new session's id
-ctxrules fork s_67f3 n_b930 --json  # id, head, base_session, base_node
+ctxrules fork s_a5a2 n_deff         # prints the new session's id
+ctxrules fork s_a5a2 n_deff --json  # id, head, base_session, base_node
 """,
         ids=(("session", "session"), ("node", "node")),
     )

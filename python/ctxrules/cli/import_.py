@@ -1,7 +1,11 @@
 """``ctxrules import PATH...``: read transcripts into the store (idempotent, all-or-nothing).
 
-``--json`` prints ``{"sessions": [{"id", "calls", "source"}]}``, one entry per session
-the files hold, whether it was created now or found already imported.
+A PATH may be a directory: every transcript under it is imported, and the files no
+importer knows are listed as skipped.  One line per session says whether it was
+imported now, grew (a transcript appended to since: the calls it added) or was there
+already.  ``--json`` prints ``{"sessions": [{"id", "calls", "source"}], "skipped":
+[{"path", "reason"}]}``, one entry per session the files hold, whether it was created
+now, grew or was found already imported.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "import",
         run,
         help="import transcripts (Claude Code, OpenAI / Anthropic messages, SWE-agent, …)",
-        description="Import transcript files into the store (created if missing).  Every "
-        "file is parsed before anything is written; a file already imported (same bytes) "
-        "is found, not duplicated.",
+        description="Import transcript files, or every transcript under a directory, into "
+        "the store (created if missing).  Every file is parsed before anything is "
+        "written; a file already imported (same bytes) is found, not duplicated, and a "
+        "Claude Code session that grew since is appended to.",
         examples="""
-ctxrules import ~/.claude/projects/*/*.jsonl          # Claude Code sessions
+ctxrules import ~/.claude/projects                    # every Claude Code session, sub-agents too
 ctxrules import run.traj --format swe-agent --json    # name the format, print the ids
+ctxrules import eval/output.jsonl                     # OpenHands evaluation: a session per instance
 ctxrules import cassettes/*.yaml --store ./replay     # recorded provider traffic
 """,
         creates_store=True,
@@ -38,16 +44,23 @@ ctxrules import cassettes/*.yaml --store ./replay     # recorded provider traffi
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules import``; returns the exit code."""
-    from ..importers import import_paths
+    from ..importers import import_report
 
     with store_of(args) as store:
-        results = import_paths(store, args.paths, format=args.format)
+        report = import_report(store, args.paths, format=args.format)
     if args.json:
-        print_json(
-            {"sessions": [{"id": r.id, "calls": r.calls, "source": r.source} for r in results]}
-        )
+        sessions = [{"id": r.id, "calls": r.calls, "source": r.source} for r in report.sessions]
+        print_json({"sessions": sessions, "skipped": report.skipped})
         return 0
-    for r in results:
-        verb = "imported" if r.created else "already imported"
-        print(f"{verb} {r.id}: {r.calls} calls from {r.source} ({r.format})")
+    for r in report.sessions:
+        if r.created:
+            print(f"imported {r.id}: {r.calls} calls from {r.source} ({r.format})")
+        elif r.added:
+            print(
+                f"appended {r.added} calls to {r.id}: {r.calls} calls from {r.source} ({r.format})"
+            )
+        else:
+            print(f"already imported {r.id}: {r.calls} calls from {r.source} ({r.format})")
+    for s in report.skipped:
+        print(f"skipped {s.path}: {s.reason}")
     return 0

@@ -29,8 +29,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "each node made indented under it, where the graph branches (branch 1/2), the "
         "current branch (*) and HEAD.  Reads only.",
         examples="""
-ctxrules log s_67f3                 # a unique start of the session id is enough
-ctxrules log s_67f31855b89c98c6 --json   # every field of every node, in seq order
+ctxrules log s_a5a2                 # a unique start of the session id is enough
+ctxrules log s_a5a2dfbb7d2cd3f5 --json   # every field of every node, in seq order
 """,
         ids=(("session", "session"),),
     )

@@ -68,11 +68,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--tools-file, --max-tokens and --model override them, --situation adds the "
         "situation layer the agent did not send.",
         examples="""
-ctxrules render s_67f3 --provider anthropic --for n_ca86   # the request answered by n_ca86
-ctxrules render s_67f3 --provider openai-chat --json --preset aggressive --head n_db4c
-ctxrules render s_67f3 --provider gemini --explain --for n_ca86 --now 2026-01-01T00:00:00Z
-ctxrules render s_67f3 --provider anthropic --for n_ca86 --situation --max-tokens 4096
-ctxrules render s_67f3 --provider anthropic --for n_ca86 --system-file p.md --tools-file t.json
+ctxrules render s_a5a2 --provider anthropic --for n_bfb4   # the request answered by n_bfb4
+ctxrules render s_a5a2 --provider openai-chat --json --preset aggressive --head n_3d2a
+ctxrules render s_a5a2 --provider gemini --explain --for n_bfb4 --now 2026-01-01T00:00:00Z
+ctxrules render s_a5a2 --provider anthropic --for n_bfb4 --situation --max-tokens 4096
+ctxrules render s_a5a2 --provider anthropic --for n_bfb4 --system-file p.md --tools-file t.json
 """,
     )
     add_id_argument(p, "session", kind="session")

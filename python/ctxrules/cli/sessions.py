@@ -1,16 +1,18 @@
 """``ctxrules sessions``: the sessions of the store, oldest first.
 
-One line per session: id, when it was created (UTC), how many calls it owns, its model,
-the importer's format, the file it came from (or the session it was forked from) and a
-title.  The model is the recorded one (``ctxrules.render.recorded_request``: set by
-the importer, or the recorded request's).  The title is the session's ``title``
-metadata, else the summary Claude Code recorded, else the first user message, cut to
-``TITLE`` characters.
+One line per session: id, when it was created (UTC: when an imported session was
+recorded, its first node's time; else when it was stored), how many calls it owns, its
+model, the importer's format, the file it came from (or the session it was forked from)
+and a title.  The model is the recorded one
+(``ctxrules.render.recorded_request``: set by the importer, or the recorded
+request's).  The title is the session's ``title`` metadata, else the summary Claude
+Code recorded, else the first user message, cut to ``TITLE`` characters.
 
 ``--json`` prints a list with one object per session holding every ``SessionInfo``
 field (``id``, ``created_at``, ``head``, ``source``, ``import_key``,
-``base_session``, ``base_node``, ``base_seq``, ``metadata``, ``calls``) and the derived
-``created`` (ISO 8601, UTC), ``model`` and ``title`` (``null`` when unknown).  ``calls``
+``base_session``, ``base_node``, ``base_seq``, ``metadata``, ``calls``; ``created_at`` is
+when the store got it) and the derived ``created`` (ISO 8601, UTC, as listed), ``model``
+and ``title`` (``null`` when unknown).  ``calls``
 counts the nodes a session owns (a fork's inherited history is its base's).
 """
 
@@ -27,7 +29,7 @@ from ..model import content_text
 from ..store import SessionInfo, Store
 from ._common import add_command, print_json, store_of
 
-__all__ = ["TITLE", "add_parser", "run", "session_title"]
+__all__ = ["TITLE", "add_parser", "created_at", "run", "session_title"]
 
 #: How many characters of a title the listing shows.
 TITLE = 60
@@ -92,8 +94,18 @@ def _model(info: SessionInfo) -> str | None:
     return recorded_request(info.metadata).model
 
 
+def created_at(info: SessionInfo) -> float:
+    """When a session was created: when it was recorded (metadata ``recorded_at``, the
+    first node's time, set at import) for an imported session, else when it was stored."""
+    when = info.metadata.get("recorded_at")
+    if info.base_session is None and isinstance(when, (int, float)) and not isinstance(when, bool):
+        if 0 < when < 1e11:  # a time datetime can show (year < 5138)
+            return float(when)
+    return info.created_at
+
+
 def _created(info: SessionInfo) -> str:
-    return datetime.fromtimestamp(info.created_at, timezone.utc).isoformat()
+    return datetime.fromtimestamp(created_at(info), timezone.utc).isoformat()
 
 
 def _cut(text: str, width: int, *, keep_end: bool = False) -> str:
@@ -124,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
     for s, title in zip(infos, titles):
         origin = f"fork of {s.base_session}" if s.base_session else Path(s.source).name
         fmt = s.metadata.get("format")
-        when = datetime.fromtimestamp(s.created_at, timezone.utc).strftime("%Y-%m-%d %H:%M")
+        when = datetime.fromtimestamp(created_at(s), timezone.utc).strftime("%Y-%m-%d %H:%M")
         rows.append(
             (
                 s.id,

@@ -49,9 +49,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "the level against the compaction thresholds, and the window split by category "
         "— adding up to the window exactly — plus the compactions on the branch.",
         examples="""
-ctxrules stats s_67f3                                 # a table and a usage bar
-ctxrules stats s_67f3 --model anthropic:claude-sonnet-4-5 --json
-ctxrules stats s_67f3 --head n_29fd --preset aggressive
+ctxrules stats s_a5a2                                 # a table and a usage bar
+ctxrules stats s_a5a2 --model anthropic:claude-sonnet-4-5 --json
+ctxrules stats s_a5a2 --head n_90ae --preset aggressive
 """,
     )
     add_id_argument(p, "session", kind="session")

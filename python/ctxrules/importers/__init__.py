@@ -2,9 +2,15 @@
 
 Importers are a plugin kind: each is registered through the ``register_importers`` hook
 (the built-ins too, from ``ctxrules.importers._plugin``) and implements ``Importer``.
-``import_paths`` is the one way in: it parses every file first and then writes each
-file's sessions in one transaction, so a bad file writes nothing, and re-importing the
-same bytes finds the sessions already there instead of duplicating them.
+``import_report`` (and ``import_paths``, its sessions only) is the one way in: it
+parses every file first and then writes each file's sessions in one transaction, so a
+bad file writes nothing, and re-importing the same bytes finds the sessions already
+there instead of duplicating them.  A directory stands for every file under it (sorted,
+hidden entries left out); a file there that no importer claims is skipped and
+reported.  A transcript that grows (a live Claude Code session) appends its new lines
+to the session its earlier import made.  An importer's ``companion`` files (Claude Code
+sub-agent transcripts) are parsed last, and skipped when a session of the same import
+read them already.
 
 ``--format auto`` asks every importer's ``detect`` in registration order and parses
 with the first that claims the file; if that parse fails it tries the next claimant,
@@ -19,11 +25,10 @@ turn a small file into a huge store.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -31,16 +36,20 @@ from ..errors import CtxrulesError, DagError, ImportFormatError, ValidationError
 from ..limits import IMPORT_EXPANSION, check_metadata, check_node, import_budget
 from ..plugins import registry
 from ..store import SessionInfo, Store
-from ._common import ImportedSession, fail, read_bytes
+from ._common import ImportedSession, fail, read_bytes, session_id_for
+from ._growth import STATE_KEY, Sessions
 from ._json import JsonImporter, detached, forget_json
 
 __all__ = [
     "HEAD_BYTES",
+    "ImportReport",
     "ImportResult",
     "ImportedSession",
     "Importer",
+    "Skipped",
     "detect_formats",
     "import_paths",
+    "import_report",
     "parse_file",
     "session_id_for",
 ]
@@ -59,6 +68,12 @@ class Importer(Protocol):
     ``auto`` says whether ``--format auto`` may pick this importer.  A format stored
     as one JSON document can subclass ``_json.JsonImporter`` and write only
     ``claims(data)`` and ``sessions(path, data, key)``.
+
+    Optional: an importer with ``grows = True`` takes ``parse(path, store=...)`` (the
+    store it imports into, read only) and returns a grown transcript's new part
+    (``ImportedSession.base``); ``companion(path)`` says a file is normally read as
+    part of another file's session (listed in that session's ``files``).  The session
+    metadata an importer fills is described in docs/sessions.md.
     """
 
     name: str
@@ -71,18 +86,32 @@ class Importer(Protocol):
 
 
 class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
-    """One session an import produced (or found already imported: ``created=False``)."""
+    """One session an import produced (or found already imported: ``created=False``).
+
+    ``added`` counts the nodes this import stored: all of a new session's, the new
+    ones of a transcript that grew, none when the session was there already.
+    """
 
     id: str
     calls: int
     source: str
     format: str
     created: bool
+    added: int = 0
 
 
-def session_id_for(key: str) -> str:
-    """The session id an import key gets (stable: the same file names the same session)."""
-    return "s_" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
+class Skipped(msgspec.Struct, frozen=True):
+    """A file found in a directory and not imported, and why."""
+
+    path: str
+    reason: str
+
+
+class ImportReport(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``import_report`` did: the sessions, in file order, and the files skipped."""
+
+    sessions: list[ImportResult]
+    skipped: list[Skipped]
 
 
 def _importers() -> list[Importer]:
@@ -139,9 +168,12 @@ def _unanticipated(imp: Importer, path: str, exc: BaseException) -> ImportFormat
     )
 
 
-def _parse_with(imp: Importer, path: str) -> list[ImportedSession]:
+def _parse_with(imp: Importer, path: str, store: Sessions | None = None) -> list[ImportedSession]:
     try:
-        sessions = imp.parse(path)
+        if getattr(imp, "grows", False):
+            sessions = imp.parse(path, store=store)  # type: ignore[call-arg]
+        else:
+            sessions = imp.parse(path)
     except CtxrulesError:
         raise
     except _UNANTICIPATED as exc:  # last line of defence
@@ -210,20 +242,27 @@ def _why_unknown(head: bytes) -> str:
     return "not a transcript format ctxrules knows"
 
 
-def parse_file(path: str, *, format: str = "auto") -> tuple[str, list[ImportedSession]]:
-    """Parse one file; returns ``(format used, sessions)``; writes nothing."""
+def parse_file(
+    path: str, *, format: str = "auto", store: Store | None = None
+) -> tuple[str, list[ImportedSession]]:
+    """Parse one file; returns ``(format used, sessions)``; writes nothing.
+
+    With ``store``, a transcript that grew since its import there parses into its
+    stored session's continuation (``ImportedSession.base``).
+    """
     try:
-        return _parse_file(path, format)
+        if format != "auto":
+            imp = registry("importers").get(format)
+            return imp.name, _parse_with(imp, path, store)
+        return _parse_detected(path, *_detect(path), store)
     finally:
         forget_json()  # the decoded document served this file's detection and parse
 
 
-def _parse_file(path: str, format: str) -> tuple[str, list[ImportedSession]]:
-    if format != "auto":
-        imp = registry("importers").get(format)
-        return imp.name, _parse_with(imp, path)
+def _parse_detected(
+    path: str, candidates: list[str], errors: list[ImportFormatError], store: Sessions | None
+) -> tuple[str, list[ImportedSession]]:
     tried = [imp.name for imp in _importers() if getattr(imp, "auto", True)]
-    candidates, errors = _detect(path)
     if not candidates:
         if errors:  # e.g. the file is JSON with a syntax error: say where
             raise ImportFormatError(
@@ -244,7 +283,7 @@ def _parse_file(path: str, format: str) -> tuple[str, list[ImportedSession]]:
             # a JSON document too); a parser that streams it must not pay for that copy.
             forget_json()
         try:
-            return name, _parse_with(imp, path)
+            return name, _parse_with(imp, path, store)
         except ImportFormatError as exc:
             first = first or exc
     assert first is not None
@@ -260,11 +299,14 @@ def _write(store: Store, fmt: str, sessions: list[ImportedSession]) -> list[Impo
     out: list[ImportResult] = []
     with store.transaction():
         for s in sessions:
+            if s.base is not None:
+                out.append(_append(store, fmt, s))
+                continue
             info: SessionInfo | None = store.find_session(s.key)
             created = info is None
             if info is None:
                 info = store.create_session(
-                    session_id=session_id_for(s.key),
+                    session_id=session_id_for(s.id_seed or s.key),
                     source=s.source,
                     import_key=s.key,
                     metadata={**s.metadata, "format": s.format},
@@ -273,23 +315,185 @@ def _write(store: Store, fmt: str, sessions: list[ImportedSession]) -> list[Impo
                 )
             out.append(
                 ImportResult(
-                    id=info.id, calls=info.calls, source=info.source, format=fmt, created=created
+                    id=info.id,
+                    calls=info.calls,
+                    source=info.source,
+                    format=fmt,
+                    created=created,
+                    added=len(s.nodes) if created else 0,
                 )
             )
     return out
 
 
+def _append(store: Store, fmt: str, s: ImportedSession) -> ImportResult:
+    """Store what a grown transcript added to its session (inside the transaction)."""
+    assert s.base is not None
+    info = store.get_session(s.base)
+    before: Any = info.metadata.get(STATE_KEY)
+    if before != s.base_state:
+        raise ImportFormatError(
+            "the session changed while the file was read (another import of it?)",
+            where=s.source,
+            hint="import the file again; nothing was imported",
+        )
+    for node in s.nodes:
+        store.append(info.id, node)
+    # HEAD follows the transcript unless someone moved it since the last import.
+    was = before.get("head") if isinstance(before, dict) else None
+    if s.head is not None and s.head != info.head and info.head == was:
+        store.set_head(info.id, s.head)
+    patch = {**s.metadata, "format": s.format}
+    if any(info.metadata.get(k) != v for k, v in patch.items()):
+        store.update_metadata(info.id, patch)
+    now = store.get_session(info.id)
+    return ImportResult(
+        id=now.id, calls=now.calls, source=now.source, format=fmt, created=False, added=len(s.nodes)
+    )
+
+
 def import_paths(store: Store, paths: Sequence[str], *, format: str = "auto") -> list[ImportResult]:
-    """Import files: all are parsed before anything is written; each file is one transaction.
+    """Import files and directories (see ``import_report``); returns the sessions."""
+    return import_report(store, paths, format=format).sessions
+
+
+def _walk(folder: Path) -> list[Path]:
+    """Every file under ``folder``, sorted, hidden files and folders left out."""
+    out: list[Path] = []
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        out += [Path(root, f) for f in sorted(files) if not f.startswith(".")]
+    return out
+
+
+def _files(paths: Sequence[str]) -> list[tuple[str, str | None]]:
+    """``(resolved file, the directory given that holds it)`` for every path, each file
+    once, in the order first met (``None``: the file was named itself)."""
+    seen: dict[str, str | None] = {}
+    for p in paths:
+        path = Path(p).resolve()
+        if path.is_dir():
+            for f in _walk(path):
+                seen.setdefault(str(f.resolve()), str(path))
+        else:
+            seen[str(path)] = None  # named: a file no importer reads is an error
+    return list(seen.items())
+
+
+def _no_transcript(folder: str, skipped: list[Skipped]) -> ImportFormatError:
+    """The error for a directory given to import that holds no transcript at all."""
+    mine = [s for s in skipped if s.path.startswith(folder + os.sep)]
+    shown = "; ".join(f"{s.path}: {s.reason}" for s in mine[:3]) + ("; …" if mine[3:] else "")
+    return ImportFormatError(
+        f"no transcript in the directory ({len(mine)} files{': ' + shown if mine else ''})",
+        where=folder,
+        hint="pass a folder holding transcripts (a Claude Code projects folder, an "
+        "evaluation output folder); nothing was imported",
+    )
+
+
+class _Pending:
+    """The store as a parse sees it during an import: with the sessions that files
+    parsed earlier in the same import will create (so two copies of one transcript
+    do not both take the same ids)."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self.ids: set[str] = set()
+
+    def find_session(self, import_key: str) -> SessionInfo | None:
+        return self.store.find_session(import_key)
+
+    def get_session(self, session_id: str) -> SessionInfo:
+        if session_id in self.ids:
+            return SessionInfo(id=session_id, created_at=0.0)
+        return self.store.get_session(session_id)
+
+    def add(self, sessions: list[ImportedSession]) -> None:
+        for s in sessions:
+            if s.base is None:
+                self.ids.add(session_id_for(s.id_seed or s.key))
+
+
+def _claims(imp: Importer, source: str) -> bool:
+    try:
+        return bool(imp.detect(source, read_bytes(source, HEAD_BYTES)))
+    except (CtxrulesError, *_UNANTICIPATED):
+        return False
+
+
+def _claimants(
+    source: str, format: str
+) -> tuple[Importer | None, list[str], list[ImportFormatError]]:
+    """The importer forced by ``format`` (``None`` under ``auto``), and the detected ones
+    with what the failing detectors said."""
+    if format != "auto":
+        return registry("importers").get(format), [], []
+    found, errors = _detect(source)
+    return None, found, errors
+
+
+def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -> ImportReport:
+    """Import files and directories: every file is parsed before anything is written;
+    each file's sessions are written in one transaction.
 
     Any parse error (``ImportFormatError``) leaves the store untouched.  Re-importing a
-    file with the same bytes returns its existing sessions with ``created=False``.
+    file with the same bytes returns its existing sessions with ``created=False``; a
+    transcript that grew appends to its session (``added`` new nodes).  A file found
+    in a directory that no importer claims is ``skipped``, as is a companion file (a
+    Claude Code sub-agent transcript) that a session of the same import read.
     """
-    parsed = []
-    for p in paths:
-        source = str(Path(p).resolve())
-        fmt, sessions = parse_file(source, format=format)
+    skipped: list[Skipped] = []
+    parsed: list[tuple[str, str, list[ImportedSession]]] = []
+    read: dict[str, str] = {}  # file -> the file whose session read it
+    later: list[tuple[str, Importer | None, list[str], list[ImportFormatError]]] = []
+    files = _files(paths)
+    folders = {str(Path(p).resolve()) for p in paths if Path(p).is_dir()}
+    used: set[str | None] = set()  # the folders a transcript was found in
+    pending = _Pending(store)
+
+    def parse(source: str, imp: Importer | None, found: list[str], errors: list[Any]) -> None:
+        if source in read:
+            skipped.append(Skipped(source, f"read with {read[source]} (its sub-agent transcript)"))
+            return
+        if imp is not None:
+            fmt, sessions = imp.name, _parse_with(imp, source, pending)
+        else:
+            fmt, sessions = _parse_detected(source, found, errors, pending)
+        pending.add(sessions)
+        for s in sessions:
+            for f in s.files:
+                read.setdefault(f, source)
         parsed.append((source, fmt, sessions))
+
+    for source, folder in files:
+        in_folder = folder is not None
+        try:  # detection and parse share the decoded JSON document (see _json.load_json)
+            imp, found, errors = _claimants(source, format)
+            if in_folder and imp is None and not found:
+                why = errors[0].message if errors else _why_unknown(read_bytes(source, HEAD_BYTES))
+                skipped.append(Skipped(source, why))
+                continue
+            if in_folder and imp is not None and not _claims(imp, source):
+                skipped.append(Skipped(source, f"not a {imp.name} transcript"))
+                continue
+            used.add(folder)
+            first = imp if imp is not None or not found else registry("importers").get(found[0])
+            companion = getattr(first, "companion", None)
+            if companion is not None and companion(source):
+                later.append((source, imp, found, errors))
+            else:
+                parse(source, imp, found, errors)
+        finally:
+            forget_json()
+    for entry in later:
+        try:
+            parse(*entry)
+        finally:
+            forget_json()
+    empty = sorted(folders - used)
+    if empty:
+        raise _no_transcript(empty[0], skipped)
     out: list[ImportResult] = []
     for source, fmt, sessions in parsed:
         try:
@@ -300,4 +504,4 @@ def import_paths(store: Store, paths: Sequence[str], *, format: str = "auto") ->
                 where=source,
                 hint="the file may be corrupt; nothing from it was imported",
             ) from None
-    return out
+    return ImportReport(sessions=out, skipped=skipped)

@@ -29,6 +29,7 @@ __all__ = [
     "file_key_of",
     "parse_time",
     "read_bytes",
+    "session_id_for",
     "split_tool_results",
     "to_blocks",
     "tool_result_output",
@@ -39,10 +40,20 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     """One session parsed from a file, not yet stored.
 
     ``key`` makes re-imports idempotent (a hash of the file's bytes plus the session's
-    place in the file); ``nodes`` are in an order where every edge points backwards;
-    ``head`` is the node HEAD should point at.  ``origins`` says where in the file a
-    node came from — its line (a JSONL line) or its path in the document
-    (``messages[3]``) — so a node refused before it is stored can be named by file:line.
+    place in the file, or a transcript's own identity for a format that grows);
+    ``nodes`` are in an order where every edge points backwards; ``head`` is the node
+    HEAD should point at.  ``origins`` says where in the file a node came from — its
+    line (a JSONL line) or its path in the document (``messages[3]``) — so a node
+    refused before it is stored can be named by file:line.
+
+    A transcript that grew since it was imported parses into the stored session's
+    continuation: ``base`` is that session's id, ``nodes`` only the new ones (their
+    edges may name stored nodes), ``metadata`` the whole new metadata and
+    ``base_state`` the session's ``import_state`` the parse started from (the write
+    checks it is still the stored one).  ``files`` lists every file the session was
+    read from (a Claude Code session and its sub-agent transcripts).  ``id_seed``, when
+    set, names the session and its nodes instead of ``key`` (an identity that does not
+    depend on where the file is, while ``key`` does).
     """
 
     key: str
@@ -52,6 +63,10 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     head: str | None
     metadata: dict[str, Any] = {}
     origins: dict[str, int | str] = {}
+    base: str | None = None
+    base_state: Any = None
+    files: list[str] = []
+    id_seed: str | None = None
 
 
 def fail(
@@ -94,6 +109,11 @@ def read_bytes(path: str, limit: int = -1) -> bytes:
         raise fail(path, None, "is a directory", "pass the transcript files inside it") from None
     except OSError as exc:
         raise fail(path, None, f"cannot read: {exc.strerror}", "check permissions") from None
+
+
+def session_id_for(key: str) -> str:
+    """The session id an import key gets (stable: the same file names the same session)."""
+    return "s_" + hashlib.blake2b(key.encode(), digest_size=8).hexdigest()
 
 
 def file_key(data: bytes) -> str:
@@ -226,18 +246,22 @@ class _Record:
 class SessionBuilder:
     """Collects the nodes of one imported session and orders them."""
 
-    def __init__(self, key: str, source: str, fmt: str):
+    def __init__(self, key: str, source: str, fmt: str, *, seed: str | None = None):
         self.key = key
+        self.seed = seed
         self.source = source
         self.format = fmt
         self.metadata: dict[str, Any] = {}
         self.head: str | None = None
         self.records: dict[str, _Record] = {}
+        #: Nodes an earlier import of the same transcript stored already.
+        self.stored: set[str] = set()
         self._count = 0
 
     def node_id(self, local: str) -> str:
         """The id of the node known locally as ``local`` (stable for the same key)."""
-        return "n_" + hashlib.blake2b(f"{self.key}|{local}".encode(), digest_size=12).hexdigest()
+        base = self.seed or self.key
+        return "n_" + hashlib.blake2b(f"{base}|{local}".encode(), digest_size=12).hexdigest()
 
     def add(
         self,
@@ -281,8 +305,39 @@ class SessionBuilder:
         """The editable fields of a node added earlier."""
         return self.records[nid].fields
 
+    def first_model(self) -> str:
+        """The model of the first assistant node that names one (in file order), ``""``
+        if none does; a model Claude Code writes on messages it made itself is no model."""
+        from ._defaults import SYNTHETIC_MODELS
+
+        named = [
+            r
+            for r in self.records.values()
+            if r.fields["role"] == "assistant"
+            and r.fields["name"]
+            and r.fields["name"] not in SYNTHETIC_MODELS
+        ]
+        return str(min(named, key=lambda r: r.pos).fields["name"]) if named else ""
+
+    def mark_stored(self) -> None:
+        """Note that every node added so far is stored already (an earlier import of a
+        transcript that grew since); ``build`` leaves them out."""
+        self.stored.update(self.records)
+
     def build(self) -> ImportedSession:
-        """Freeze the records into ``Call``s, parents before children, else by ``pos``."""
+        """Freeze the records into ``Call``s, parents before children, else by ``pos``
+        (the nodes ``mark_stored`` noted are left out).
+
+        The session metadata gains ``model`` (``first_model``, unless the importer set
+        one) and ``recorded_at``: the earliest time a node has, when the file records
+        times (the session's "created" when it is listed).
+        """
+        meta = self.metadata
+        if "model" not in meta and (model := self.first_model()):
+            meta["model"] = model
+        times = [t for r in self.records.values() if (t := r.fields["created_at"]) > 0]
+        if times and "recorded_at" not in meta:
+            meta["recorded_at"] = min(times)
         order: list[str] = []
         done: set[str] = set()
         by_pos = sorted(self.records, key=lambda nid: self.records[nid].pos)
@@ -307,7 +362,8 @@ class SessionBuilder:
                 stack.pop()
                 done.add(nid)
                 order.append(nid)
-        nodes = [Call(**self.records[n].fields) for n in order]
+        stored = self.stored
+        nodes = [Call(**self.records[n].fields) for n in order if n not in stored]
         return ImportedSession(
             key=self.key,
             source=self.source,
@@ -315,5 +371,10 @@ class SessionBuilder:
             nodes=nodes,
             head=self.head,
             metadata=self.metadata,
-            origins={nid: r.origin for nid, r in self.records.items() if r.origin is not None},
+            origins={
+                nid: r.origin
+                for nid, r in self.records.items()
+                if r.origin is not None and nid not in stored
+            },
+            id_seed=self.seed,
         )

@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -25,12 +26,13 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ImportFormatError
+from ..errors import ImportFormatError, TranscriptWarning
 from ..limits import MAX_NESTING
-from ._common import ImportedSession, decode_text, fail, file_key, file_key_of, read_bytes
+from ._common import ImportedSession, decode_text, fail, file_key_of, read_bytes
 
 __all__ = [
     "JsonImporter",
+    "JsonlFile",
     "decode_json",
     "detached",
     "forget_json",
@@ -186,6 +188,10 @@ def decode_json(
         ) from None
 
 
+class _CutOff(ImportFormatError):
+    """The JSON ends early: its data was cut off."""
+
+
 def _syntax_error(
     path: str, data: bytes, message: str, line: int, cut: bool | None, pos: int | None = None
 ) -> Exception:
@@ -198,12 +204,13 @@ def _syntax_error(
     pos = min(pos, len(body))
     lineno = line + body.count(b"\n", 0, pos)
     if cut if cut is not None else at_end:
-        return fail(
+        err = fail(
             path,
             lineno,
             "the JSON ends early: the file looks truncated",
             "re-copy the complete file" + (" (or drop its last line)" if cut else ""),
         )
+        return _CutOff(err.message, where=err.where, hint=err.hint)
     column = pos - (body.rfind(b"\n", 0, pos) + 1) + 1
     for word in (b"NaN", b"Infinity", b"-Infinity"):
         if body.startswith(word, pos):
@@ -226,15 +233,98 @@ def detached(exc: ImportFormatError) -> ImportFormatError:
 _NONBLANK = re.compile(rb"[^ \t\r\n]")
 
 
-@contextmanager
-def open_jsonl(path: str) -> Iterator[tuple[str, Iterator[tuple[int, Any]]]]:
-    """A JSON Lines file: its ``file_key`` and its values with their line numbers.
+class JsonlFile:
+    """An open JSON Lines file, read one line at a time from a read-only mapping.
 
-    The file is mapped read-only and each line decoded straight from the mapping, so
-    the import holds the values, never the file's bytes or text (a line of 50 MB is
-    not copied before it is decoded); blank lines are skipped, and a last line without
-    its newline that does not parse is reported as cut off.
+    ``values(until)`` yields ``(line number, value)`` for the lines that start before
+    byte ``until`` (all when ``None``) and can be called again to go on where it
+    stopped; ``end`` is the byte offset after the last line read.  Each line is decoded
+    straight from the mapping, so an import holds the values, never the file's bytes
+    or text (a line of 50 MB is not copied before it is decoded); blank lines are
+    skipped.  A last line without its newline whose JSON ends early (a live session
+    being written) is skipped with a ``TranscriptWarning`` naming file:line, and
+    ``end`` stays before it; a broken line anywhere else is an ``ImportFormatError``.
     """
+
+    def __init__(self, path: str, mapped: mmap.mmap | None, *, quiet: bool = False):
+        self.path = path
+        self.quiet = quiet
+        self._mapped = mapped
+        self._view = memoryview(mapped) if mapped is not None else None
+        self.size = len(mapped) if mapped is not None else 0
+        #: Byte offset after the last line read.
+        self.end = 0
+        #: Where the last value yielded came from: its (start, stop) byte offsets.
+        self.span = (0, 0)
+        self._no = 0
+        self._done = False
+
+    def values(self, until: int | None = None) -> Iterator[tuple[int, Any]]:
+        """The values of the lines that start before byte ``until``, with their numbers."""
+        mapped, view = self._mapped, self._view
+        if mapped is None or view is None:
+            return
+        limit = self.size if until is None else min(until, self.size)
+        while self.end < limit and not self._done:
+            pos = self.end
+            nl = mapped.find(b"\n", pos)
+            stop = self.size if nl < 0 else nl + 1
+            self._no += 1
+            if _NONBLANK.search(mapped, pos, stop) is None:
+                self.end = stop
+                continue
+            line = view[pos:stop]
+            # Released before the mapping closes, also when the line is refused: an
+            # error's frames may still refer to it.
+            try:
+                value = decode_json(self.path, line, line=self._no, cut=False if nl >= 0 else None)
+            except _CutOff:
+                self._done = True
+                if self.quiet:
+                    return
+                warnings.warn(
+                    f"{self.path}:{self._no}: the last line is cut off (no newline, its JSON "
+                    "ends early, as in a session still being written): skipped; import the "
+                    "file again once it is complete",
+                    TranscriptWarning,
+                    stacklevel=2,
+                )
+                return
+            except ImportFormatError as exc:
+                raise detached(exc) from None
+            finally:
+                line.release()
+            self.end = stop
+            self.span = (pos, stop)
+            yield self._no, value
+
+    def again(self) -> JsonlFile:
+        """A second reader of the same file from its start, that warns of nothing (to
+        peek at the first lines before the real read)."""
+        return JsonlFile(self.path, self._mapped, quiet=True)
+
+    def digest(self, start: int = 0, stop: int | None = None) -> str:
+        """SHA-256 (hex) of the file's bytes from ``start`` to ``stop`` (the end)."""
+        digest = hashlib.sha256()
+        if self._view is not None:
+            part = self._view[start : self.size if stop is None else stop]
+            try:
+                digest.update(part)
+            finally:
+                part.release()
+        return digest.hexdigest()
+
+    def close(self) -> None:
+        """Release the view of the mapping (before the file closes)."""
+        if self._view is not None:
+            self._view.release()
+            self._view = None
+
+
+@contextmanager
+def open_jsonl(path: str) -> Iterator[JsonlFile]:
+    """Open a JSON Lines file for reading (see ``JsonlFile``); a pipe or other
+    non-regular file is refused, since an import may read it more than once."""
     try:
         fh = open(path, "rb")
     except OSError:
@@ -250,34 +340,14 @@ def open_jsonl(path: str) -> Iterator[tuple[str, Iterator[tuple[int, Any]]]]:
                 "save the transcript to a file and import that",
             )
         if info.st_size == 0:
-            yield file_key(b""), iter(())
+            yield JsonlFile(path, None)
             return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            view = memoryview(mapped)
+            reader = JsonlFile(path, mapped)
             try:
-                yield hashlib.sha256(mapped).hexdigest()[:32], _lines(path, mapped, view)
+                yield reader
             finally:
-                view.release()
-
-
-def _lines(path: str, mapped: mmap.mmap, view: memoryview) -> Iterator[tuple[int, Any]]:
-    pos, no, size = 0, 0, len(mapped)
-    while pos < size:
-        end = mapped.find(b"\n", pos)
-        stop = size if end < 0 else end + 1
-        no += 1
-        if _NONBLANK.search(mapped, pos, stop) is not None:
-            line = view[pos:stop]
-            # Released before the mapping closes, also when the line is refused: an
-            # error's frames may still refer to it.
-            try:
-                value = decode_json(path, line, line=no, cut=end < 0)
-            except ImportFormatError as exc:
-                raise detached(exc) from None
-            finally:
-                line.release()
-            yield no, value
-        pos = stop
+                reader.close()
 
 
 @lru_cache(maxsize=4)

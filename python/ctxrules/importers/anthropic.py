@@ -2,8 +2,10 @@
 
 Content blocks are kept as they are (text, images, thinking with its signature,
 redacted thinking, tool_use); each ``tool_result`` becomes a tool node under the
-assistant node that holds its ``tool_use``.  Other request keys (``model``, ``tools``,
-``max_tokens`` …) are kept in the session metadata.
+assistant node that holds its ``tool_use``.  A request body's other keys are kept in
+the session metadata under ``request``, and its defaults (``system``, ``tools``,
+``model``, ``params``: ``max_tokens``, ``tool_choice``, …) under the keys every
+importer uses (``_defaults``); ``provider`` is ``anthropic``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import ImportedSession, SessionBuilder, fail
+from ._defaults import request_defaults
 from ._json import JsonImporter
 from ._messages import anthropic_messages
 from .openai_chat import anthropic_features, messages_of, openai_features
@@ -49,6 +52,10 @@ class AnthropicMessagesImporter(JsonImporter):
         anthropic_messages(
             b, system, msgs, path=path, at="messages" if isinstance(data, dict) else "", model=model
         )
+        b.metadata = {"provider": "anthropic"}
         if isinstance(data, dict):
-            b.metadata = {k: v for k, v in data.items() if k != "messages"}
+            b.metadata = {
+                **request_defaults(data, "anthropic"),
+                "request": {k: v for k, v in data.items() if k != "messages"},
+            }
         return [b.build()]

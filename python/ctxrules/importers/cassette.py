@@ -7,7 +7,11 @@ takes every request, one session each.  The session holds exactly the request's
 messages; everything else of the request (model, tools, system blocks, parameters) is
 in metadata ``request``, and the recorded response (with its usage) in ``response``,
 so a renderer can compare what it produces with what was really sent; the response's
-usage is also the session's ``usage`` (the provider's measurement at HEAD).
+usage is also the session's ``usage`` (the provider's measurement at HEAD).  The
+request's defaults are also in the keys every importer uses (``_defaults``):
+``system``, ``tools``, ``model``, ``provider`` (the wire: ``anthropic``,
+``openai-chat`` or ``gemini``) and ``params`` (``max_tokens``, ``tool_choice``,
+``generationConfig``, …).
 """
 
 from __future__ import annotations
@@ -23,12 +27,16 @@ from ._common import (
     file_key,
     read_bytes,
 )
+from ._defaults import request_defaults
 from ._json import loads_strict
 from ._messages import anthropic_messages, gemini_contents, openai_messages
 from ._yaml import load_yaml
 from .openai_chat import anthropic_features
 
 __all__ = ["CassetteImporter"]
+
+#: The provider wire of each kind of recorded request.
+_PROVIDER = {"anthropic": "anthropic", "openai": "openai-chat", "gemini": "gemini"}
 
 
 def _body(path: str, part: Any, at: str) -> Any:
@@ -123,6 +131,8 @@ class CassetteImporter:
             b = SessionBuilder(f"{key}#{i}", path, self.name)
             kind = _kind(uri, body)
             model = str(body.get("model", ""))
+            if kind == "gemini":  # the model is in the URL
+                model = uri.rsplit("/", 1)[-1].split(":")[0]
             # Where the messages are, for error messages: a YAML mapping, or JSON text
             # inside the request's ``body`` (whose line is then the closest one known).
             req = inter[i]["request"]
@@ -146,9 +156,10 @@ class CassetteImporter:
                     body["contents"],
                     path=path,
                     at=f"{at}.contents",
-                    model=uri.rsplit("/", 1)[-1].split(":")[0],
+                    model=model,
                 )
             b.metadata = {
+                **request_defaults(body, _PROVIDER[kind], model=model),
                 "interaction": i,
                 "uri": uri,
                 "wire": kind,

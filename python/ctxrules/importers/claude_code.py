@@ -12,43 +12,78 @@ through ``uuid`` / ``parentUuid``; this importer maps it onto the DAG:
   (2.x points each result at the line of its own tool_use, 1.0.x chains them; both
   land the same way);
 * lines sharing a parent are siblings (an edited prompt, a retried answer): branches;
-* Task sub-agent sidechains (``isSidechain``, inline in 1.0.x) become a sub-tree: their
-  first message's caller is the Task tool node whose ``prompt`` it carries;
+* Task sub-agent sidechains (``isSidechain``) become a sub-tree: their first message's
+  caller is the Task tool node that started them: the one whose result names their
+  ``agentId``, else the one whose ``prompt`` they carry.  1.0.x writes them inline;
+  2.x writes each to ``agent-<id>.jsonl`` beside the session file (or in
+  ``<session id>/subagents/``), lines carrying the session's ``sessionId``: those
+  files are read with the session file, into the same session;
 * ``system`` lines with a uuid become system nodes; lines without one (``summary``,
   ``queue-operation``, ``file-history-snapshot``, …) are kept in the session metadata
   under ``extra_lines``.
 
 Every line's own fields except ``message`` are kept in the node metadata under
 ``claude_code`` (``toolUseResult`` under ``tool_use_result`` of the tool node).
+
+A session is the file's: its import key is the file's path and ``sessionId``.  A
+transcript that grew since its import is appended to its session (``_growth``): the
+new lines become new nodes, and HEAD follows the transcript unless it was moved since.
+Lines of one API message split by an import become two assistant nodes, the second
+(metadata ``continues``) after the first; a Task result that arrives after its
+sub-agent was imported without it becomes a tool node with metadata ``completes``
+naming the empty one (``result_missing``) stored before.  A last line cut off while
+being written is left for the next import (a ``TranscriptWarning``).  The session
+metadata records ``model`` (the first assistant message's) and ``provider``
+(``anthropic``); Claude Code records neither its system prompt nor its tool
+declarations.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+import re
+from contextlib import ExitStack
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from ..errors import ImportFormatError, NotFoundError
 from ..model import ToolUseBlock
 from ._common import (
     ImportedSession,
     SessionBuilder,
     fail,
     parse_time,
+    session_id_for,
     split_tool_results,
     to_blocks,
     tool_result_output,
 )
-from ._json import open_jsonl
+from ._growth import STATE_KEY, Sessions, Step, check_unchanged, new_state, steps_of
+from ._json import JsonlFile, open_jsonl
 
-__all__ = ["ClaudeCodeImporter"]
+__all__ = ["ClaudeCodeImporter", "is_agent_file"]
 
 TASK_TOOLS = ("Task", "Agent")
 #: Line fields whose few values repeat on every line.
 _REPEATED = ("type", "userType", "cwd", "sessionId", "version", "gitBranch")
 _ABSENT = object()
 _MESSAGE_TYPES = ("user", "assistant")
+#: The keys a Claude Code line starts with (a cut-off first line is claimed by them).
+_FIRST_KEYS = re.compile(rb'^\{\s*"(parentUuid|type|uuid|leafUuid|sessionId|isSidechain)"\s*:')
+#: A session id that can name a folder (``<id>/subagents/``) without leaving its parent.
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+#: Where each file's lines sit in the node order: a sub-agent file after the session's.
+_FILE_SPAN = 1e9
+
+
+def is_agent_file(path: str) -> bool:
+    """Whether the file is named as Claude Code 2.x names a sub-agent transcript."""
+    name = os.path.basename(path)
+    return name.startswith("agent-") and name.endswith(".jsonl")
 
 
 def _prompt(args: Any) -> str | None:
@@ -62,28 +97,35 @@ def _line_meta(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Parser:
-    def __init__(self, path: str, key: str):
-        self.path = path
-        self.b = SessionBuilder(f"claude-code:{key}", path, "claude-code")
+    def __init__(self, source: str, key: str, seed: str):
+        self.source = source
+        self.path = source  # the file being read
+        self.base = 0.0  # where the lines of the file being read sit in the node order
+        self.agent_file = False  # the file being read is a sub-agent transcript
+        self.b = SessionBuilder(key, source, "claude-code", seed=seed)
         self.anchor: dict[str, str] = {}  # line uuid -> node the conversation continues from
         self.by_message: dict[str, str] = {}  # API message id -> assistant node
-        # tool_use id -> (assistant node, tool name, its input, line)
-        self.tool_uses: dict[str, tuple[str, str, Any, int]] = {}
+        # tool_use id -> (assistant node, tool name, its input, its place, where it is)
+        self.tool_uses: dict[str, tuple[str, str, Any, float, dict[str, Any]]] = {}
         self.task_of_sidechain: set[str] = set()
+        self.task_of_agent: dict[str, str] = {}  # agentId a Task result names -> tool_use id
         # Task calls no sidechain has claimed yet, oldest first, and the same by prompt:
         # a sidechain finds its Task in O(1) instead of scanning every tool call so far.
         self.open_tasks: dict[str, None] = {}
         self.tasks_by_prompt: dict[str, list[str]] = {}
         self.extra: list[dict[str, Any]] = []
         self.last_main: str | None = None
+        self.last_any: str | None = None
         self.session_ids: set[str] = set()
         self.same: dict[str, str] = {}
         self.versions: set[str] = set()
+        self.found = False  # the session file had a line
 
-    def entries(self, lines: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """The file's lines as JSON objects (``lines`` from ``open_jsonl``)."""
-        found = False
-        for no, entry in lines:
+    def read(self, reader: JsonlFile, until: int | None, index: int) -> None:
+        """Read the lines of ``reader`` that start before byte ``until`` (all: ``None``);
+        ``index`` is the file's place in the session (0: the session file)."""
+        self.path, self.base, self.agent_file = reader.path, index * _FILE_SPAN, index > 0
+        for no, entry in reader.values(until):
             if not isinstance(entry, dict):
                 raise fail(
                     self.path,
@@ -91,15 +133,22 @@ class _Parser:
                     f"expected a JSON object, got {type(entry).__name__}",
                     "pass a Claude Code .jsonl transcript",
                 )
-            found = True
-            yield no, entry
-        if not found:
-            raise fail(self.path, None, "the file holds no lines", "pass a non-empty transcript")
+            self.found = self.found or index == 0
+            self.line(no, entry)
+
+    def where(self, no: int) -> dict[str, Any]:
+        """Where line ``no`` of the file being read is, as ``SessionBuilder.add`` takes it
+        (a sub-agent file's line is named by the file, the session file's by number)."""
+        if self.agent_file:
+            return {"at": f"{os.path.basename(self.path)}:{no}"}
+        return {"line": no}
 
     def add(self, role: str, output: Any, no: int, entry: dict[str, Any], **kw: Any) -> str:
         """Add the node of line ``no``; its time is the line's timestamp."""
         when = parse_time(entry.get("timestamp"), path=self.path, line=no)
-        return self.b.add(role, output, pos=no, created_at=when, line=no, **kw)
+        nid = self.b.add(role, output, pos=self.base + no, created_at=when, **self.where(no), **kw)
+        self.last_any = nid
+        return nid
 
     def parent(self, entry: dict[str, Any], meta: dict[str, Any]) -> str | None:
         pu = entry.get("parentUuid")
@@ -137,18 +186,20 @@ class _Parser:
         mid = msg.get("id") or f"line:{entry['uuid']}"
         raw = content if isinstance(content, list) else [content] if content else []
         nid = self.by_message.get(mid)
+        local = f"msg:{mid}"
+        meta: dict[str, Any] = {"claude_code": entry, "uuids": [], "message_id": msg.get("id")}
+        if nid is not None and nid in self.b.stored:
+            # An earlier import stored the message's first lines, and a stored node
+            # never changes: the lines it gained since become a node after it.
+            meta["continues"] = nid
+            local, nid = f"msg:{mid}@{entry['uuid']}", None
         if nid is None:
-            meta: dict[str, Any] = {
-                "claude_code": entry,
-                "uuids": [],
-                "message_id": msg.get("id"),
-            }
             nid = self.add(
                 "assistant",
                 [],
                 no,
                 entry,
-                local=f"msg:{mid}",
+                local=local,
                 name=str(msg.get("model") or ""),
                 predecessor=self.parent(entry, meta),
                 metadata=meta,
@@ -176,7 +227,7 @@ class _Parser:
 
     def tool_use(self, tid: str, nid: str, name: str, args: Any, no: int) -> None:
         known = self.tool_uses.get(tid)
-        self.tool_uses[tid] = (nid, name, args, no)
+        self.tool_uses[tid] = (nid, name, args, self.base + no, self.where(no))
         if name not in TASK_TOOLS or tid in self.task_of_sidechain:
             return
         self.open_tasks.setdefault(tid, None)
@@ -187,9 +238,15 @@ class _Parser:
     def is_open_task(self, tid: str) -> bool:
         return tid in self.open_tasks and self.tool_uses[tid][1] in TASK_TOOLS
 
-    def claim_task(self, prompt: str) -> str | None:
-        """The latest unclaimed Task call whose prompt is ``prompt``, else the latest
-        unclaimed one; claimed entries are dropped lazily as they surface."""
+    def claim_task(self, prompt: str, agent: Any = None) -> str | None:
+        """The unclaimed Task call whose result names sub-agent ``agent``, else the
+        latest unclaimed one whose prompt is ``prompt``, else the latest unclaimed one;
+        claimed entries are dropped lazily as they surface."""
+        named = self.task_of_agent.get(agent) if isinstance(agent, str) else None
+        if named is not None and self.is_open_task(named):
+            del self.open_tasks[named]
+            self.task_of_sidechain.add(named)
+            return named
         stack = self.tasks_by_prompt.get(prompt, [])
         while stack and not (
             self.is_open_task(stack[-1]) and _prompt(self.tool_uses[stack[-1]][2]) == prompt
@@ -234,7 +291,7 @@ class _Parser:
                 f"tool_result for {tid!r} has no tool_use before it",
                 "the transcript is incomplete or out of order; import the full file",
             )
-        caller, name, args, _ = use
+        caller, name, args = use[:3]
         meta: dict[str, Any] = {
             "tool_use_id": tid,
             "is_error": bool(res.get("is_error", False)),
@@ -243,15 +300,26 @@ class _Parser:
         out = tool_result_output(res, meta)
         if result is not _ABSENT:
             meta["tool_use_result"] = result
-        nid = self.b.node_id(f"tool:{tid}")
+            agent = result.get("agentId") if isinstance(result, dict) else None
+            if name in TASK_TOOLS and isinstance(agent, str):
+                self.task_of_agent[agent] = tid
+        local = f"tool:{tid}"
+        nid = self.b.node_id(local)
         if nid in self.b.records:
-            raise fail(self.path, no, f"a second tool_result for {tid!r}", "remove the duplicate")
+            if not (nid in self.b.stored and self.b.get(nid)["metadata"].get("result_missing")):
+                raise fail(
+                    self.path, no, f"a second tool_result for {tid!r}", "remove the duplicate"
+                )
+            # The sub-agent was imported before its result came, under an empty tool
+            # node that is stored and stays: the result is a node of its own.
+            meta["completes"] = nid
+            local = f"tool:{tid}@{entry['uuid']}"
         self.add(
             "tool",
             out,
             no,
             entry,
-            local=f"tool:{tid}",
+            local=local,
             name=name,
             input=args,
             caller=caller,
@@ -267,7 +335,7 @@ class _Parser:
             output: Any = to_blocks(content, meta)
         else:
             text = output = str(content)
-        tid = self.claim_task(text)
+        tid = self.claim_task(text, entry.get("agentId"))
         caller = None
         if tid is not None:
             caller = self.b.node_id(f"tool:{tid}")
@@ -299,64 +367,130 @@ class _Parser:
             pu = entry.get("parentUuid")
             if pu in self.anchor:
                 self.anchor[uuid] = self.anchor[pu]
-        self.extra.append({"line": no, **entry})
+        self.extra.append(
+            {"line": no, "file": os.path.basename(self.path), **entry}
+            if self.agent_file
+            else {"line": no, **entry}
+        )
 
-    def finish(self) -> ImportedSession:
-        # A Task whose sub-agent ran but whose result was never written still needs its
-        # tool node: the sidechain hangs off it.
-        for tid in self.task_of_sidechain:
+    def close_step(self) -> None:
+        """End one import's reading: a Task whose sub-agent ran but whose result is not
+        written (yet) still needs its tool node, for the sidechain to hang off."""
+        for tid in sorted(self.task_of_sidechain):
             nid = self.b.node_id(f"tool:{tid}")
             if nid not in self.b.records:
-                caller, name, args, line = self.tool_uses[tid]
+                caller, name, args, pos, where = self.tool_uses[tid]
                 self.b.add(
                     "tool",
                     "",
-                    pos=line + 0.5,
+                    pos=pos + 0.5,
                     local=f"tool:{tid}",
                     name=name,
                     input=args,
                     caller=caller,
                     metadata={"tool_use_id": tid, "is_error": False, "result_missing": True},
                     created_at=self.b.get(caller)["created_at"],
-                    line=line,
+                    **where,
                 )
-        self.b.head = self.last_main
+
+    def finish(self) -> ImportedSession:
+        if not self.found:
+            raise fail(self.source, None, "the file holds no lines", "pass a non-empty transcript")
+        self.close_step()
+        # A sub-agent transcript read alone has no main line: it is its own conversation.
+        self.b.head = self.last_main if self.last_main is not None else self.last_any
         sessions = sorted(self.session_ids)
         meta = self.b.metadata
         meta["claude_code_session"] = sessions[0] if len(sessions) == 1 else sessions
+        meta["provider"] = "anthropic"
         if self.versions:
             meta["claude_code_versions"] = sorted(self.versions)
         if self.extra:
             meta["extra_lines"] = self.extra
         return self.b.build()
 
-    def run(self, lines: Iterator[tuple[int, Any]]) -> ImportedSession:
-        for no, entry in self.entries(lines):
-            for key in _REPEATED:  # one string object for what every line repeats
-                value = entry.get(key)
-                if isinstance(value, str):
-                    entry[key] = self.same.setdefault(value, value)
-            if isinstance(entry.get("sessionId"), str):
-                self.session_ids.add(entry["sessionId"])
-            if "version" in entry:
-                self.versions.add(str(entry["version"]))
-            kind = entry.get("type")
-            if not isinstance(kind, str):
-                raise fail(
-                    self.path,
-                    no,
-                    "a line without a 'type' field",
-                    "this does not look like a Claude Code transcript; try --format",
-                )
-            if kind in _MESSAGE_TYPES:
-                self.message(no, entry)
-            else:
-                self.other(no, entry)
-        return self.finish()
+    def line(self, no: int, entry: dict[str, Any]) -> None:
+        """Take in one line of the file being read."""
+        for key in _REPEATED:  # one string object for what every line repeats
+            value = entry.get(key)
+            if isinstance(value, str):
+                entry[key] = self.same.setdefault(value, value)
+        if isinstance(entry.get("sessionId"), str):
+            self.session_ids.add(entry["sessionId"])
+        if "version" in entry:
+            self.versions.add(str(entry["version"]))
+        kind = entry.get("type")
+        if not isinstance(kind, str):
+            raise fail(
+                self.path,
+                no,
+                "a line without a 'type' field",
+                "this does not look like a Claude Code transcript; try --format",
+            )
+        if kind in _MESSAGE_TYPES:
+            self.message(no, entry)
+        else:
+            self.other(no, entry)
+
+
+def _identity(reader: JsonlFile) -> tuple[str | None, str]:
+    """The ``sessionId`` of the first line that has one, and a hash of the first line
+    (read by a second reader, before the real read)."""
+    peek = reader.again()
+    first = ""
+    try:
+        for _, entry in peek.values():
+            first = first or peek.digest(*peek.span)[:32]
+            sid = entry.get("sessionId") if isinstance(entry, dict) else None
+            if isinstance(sid, str):
+                return sid, first
+    finally:
+        peek.close()
+    return None, first
+
+
+def _taken(store: Sessions, session_id: str) -> bool:
+    try:
+        store.get_session(session_id)
+    except NotFoundError:
+        return False
+    return True
+
+
+@lru_cache(maxsize=4096)
+def _first_session_id(path: str, mtime_ns: int, size: int) -> str | None:
+    # A directory of sessions asks every sibling once per session file: cached by
+    # the file's identity, so a changed file is read again.
+    try:
+        with open_jsonl(path) as reader:
+            return _identity(reader)[0]
+    except (ImportFormatError, OSError):
+        return None  # read (and refused with its reason) when imported on its own
+
+
+def agent_files(path: str, session_id: str) -> list[str]:
+    """The sub-agent transcripts of the session in ``path``: ``agent-*.jsonl`` files
+    beside it or in ``<session id>/subagents/`` whose lines carry its ``sessionId``."""
+    folder = Path(path).parent
+    found = sorted(folder.glob("agent-*.jsonl"))
+    if _SAFE_ID.match(session_id):
+        found += sorted((folder / session_id / "subagents").glob("agent-*.jsonl"))
+    out = []
+    for cand in found:
+        try:
+            st = cand.stat()
+        except OSError:
+            continue
+        if str(cand) != path and _first_session_id(str(cand), st.st_mtime_ns, st.st_size) == (
+            session_id
+        ):
+            out.append(str(cand))
+    return out
 
 
 class ClaudeCodeImporter:
-    """Claude Code ``.jsonl`` transcripts (1.0.x and 2.x); one session per file."""
+    """Claude Code ``.jsonl`` transcripts (1.0.x and 2.x); one session per file, its
+    sub-agent transcripts included; a grown transcript appends to its session."""
 
     name = "claude-code"
     description = "Claude Code JSONL transcript (1.0.x / 2.x), sub-agent sidechains included"
@@ -364,21 +498,75 @@ class ClaudeCodeImporter:
 
     def detect(self, path: str, head: bytes) -> bool:
         """The first line is a JSON object with a ``type`` and a Claude Code id field
-        (or is broken JSON in a ``.jsonl`` file, so the parse can name the line)."""
+        (or is broken JSON starting with a key Claude Code writes first, so the parse
+        can name the line)."""
         first = head.lstrip().split(b"\n", 1)[0]
         try:
             entry = msgspec.json.decode(first)
         except (msgspec.DecodeError, RecursionError):
-            # A broken first line of a .jsonl file: claim it, so the parse says which
-            # line is bad instead of "unknown format".
-            return path.endswith(".jsonl") and first.startswith(b"{")
+            # A broken (or, past HEAD_BYTES, cut) first line: claim it when it starts
+            # like a Claude Code line, so the parse says which line is bad instead of
+            # "unknown format"; another JSONL format's long first line is not ours.
+            return path.endswith(".jsonl") and _FIRST_KEYS.match(first) is not None
         return (
             isinstance(entry, dict)
             and isinstance(entry.get("type"), str)
             and any(k in entry for k in ("sessionId", "uuid", "leafUuid"))
         )
 
-    def parse(self, path: str) -> list[ImportedSession]:
-        """One session with the whole tree of the file."""
-        with open_jsonl(path) as (key, lines):
-            return [_Parser(path, key).run(lines)]
+    def companion(self, path: str) -> bool:
+        """A sub-agent transcript: read with its session file when that is imported too."""
+        return is_agent_file(path)
+
+    grows = True
+
+    def parse(self, path: str, *, store: Sessions | None = None) -> list[ImportedSession]:
+        """One session with the whole tree of the file and of its sub-agent files.
+
+        The import key is the file's path and ``sessionId``; the session and node ids
+        come from the ``sessionId`` and the first line, so they do not depend on where
+        the file is (unless a copy elsewhere took them).  With ``store`` (read only) a
+        transcript imported there before is read as its continuation: the session's
+        new nodes only (``ImportedSession.base``).
+        """
+        with ExitStack() as stack:
+            main = stack.enter_context(open_jsonl(path))
+            sid, first = _identity(main)
+            key = f"claude-code:{path}" + (f"#{sid}" if sid is not None else "")
+            seed = f"claude-code:{sid or ''}:{first}"
+            info = store.find_session(key) if store is not None else None
+            if info is not None and info.id != session_id_for(seed):
+                seed = key  # it was imported when a copy elsewhere had these ids
+            elif info is None and store is not None and _taken(store, session_id_for(seed)):
+                seed = key  # a copy elsewhere has them
+            agents = [] if sid is None or is_agent_file(path) else agent_files(path, sid)
+            readers = {path: main}
+            for agent in agents:
+                readers[agent] = stack.enter_context(open_jsonl(agent))
+            state = info.metadata.get(STATE_KEY) if info is not None else None
+            p = _Parser(path, key, seed)
+            order = [path]
+            if state is not None:
+                check_unchanged(state, readers, path)
+                for earlier in steps_of(state, path):
+                    self._read(p, earlier, readers, order)
+                    p.close_step()
+                    p.b.mark_stored()
+            order += [a for a in agents if a not in order]
+            self._read(p, [(f, -1) for f in order], readers, order)
+            session = p.finish()
+            session.metadata[STATE_KEY] = new_state(
+                state, [(f, readers[f].end) for f in order], readers, session.head, path
+            )
+            session.files = order
+            if info is not None:
+                session.base, session.base_state = info.id, state
+            return [session]
+
+    @staticmethod
+    def _read(p: _Parser, step: Step, readers: dict[str, JsonlFile], order: list[str]) -> None:
+        # Files are read in the order they first appeared; a negative end: to the end.
+        for file, end in step:
+            if file not in order:
+                order.append(file)
+            p.read(readers[file], None if end < 0 else end, order.index(file))

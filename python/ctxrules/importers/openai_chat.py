@@ -3,8 +3,11 @@ tau-bench's list of ``{"traj": [...]}`` runs (one session per run).
 
 Assistant ``tool_calls`` become ``tool_use`` blocks of the assistant node; each role
 ``tool`` message becomes a tool node under the assistant that made the call
-(``tool_call_id``).  Keys beside the messages (``model``, ``tools``, tau-bench's
-``task_id`` / ``reward`` / ``info``) are kept in the session metadata.
+(``tool_call_id``).  ``{"messages": [...], ...}`` is taken as a request body: its other
+keys are kept in the session metadata under ``request``, and its defaults (``tools``,
+``model``, ``params``: ``tool_choice``, ``temperature``, …) under the keys every
+importer uses (``_defaults``).  tau-bench's ``task_id`` / ``reward`` / ``info`` are
+kept in the session metadata.  ``provider`` is ``openai-chat``.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._common import ImportedSession, SessionBuilder, fail
+from ._defaults import request_defaults
 from ._json import JsonImporter
 from ._messages import openai_messages
 
@@ -89,7 +93,7 @@ class OpenAIChatImporter(JsonImporter):
                 b = SessionBuilder(f"{key}#{i}", path, self.name)
                 openai_messages(b, entry["traj"], path=path, at=f"[{i}].traj")
                 b.metadata = {k: v for k, v in entry.items() if k != "traj"}
-                b.metadata["index"] = i
+                b.metadata.update(index=i, provider="openai-chat")
                 out.append(b.build())
             return out
         msgs = messages_of(data)
@@ -106,6 +110,10 @@ class OpenAIChatImporter(JsonImporter):
         openai_messages(
             b, msgs, path=path, at="messages" if isinstance(data, dict) else "", model=model
         )
+        b.metadata = {"provider": "openai-chat"}
         if isinstance(data, dict):
-            b.metadata = {k: v for k, v in data.items() if k != "messages"}
+            b.metadata = {
+                **request_defaults(data, "openai-chat"),
+                "request": {k: v for k, v in data.items() if k != "messages"},
+            }
         return [b.build()]

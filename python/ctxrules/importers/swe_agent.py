@@ -5,7 +5,11 @@
 as assistant text and observations as user messages, exactly as the model saw them.
 SWE-agent's own fields per message (``thought``, ``action``, ``agent``,
 ``message_type``, …) are kept in node metadata under ``extra``; ``info``,
-``environment`` and ``replay_config`` in the session metadata.
+``environment`` and ``replay_config`` in the session metadata.  The session's
+``model`` is the one ``replay_config`` names; the system prompt is the history's first
+message (a system node), and SWE-agent records its tools as its own configuration,
+not as declarations a provider takes, so there is no ``tools``.  It calls providers
+through LiteLLM, so no ``provider`` is recorded either.
 """
 
 from __future__ import annotations
