@@ -7,22 +7,19 @@ Five categories, each fact an exact text to look for in the rendered request:
   demonstration or a slash-command line before it is not the task; the command's
   expansion is).  Always checked, folded or not: losing it is the failure compaction
   is most blamed for.
-- ``constraints``: sentences of folded user messages that state a rule (must, never,
-  don't, only, always, should, avoid, make sure, …), outside code blocks, at least
-  three words; a sentence over ``MAX_FACT_CHARS`` is looked for by its beginning.
+- ``constraints``: the rule-stating sentences of folded user messages.
 - ``identifiers``: exact tokens from folded user and assistant text and from the short
-  string arguments of folded tool calls: file paths and file names, URLs, UUIDs and
-  hashes, ids (a token mixing letters and digits, such as ``mia_li_3668`` or
-  ``HAT038``), dates, numbers with a unit or currency or of at least three digits,
-  and error lines (``ValueError: …``, ``error: …``, ``FAILED …``; from user text, from
-  every folded tool result, and the first line of a failed one).
+  string arguments of folded tool calls, and error lines (from user text, from every
+  folded tool result, and the first line of a failed one).
 - ``files``: the paths a folded tool call names in its path arguments (``file_path``,
   ``path``, ``filename``, …).
 - ``todos``: when a folded node is a todo tool call (``TodoWrite``, ``todo_create``,
   ``todo_update``), the todos whose latest state on the branch is not completed.
 
 Facts are deduplicated within a category (the first node that stated one is named);
-every text is whitespace-normalised, as the request text is.
+every text is whitespace-normalised, as the request text is.  What counts as an
+identifier, a constraint or an error line is ``ctxrules.summarizers.identifiers``: the
+definition the offline summarizer keeps them by.
 """
 
 from __future__ import annotations
@@ -36,23 +33,28 @@ import msgspec
 
 from ..commit.anchor import AnchorSkip, task_anchor
 from ..model import Call, TextBlock, ToolResultBlock, content_text
+from ..summarizers.identifiers import (
+    MAX_FACT_CHARS,
+    constraints_in,
+    error_lines,
+    identifiers_in,
+    normalize,
+)
 
 __all__ = [
     "CATEGORIES",
     "MAX_FACT_CHARS",
     "Fact",
+    "constraints_in",
+    "error_lines",
     "extract_facts",
     "identifiers_in",
     "normalize",
 ]
 
 CATEGORIES: tuple[str, ...] = ("task", "constraints", "identifiers", "files", "todos")
-#: A longer constraint sentence or error line is looked for by its first this many characters.
-MAX_FACT_CHARS = 300
 #: Tool-argument strings longer than this are content (code, file bodies), not identifiers.
 MAX_ARGUMENT_CHARS = 300
-#: Error lines taken from one tool result at most (a long test log would drown the rest).
-MAX_ERRORS_PER_RESULT = 5
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,42 +68,6 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
     found: bool = False
 
 
-def normalize(text: str) -> str:
-    """Whitespace runs as one space, no leading or trailing space."""
-    return " ".join(text.split())
-
-
-_CONSTRAINT = re.compile(
-    r"\b(?:must|mustn[’']t|never|don[’']t|do not|only|always|should|shouldn[’']t|avoid|"
-    r"make sure|ensure|required?|forbidden|not allowed)\b",
-    re.IGNORECASE,
-)
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•>]+|\d+[.)])\s+")
-_FENCE = re.compile(r"^\s*(?:```|~~~)")
-_ERROR_LINE = re.compile(
-    r"^(?:[\w.]*(?:Error|Exception|Warning)(?::|$)|Traceback \(most recent call last\):|"
-    r"FAILED\b|ERROR\b|error(?:\[\w+\])?:|fatal:|panic(?:ked)?\b|E {3})"
-)
-_UNIT = (
-    r"(?:ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|years?|"
-    r"[KMGT]i?B|[kKMG]|B|bytes?|%|px|tokens?|chars?|characters?|lines?|files?|items?|"
-    r"x|×|USD|EUR|GBP|dollars?)"
-)
-_IDENTIFIER = re.compile(
-    r"(?P<url>https?://[^\s<>\"'`)\]]+)"
-    r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
-    r"|(?P<path>(?<![\w.:/~-])(?:(?:~|\.{1,2})(?:/[\w.@+-]+)+|/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]))"
-    r"|(?P<file>(?<![\w.-])[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|rs|ts|tsx|js|jsx|mjs|json|jsonl|toml|"
-    r"ya?ml|md|rst|txt|go|java|kt|c|h|cc|cpp|hpp|cs|rb|php|sh|bash|cfg|ini|lock|html|css|"
-    r"scss|vue|sql|csv|xml|ipynb|traj|log|env)\b)"
-    r"|(?P<date>\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b)"
-    r"|(?P<hash>\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"
-    r"|(?P<id>\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z][\w]*(?:-[\w]+)*\b)"
-    rf"|(?P<number>(?<![\w.,])[$€£]?\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?(?:\s?{_UNIT}\b)?"
-    rf"|(?<![\w.,])[$€£]?\d+(?:\.\d+)?(?:\s?{_UNIT}(?![\w]))?)"
-)
-_TRAILING = ".,;:!?)]}'\""
 _FILE_KEY = re.compile(
     r"^(?:file_?path|filepath|path|paths|file_?name|file|files|notebook_path|target_file|"
     r"dir|directory)$",
@@ -148,70 +114,6 @@ def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
     elif isinstance(value, (list, tuple)):
         for v in value:
             yield from _strings(v, key)
-
-
-def _cap(text: str) -> str:
-    return text if len(text) <= MAX_FACT_CHARS else text[:MAX_FACT_CHARS]
-
-
-def _prose_lines(text: str) -> Iterator[str]:
-    """The lines of ``text`` outside fenced code blocks."""
-    fenced = False
-    for line in text.splitlines():
-        if _FENCE.match(line):
-            fenced = not fenced
-            continue
-        if not fenced:
-            yield line
-
-
-def constraints_in(text: str) -> list[str]:
-    """The rule-stating sentences of a user text (see the module docstring)."""
-    out = []
-    for line in _prose_lines(text):
-        for sentence in _SENTENCE_END.split(_LIST_MARKER.sub("", line)):
-            sentence = normalize(sentence)
-            if len(sentence.split()) >= 3 and _CONSTRAINT.search(sentence):
-                out.append(_cap(sentence))
-    return out
-
-
-def error_lines(text: str, *, failed: bool = False) -> list[str]:
-    """Error lines of a text (at most ``MAX_ERRORS_PER_RESULT``); with ``failed``, the
-    first non-empty line too."""
-    out: list[str] = []
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    if failed and lines:
-        out.append(_cap(normalize(lines[0])))
-    for line in lines:
-        if len(out) >= MAX_ERRORS_PER_RESULT:
-            break
-        fact = _cap(normalize(line))
-        if len(line) >= 8 and _ERROR_LINE.match(line) and fact not in out:
-            out.append(fact)
-    return out
-
-
-def identifiers_in(text: str) -> list[tuple[str, str]]:
-    """``(kind, token)`` for every identifier in ``text``, in order (see the module
-    docstring); a number counts only with a unit or currency or three digits."""
-    out: list[tuple[str, str]] = []
-    for m in _IDENTIFIER.finditer(text):
-        kind = m.lastgroup or ""
-        token = m.group().rstrip(_TRAILING) if kind in ("url", "path") else m.group()
-        if kind == "path" and token.count("/") == 1 and not token.startswith(("/", "~", ".")):
-            # "and/or", "I/O", "client/server": a single inner slash is a path only when
-            # the last part has an extension.
-            if "." not in token.rsplit("/", 1)[1]:
-                continue
-        if kind == "id" and len(token) < 4:
-            continue
-        if kind == "number":
-            digits = sum(c.isdigit() for c in token)
-            if digits < 3 and not re.search(r"[$€£]|\D$", token):
-                continue
-        out.append((kind, normalize(token)))
-    return out
 
 
 class _Facts:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError
 from ..model import ContextCommit, ContextItem
+from ..summarizers.units import unit_end
 from .base import Rule
 from .tool_aging import is_turn
 
@@ -112,21 +113,8 @@ class Summarize(Rule):
             p -= 1  # the request that started the kept turn stays with it
         return p
 
-    @staticmethod
-    def _unit_end(items: Sequence[ContextItem], p: int) -> int:
-        it = items[p]
-        end = p + 1
-        if it.attached_from is not None:
-            while end < len(items) and items[end].attached_from == it.attached_from:
-                end += 1
-        elif it.role == "assistant" and it.state != "summary":
-            while (
-                end < len(items)
-                and items[end].role == "tool"
-                and (items[end].caller == it.source_node_id)
-            ):
-                end += 1
-        return end
+    #: Units are folded whole (``ctxrules.summarizers.units``): never half a tool pair.
+    _unit_end = staticmethod(unit_end)
 
     @staticmethod
     def _kept(item: ContextItem) -> bool:
