@@ -418,3 +418,19 @@ def test_a_summarizer_failing_every_retry_is_reported_not_raised():
 def test_an_unknown_summarizer_is_not_retried():
     result = run_summarizer(msgspec.structs.replace(_request(), summarizer="no-such"))
     assert "no-such" in result.error and not result.timed_out
+
+
+def test_a_summary_that_left_out_the_oldest_items_says_so():
+    calls, kw = _kw(Summarize(threshold_tokens=3000, keep_tail_turns=2))
+    (request,) = derive_commit(None, calls, **kw).requests
+    answers = {request.key: SummaryResult(text="short summary", dropped=3)}
+    gen = derive_commit(None, calls, **kw, summaries=answers)
+    assert any(it.state == "summary" for it in gen.commit.items)
+    (note,) = [n for n in gen.commit.notes if "folded" in n]
+    assert note.endswith(
+        "the summary leaves out the 3 oldest of them (too long for the summarizer's model)"
+    )
+    plain = derive_commit(
+        None, calls, **kw, summaries={request.key: SummaryResult(text="short summary")}
+    )
+    assert not any("leaves out" in n for n in plain.commit.notes)

@@ -14,8 +14,10 @@ and the caller answers (``ctxrules.commit.derive_with_summaries`` runs the summa
 within ``timeout_seconds`` and derives again).  Until answered, nothing is folded and
 the commit's notes say it is waiting.  If the summarizer raised, timed out or returned
 nothing, nothing is folded and the reason is noted on the commit; a fold that cannot
-get under the threshold says so too.  Nothing here ever loses content: folded items
-stay in the commit as ``summarized`` and the DAG keeps every original.
+get under the threshold says so too, and so does a fold whose summary leaves out the
+oldest items (``SummaryResult.dropped``: the summarizer's model refused them as too
+long).  Nothing here ever loses content: folded items stay in the commit as
+``summarized`` and the DAG keeps every original.
 
 Anti-thrash: a summary that is not shorter than the run it would replace, or a
 summarizer that timed out, is not asked for again on every commit.  A run closed by a
@@ -260,6 +262,12 @@ class Summarize(Rule):
             ctx.note(
                 f"folded {len(run)} item(s) ({run_tokens} tokens) into "
                 f"{ctx.items[sm_pos].source_node_id} ({summary_tokens} tokens)"
+                + (
+                    f"; the summary leaves out the {answer.dropped} oldest of them (too "
+                    f"long for the summarizer's model)"
+                    if answer.dropped
+                    else ""
+                )
             )
             items = ctx.items
             tail += 1  # the summary item was inserted before the tail
