@@ -18,27 +18,29 @@ Five categories, each fact an exact text to look for in the rendered request:
 
 Facts are deduplicated within a category (the first node that stated one is named);
 every text is whitespace-normalised, as the request text is.  What counts as an
-identifier, a constraint or an error line is ``ctxrules.summarizers.identifiers``: the
+identifier, a constraint or an error line is ``ctxrules.summarizers.facts``: the
 definition the offline summarizer keeps them by.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import msgspec
 
 from ..commit.anchor import AnchorSkip, task_anchor
 from ..model import Call, TextBlock, ToolResultBlock, content_text
-from ..summarizers.identifiers import (
+from ..summarizers.facts import (
     MAX_FACT_CHARS,
+    TODO_TOOLS,
+    Todos,
+    argument_facts,
     constraints_in,
     error_lines,
     identifiers_in,
+    is_open,
     normalize,
+    update_todos,
 )
 
 __all__ = [
@@ -53,8 +55,6 @@ __all__ = [
 ]
 
 CATEGORIES: tuple[str, ...] = ("task", "constraints", "identifiers", "files", "todos")
-#: Tool-argument strings longer than this are content (code, file bodies), not identifiers.
-MAX_ARGUMENT_CHARS = 300
 
 
 class Fact(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,15 +66,6 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
     text: str
     node_id: str
     found: bool = False
-
-
-_FILE_KEY = re.compile(
-    r"^(?:file_?path|filepath|path|paths|file_?name|file|files|notebook_path|target_file|"
-    r"dir|directory)$",
-    re.IGNORECASE,
-)
-_TODO_TOOLS = {"todowrite", "todo_write", "todo_create", "todo_update"}
-_DONE = {"completed", "complete", "done"}
 
 
 def _text(call: Call) -> str:
@@ -94,28 +85,6 @@ def _tool_output(call: Call) -> tuple[str, bool]:
     return content_text(out), failed
 
 
-def _arguments(value: Any) -> Any:
-    """A tool input as data (a JSON string argument is decoded)."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
-    """Every ``(key, string)`` in a tool input, depth first."""
-    if isinstance(value, str):
-        yield key, value
-    elif isinstance(value, Mapping):
-        for k, v in value.items():
-            yield from _strings(v, str(k))
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _strings(v, key)
-
-
 class _Facts:
     """Facts in first-seen order, deduplicated per category."""
 
@@ -130,32 +99,12 @@ class _Facts:
             self.items.append(Fact(category=category, kind=kind, text=text, node_id=node_id))
 
 
-def _todo_state(branch: Sequence[Call]) -> dict[str, tuple[str, str, str]]:
-    """Todo key → (content, status, node id) after every todo call of the branch."""
-    todos: dict[str, tuple[str, str, str]] = {}
+def _todo_state(branch: Sequence[Call]) -> Todos:
+    """The todo list after every todo call of the branch."""
+    todos: Todos = {}
     for call in branch:
-        if call.role != "tool" or call.name.lower() not in _TODO_TOOLS:
-            continue
-        args = _arguments(call.input)
-        if not isinstance(args, Mapping):
-            continue
-        listed = args.get("todos")
-        if isinstance(listed, list):  # TodoWrite: the whole list, replacing the last one
-            todos = {}
-            for t in listed:
-                if isinstance(t, Mapping) and isinstance(t.get("content"), str):
-                    key = str(t.get("id") or t["content"])
-                    todos[key] = (t["content"], str(t.get("status", "pending")), call.id)
-            continue
-        content = args.get("content") or args.get("title")
-        key = str(args.get("id") or content or "")
-        if not key:
-            continue
-        old = todos.get(key)
-        text = content if isinstance(content, str) else (old[0] if old else "")
-        status = str(args.get("status") or (old[1] if old else "pending"))
-        if text:
-            todos[key] = (text, status, call.id)
+        if call.role == "tool":
+            todos = update_todos(todos, call.name, call.input, call.id)
     return todos
 
 
@@ -183,19 +132,17 @@ def extract_facts(
             for kind, token in identifiers_in(_text(call)):
                 facts.add("identifiers", kind, token, call.id)
         elif call.role == "tool":
-            todo_folded = todo_folded or call.name.lower() in _TODO_TOOLS
-            for key, value in _strings(_arguments(call.input)):
-                if _FILE_KEY.match(key):
-                    if value.strip() and "\n" not in value and len(value) <= 400:
-                        facts.add("files", "file", value, call.id)
-                elif len(value) <= MAX_ARGUMENT_CHARS:
-                    for kind, token in identifiers_in(value):
-                        facts.add("identifiers", kind, token, call.id)
+            todo_folded = todo_folded or call.name.lower() in TODO_TOOLS
+            for kind, token in argument_facts(call.input):
+                if kind == "file":
+                    facts.add("files", "file", token, call.id)
+                else:
+                    facts.add("identifiers", kind, token, call.id)
             text, failed = _tool_output(call)
             for line in error_lines(text, failed=failed):
                 facts.add("identifiers", "error", line, call.id)
     if todo_folded:
         for content, status, node_id in _todo_state(branch).values():
-            if status.lower() not in _DONE:
+            if is_open(status):
                 facts.add("todos", "todo", content, node_id)
     return facts.items
