@@ -2,9 +2,9 @@
 
 The request is the side path of a turn: a system text and one user message (the
 transcript and the instructions, ``prompt``), no tools and no history, rendered by
-ctxrules' own renderer for the configured provider (``ctxrules.render.render`` of a
-one-item commit) and sent with the official SDK (``anthropic`` for ``anthropic``,
-``openai`` for ``openai-chat`` and ``openai-responses``) with the SDK's retries off:
+ctxrules for the configured provider (``ctxrules.render.render_side_request``) and
+sent with the official SDK (``anthropic`` for ``anthropic``, ``openai`` for
+``openai-chat`` and ``openai-responses``) with the SDK's retries off:
 ``ctxrules.summarizers.run_summarizer`` owns the retry policy.  Errors, as
 ``run_summarizer`` reads them:
 
@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 
 from ctxrules.errors import ConfigError, SummarizerError
-from ctxrules.model import ContextCommit, ContextItem
+from ctxrules.model import ContextItem
 from ctxrules.providers import Provider, get_provider, resolve_model
 
 from .prompt import SYSTEM, user_message
@@ -168,24 +168,16 @@ class LLMSummarizer:
         self, items: Sequence[ContextItem], *, budget: int, instructions: str = ""
     ) -> dict[str, Any]:
         """The request body: system text and one user message, rendered by ctxrules for
-        the configured provider (no tools, no prompt cache breakpoints)."""
-        from ctxrules.render import render
+        the configured provider (``ctxrules.render.render_side_request``: no tools, no
+        history, no prompt cache breakpoints)."""
+        from ctxrules.render import render_side_request
 
-        text = user_message(items, budget=budget, instructions=instructions)
-        commit = ContextCommit(
-            id="c_summary_request",
-            session_id="summary",
-            head_node_id="summary",
-            rules_version="llm-summarizer",
-            items=(ContextItem(source_node_id="summary", role="user", rendered=text),),
-        )
-        rendered = render(
-            commit,
+        rendered = render_side_request(
             self.provider,
             self.model,
-            system=SYSTEM,
+            SYSTEM,
+            user_message(items, budget=budget, instructions=instructions),
             max_tokens=self.max_tokens(),
-            cache=False,
         )
         body: dict[str, Any] = json.loads(rendered.body)
         return body
