@@ -204,3 +204,17 @@ def test_constraints_files_and_todos_as_the_quality_checker_reads_them():
     assert "- Please don’t touch the migrations folder at all." in text  # typographic ’
     assert "- ~/.claude/commands" in text  # a directory argument, its ~ kept
     assert "- [pending] update CLAUDE.md" in text  # an incremental todo tool
+
+
+def test_an_identifier_dense_summary_keeps_to_its_budget_in_tokens():
+    """Ids and paths run nearer 2 characters a token than 4: the budget is counted."""
+    from ctxrules.tokenizers import DEFAULT_ENCODING, get_tokenizer
+
+    dense = [
+        assistant(f"x{i}", f"Read src/m{i}/f{i}.py #{1000 + i} HAT{i:03d} sha {i:08x}")
+        for i in range(400)
+    ]
+    text = ExtractiveSummarizer().summarize(dense, budget=300)
+    # counted by Python tiktoken (built offline), not by the counter the summarizer uses
+    assert get_tokenizer(f"tiktoken:{DEFAULT_ENCODING}").count(text) <= 300
+    assert "Index (exact identifiers):" in text  # cut to fit, not dropped

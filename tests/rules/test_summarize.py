@@ -434,3 +434,31 @@ def test_a_summary_that_left_out_the_oldest_items_says_so():
         None, calls, **kw, summaries={request.key: SummaryResult(text="short summary")}
     )
     assert not any("leaves out" in n for n in plain.commit.notes)
+
+
+def test_summaries_as_long_as_their_budget_still_make_a_commit_in_a_few_rounds():
+    """A fold that starts from the previous summary counts the new summary in: without
+    that, a summary near its budget left the commit over the target after every fold,
+    and each next fold (one round of answers, a model call) gained one small unit."""
+    calls, prev = [], None
+    for i in range(150):
+        turn = tool_turn(
+            {"name": "Read", "output": f"line {i}"},
+            user=f"step {i}",
+            prefix=f"t{i}_",
+            predecessor=prev,
+            seq=1 + 3 * i,
+        )
+        calls += turn
+        prev = turn[1].id
+    rule = Summarize(threshold_tokens=600, summary_budget_tokens=300, keep_tail_turns=1)
+    kw = dict(session_id="s", head_node_id=calls[-2].id, pipeline=Pipeline.of([rule]), now=1e6)
+    asked = []
+
+    def answer(request):
+        asked.append(request)
+        return SummaryResult(text=" ".join(f"fact{i}" for i in range(request.budget // 3)))
+
+    final = derive_with_summaries(None, calls, **kw, answer=answer)
+    assert any(it.state == "summary" for it in final.commit.items)
+    assert len(asked) <= 3, [len(r.items) for r in asked]

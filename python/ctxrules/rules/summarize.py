@@ -1,5 +1,7 @@
 """Summarize: when the commit is over ``threshold_tokens``, fold the oldest items into a
-``summary`` item until it is back under ``target_ratio × threshold``.
+``summary`` item until it is back under ``target_ratio × threshold``.  A run that starts
+with the previous summary counts the new summary in at that summary's length, so a
+summary near its budget still gets the commit under the target in a fold or two.
 
 Folding works on *units* so nothing the model needs to stay consistent is split: an
 assistant turn with its tool calls and results, an attach block (items sharing
@@ -180,7 +182,11 @@ class Summarize(Rule):
             end = p
             real = False  # the previous summary alone is no progress
             before_kept = False  # the run ends at a kept unit (not at the tail)
-            while end < tail and (total - run_tokens > target or not real):
+            # The new summary will be about as long as the one it replaces: count it in,
+            # or a summary near its budget leaves the commit over the target after every
+            # fold and each next fold gains one unit (a round of answers each).
+            expected = 0
+            while end < tail and (total - run_tokens + expected > target or not real):
                 it = items[end]
                 if it.state == "summarized":
                     end += 1
@@ -196,6 +202,7 @@ class Summarize(Rule):
                     )
                     break
                 run_tokens += sum(u.tokens for u in unit if u.state != "summarized")
+                expected += sum(u.tokens for u in unit if u.state == "summary")
                 real = real or any(u.state != "summary" for u in unit)
                 end = unit_end
             run = tuple(u for u in items[run_start:end] if u.state != "summarized")

@@ -21,8 +21,8 @@ quality checker counts by).  Sections, in this order:
 - ``Outline``: the first line of each assistant message.
 
 A previous summary in the run is parsed back into its sections and merged, so facts
-survive repeated folding.  The text is cut to the budget (about 4 characters per
-token) section by section: the outline first, then the tool counts, the index (oldest
+survive repeated folding.  The text is cut to the budget (counted with the default
+tokenizer) section by section: the outline first, then the tool counts, the index (oldest
 identifiers first), the files, the errors, the todos and the constraints (newest
 first); the focus and the task are never
 cut, except by the final hard cut of an over-long text.  Multi-line values (the task)
@@ -83,6 +83,8 @@ _INDEX_LABELS = {
 }
 _LABEL_ORDER = ("paths", "ids", "urls", "dates", "numbers")
 _FOCUS = "Focus: "
+#: The shortest summary, in characters, whatever the budget.
+_MIN_CHARS = 200
 _MAX_FOCUS_CHARS = 1000
 
 
@@ -236,13 +238,25 @@ class ExtractiveSummarizer:
     ) -> str:
         """The summary of ``items`` in about ``budget`` tokens (see the module docstring);
         ``instructions`` lead it as a ``Focus:`` line."""
-        limit = max(200, budget * 4)
+        from ..tokenizers import count
+
+        limit = max(_MIN_CHARS, budget * 4)
         run = _Run()
         run.read(items)
         sec = run.sections(limit)
         index = run.index_tokens(sec)
         focus = normalize(instructions)[:_MAX_FOCUS_CHARS]
-        return _render(sec, index, focus, limit)
+        text = _render(sec, index, focus, limit)
+        # 4 characters a token holds for prose, not for identifiers (a line of ids and
+        # paths runs nearer 2): count, and cut further in proportion until it fits.
+        # Cutting is greedy in a fixed order, so going on from the cut lists gives the
+        # text a smaller limit would have given.
+        tokens = count(text)
+        while tokens > budget and len(text) > _MIN_CHARS:
+            limit = max(_MIN_CHARS, min(len(text) - 1, len(text) * budget * 95 // (100 * tokens)))
+            text = _render(sec, index, focus, limit)
+            tokens = count(text)
+        return text
 
 
 def _index_lines(index: Sequence[tuple[str, str]]) -> Iterator[str]:
