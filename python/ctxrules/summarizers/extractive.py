@@ -6,7 +6,9 @@ quality checker counts by).  Sections, in this order:
 
 - ``Focus``: the user's compaction instructions, when there are some (one line);
 - ``Task``: the user messages that open the run (before its first assistant turn),
-  verbatim — together at most two thirds of the budget;
+  verbatim — together at most a quarter of the budget (the task statement itself is
+  the pipeline's task anchor, never folded; what opens a run is a later request, a
+  slash-command line or a demonstration, whose facts the sections below keep);
 - ``User constraints``: sentences of user messages that state a rule (those the task
   holds are left out);
 - ``Files touched``: the paths tool calls name in their path arguments;
@@ -18,7 +20,7 @@ quality checker counts by).  Sections, in this order:
   the assistant and the tool arguments stated, grouped by kind, each exactly once and
   left out when a section above already holds it — so an id stated once in passing
   (a reservation code, a commit hash, a price) survives the fold;
-- ``Outline``: the first line of each assistant message.
+- ``Outline``: the first line of each assistant message (at most 100 characters).
 
 A previous summary in the run is parsed back into its sections and merged, so facts
 survive repeated folding.  The text is cut to the budget (counted with the default
@@ -88,7 +90,7 @@ _MIN_CHARS = 200
 _MAX_FOCUS_CHARS = 1000
 
 
-def _first_line(text: str, limit: int = 160) -> str:
+def _first_line(text: str, limit: int) -> str:
     line = text.strip().split("\n", 1)[0].strip()
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
@@ -193,12 +195,12 @@ class _Run:
                 for kind, token in identifiers_in(it.rendered):
                     self.identifier(kind, token)
                 if it.rendered.strip():
-                    self.add("Outline", _first_line(it.rendered))
+                    self.add("Outline", _first_line(it.rendered, 100))
 
     def sections(self, limit: int) -> dict[str, list[str]]:
         """The sections as lists, the task cut to its share and the open todos listed."""
         sec = {name: list(values) for name, values in self.sec.items()}
-        share = limit * 2 // 3
+        share = limit // 4  # more would crowd out the index of a long opening message
         task = []
         for value in sec["Task"]:
             if share <= 0:
