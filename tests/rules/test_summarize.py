@@ -250,11 +250,11 @@ def _dense(seed: int, size: int = 1500) -> str:
     return "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz0123456789 \n") for _ in range(size))
 
 
-def _turn_calls(n: int):
+def _turn_calls(n: int, output=_dense):
     calls, prev = [], None
     for i in range(n):
         turn = tool_turn(
-            {"name": "Read", "output": _dense(i)},
+            {"name": "Read", "output": output(i)},
             user=f"task step {i}",
             prefix=f"t{i}_",
             predecessor=prev,
@@ -265,8 +265,8 @@ def _turn_calls(n: int):
     return calls
 
 
-def _kw(rule, n=12):
-    calls = _turn_calls(n)
+def _kw(rule, n=12, output=_dense):
+    calls = _turn_calls(n, output)
     kw = dict(session_id="s", head_node_id=calls[-2].id, pipeline=Pipeline.of([rule]), now=1e6)
     return calls, kw
 
@@ -440,19 +440,8 @@ def test_summaries_as_long_as_their_budget_still_make_a_commit_in_a_few_rounds()
     """A fold that starts from the previous summary counts the new summary in: without
     that, a summary near its budget left the commit over the target after every fold,
     and each next fold (one round of answers, a model call) gained one small unit."""
-    calls, prev = [], None
-    for i in range(150):
-        turn = tool_turn(
-            {"name": "Read", "output": f"line {i}"},
-            user=f"step {i}",
-            prefix=f"t{i}_",
-            predecessor=prev,
-            seq=1 + 3 * i,
-        )
-        calls += turn
-        prev = turn[1].id
     rule = Summarize(threshold_tokens=600, summary_budget_tokens=300, keep_tail_turns=1)
-    kw = dict(session_id="s", head_node_id=calls[-2].id, pipeline=Pipeline.of([rule]), now=1e6)
+    calls, kw = _kw(rule, 150, output=lambda i: f"line {i}")
     asked = []
 
     def answer(request):
