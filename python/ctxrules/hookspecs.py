@@ -113,7 +113,8 @@ def register_summarizers(register: RegisterSummarizers) -> None:
     """Register summarizers.
 
     Called once, the first time a summarizer is looked up.  ``register(summarizer)``
-    takes an object with ``name: str`` and ``summarize(items, *, budget) -> str`` (see
+    takes an object with ``name: str``, ``summarize(items, *, budget, instructions="")
+    -> str`` and optionally ``max_input_tokens: int | None`` (see
     ``ctxrules.summarizers.Summarizer``).
     """
 

@@ -60,6 +60,7 @@ __all__ = [
     "render_commit",
     "render_context",
     "render_request",
+    "render_side_request",
     "request_options",
     "session_defaults",
     "set_cache_capacity",
@@ -572,6 +573,26 @@ def render_request(
 ) -> bytes:
     """The request body bytes, exactly as they would be sent (see ``render``)."""
     return render(commit, provider, model, **options).body
+
+
+def render_side_request(
+    provider: str | Provider,
+    model: str | None,
+    system: str,
+    text: str,
+    *,
+    max_tokens: int | None = None,
+) -> RenderedRequest:
+    """A minimal request off the main path (a summary, a branch summary, a title):
+    ``system`` and one user message ``text``; no tools, no history, no situation and no
+    cache breakpoints.  ``max_tokens`` as in ``request_options``."""
+    item = ContextItem(source_node_id="side", role="user", rendered=text)
+    commit = ContextCommit(
+        id="side", session_id="", head_node_id="side", rules_version="", items=(item,)
+    )
+    return render(
+        commit, provider, model, system=system or None, max_tokens=max_tokens, cache=False
+    )
 
 
 def cache_stats() -> dict[str, int]:

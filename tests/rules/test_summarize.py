@@ -250,11 +250,11 @@ def _dense(seed: int, size: int = 1500) -> str:
     return "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz0123456789 \n") for _ in range(size))
 
 
-def _turn_calls(n: int):
+def _turn_calls(n: int, output=_dense):
     calls, prev = [], None
     for i in range(n):
         turn = tool_turn(
-            {"name": "Read", "output": _dense(i)},
+            {"name": "Read", "output": output(i)},
             user=f"task step {i}",
             prefix=f"t{i}_",
             predecessor=prev,
@@ -265,8 +265,8 @@ def _turn_calls(n: int):
     return calls
 
 
-def _kw(rule, n=12):
-    calls = _turn_calls(n)
+def _kw(rule, n=12, output=_dense):
+    calls = _turn_calls(n, output)
     kw = dict(session_id="s", head_node_id=calls[-2].id, pipeline=Pipeline.of([rule]), now=1e6)
     return calls, kw
 
@@ -418,3 +418,36 @@ def test_a_summarizer_failing_every_retry_is_reported_not_raised():
 def test_an_unknown_summarizer_is_not_retried():
     result = run_summarizer(msgspec.structs.replace(_request(), summarizer="no-such"))
     assert "no-such" in result.error and not result.timed_out
+
+
+def test_a_summary_that_left_out_the_oldest_items_says_so():
+    calls, kw = _kw(Summarize(threshold_tokens=3000, keep_tail_turns=2))
+    (request,) = derive_commit(None, calls, **kw).requests
+    answers = {request.key: SummaryResult(text="short summary", dropped=3)}
+    gen = derive_commit(None, calls, **kw, summaries=answers)
+    assert any(it.state == "summary" for it in gen.commit.items)
+    (note,) = [n for n in gen.commit.notes if "folded" in n]
+    assert note.endswith(
+        "the summary leaves out the 3 oldest of them (too long for the summarizer's model)"
+    )
+    plain = derive_commit(
+        None, calls, **kw, summaries={request.key: SummaryResult(text="short summary")}
+    )
+    assert not any("leaves out" in n for n in plain.commit.notes)
+
+
+def test_summaries_as_long_as_their_budget_still_make_a_commit_in_a_few_rounds():
+    """A fold that starts from the previous summary counts the new summary in: without
+    that, a summary near its budget left the commit over the target after every fold,
+    and each next fold (one round of answers, a model call) gained one small unit."""
+    rule = Summarize(threshold_tokens=600, summary_budget_tokens=300, keep_tail_turns=1)
+    calls, kw = _kw(rule, 150, output=lambda i: f"line {i}")
+    asked = []
+
+    def answer(request):
+        asked.append(request)
+        return SummaryResult(text=" ".join(f"fact{i}" for i in range(request.budget // 3)))
+
+    final = derive_with_summaries(None, calls, **kw, answer=answer)
+    assert any(it.state == "summary" for it in final.commit.items)
+    assert len(asked) <= 3, [len(r.items) for r in asked]

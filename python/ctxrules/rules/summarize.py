@@ -1,5 +1,7 @@
 """Summarize: when the commit is over ``threshold_tokens``, fold the oldest items into a
-``summary`` item until it is back under ``target_ratio × threshold``.
+``summary`` item until it is back under ``target_ratio × threshold``.  A run that starts
+with the previous summary counts the new summary in at that summary's length, so a
+summary near its budget still gets the commit under the target in a fold or two.
 
 Folding works on *units* so nothing the model needs to stay consistent is split: an
 assistant turn with its tool calls and results, an attach block (items sharing
@@ -14,8 +16,10 @@ and the caller answers (``ctxrules.commit.derive_with_summaries`` runs the summa
 within ``timeout_seconds`` and derives again).  Until answered, nothing is folded and
 the commit's notes say it is waiting.  If the summarizer raised, timed out or returned
 nothing, nothing is folded and the reason is noted on the commit; a fold that cannot
-get under the threshold says so too.  Nothing here ever loses content: folded items
-stay in the commit as ``summarized`` and the DAG keeps every original.
+get under the threshold says so too, and so does a fold whose summary leaves out the
+oldest items (``SummaryResult.dropped``: the summarizer's model refused them as too
+long).  Nothing here ever loses content: folded items stay in the commit as
+``summarized`` and the DAG keeps every original.
 
 Anti-thrash: a summary that is not shorter than the run it would replace, or a
 summarizer that timed out, is not asked for again on every commit.  A run closed by a
@@ -43,6 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ConfigError
 from ..model import ContextCommit, ContextItem, provider_compaction_start
+from ..summarizers.units import unit_end
 from .base import Rule
 from .tool_aging import is_turn
 
@@ -118,21 +123,8 @@ class Summarize(Rule):
             p -= 1  # the request that started the kept turn stays with it
         return p
 
-    @staticmethod
-    def _unit_end(items: Sequence[ContextItem], p: int) -> int:
-        it = items[p]
-        end = p + 1
-        if it.attached_from is not None:
-            while end < len(items) and items[end].attached_from == it.attached_from:
-                end += 1
-        elif it.role == "assistant" and it.state != "summary":
-            while (
-                end < len(items)
-                and items[end].role == "tool"
-                and (items[end].caller == it.source_node_id)
-            ):
-                end += 1
-        return end
+    #: Units are folded whole (``ctxrules.summarizers.units``): never half a tool pair.
+    _unit_end = staticmethod(unit_end)
 
     @staticmethod
     def _kept(item: ContextItem) -> bool:
@@ -210,7 +202,11 @@ class Summarize(Rule):
             end = p
             real = False  # the previous summary alone is no progress
             before_kept = False  # the run ends at a kept unit (not at the tail)
-            while end < tail and (total - run_tokens > target or not real):
+            # The new summary will be about as long as the one it replaces: count it in,
+            # or a summary near its budget leaves the commit over the target after every
+            # fold and each next fold gains one unit (a round of answers each).
+            expected = 0
+            while end < tail and (total - run_tokens + expected > target or not real):
                 it = items[end]
                 if it.state == "summarized":
                     end += 1
@@ -226,6 +222,7 @@ class Summarize(Rule):
                     )
                     break
                 run_tokens += sum(u.tokens for u in unit if u.state != "summarized")
+                expected += sum(u.tokens for u in unit if u.state == "summary")
                 real = real or any(u.state != "summary" for u in unit)
                 end = unit_end
             run = tuple(u for u in items[run_start:end] if u.state != "summarized")
@@ -292,6 +289,12 @@ class Summarize(Rule):
             ctx.note(
                 f"folded {len(run)} item(s) ({run_tokens} tokens) into "
                 f"{ctx.items[sm_pos].source_node_id} ({summary_tokens} tokens)"
+                + (
+                    f"; the summary leaves out the {answer.dropped} oldest of them (too "
+                    f"long for the summarizer's model)"
+                    if answer.dropped
+                    else ""
+                )
             )
             items = ctx.items
             tail += 1  # the summary item was inserted before the tail

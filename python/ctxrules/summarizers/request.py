@@ -9,20 +9,51 @@ the request's time limit) and derives again with the answers as input: the same
 answers give the same commit, however long they took to obtain.
 
 ``ctxrules.commit.derive_with_summaries`` does that loop in one call.
+
+How ``run_summarizer`` gets an answer, in order:
+
+1. **Chunks.**  A summarizer whose ``max_input_tokens`` is smaller than the items
+   (counted with the items' own ``tokens``) gets them in chunks of whole units
+   (``ctxrules.summarizers.units``): chunk 1, then the summary so far (a ``summary``
+   item, like a previous fold's) followed by chunk 2, and so on; the last answer is
+   the summary.  So a session already over the model's window can still be summarised.
+2. **Prompt too long.**  A call that raises ``PromptTooLongError`` (a provider's
+   ``PromptTooLong`` is one) is made again without the oldest unit of its items, up to
+   ``TRIMS`` times per call; the summary so far and a previous summary are never
+   dropped.  ``SummaryResult.dropped`` counts the items left out.
+3. **Transient failures.**  Any other exception is retried ``RETRIES`` times per call,
+   except ``ConfigError`` and ``PluginError`` (a missing key or plugin stays missing).
+
+Each call gets the request's time limit; a call that outlives it ends the request
+(``timed_out``).  ``instructions`` reach the summarizer when its ``summarize`` takes an
+``instructions`` keyword (or ``**kwargs``); a summarizer written before instructions
+existed is called without them, and a ``PluginWarning`` says they were not applied.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from ..errors import ConfigError, PluginError, PluginWarning, PromptTooLongError
 from ..model import ContextItem
+from .units import units
 
-__all__ = ["SummaryRequest", "SummaryResult", "request_key", "run_summarizer"]
+__all__ = [
+    "RETRIES",
+    "TRIMS",
+    "SummaryRequest",
+    "SummaryResult",
+    "accepts_instructions",
+    "request_key",
+    "run_summarizer",
+]
 
 _encoder = msgspec.msgpack.Encoder(order="sorted")
 
@@ -31,9 +62,11 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a rule wants summarized: ``items`` (in order; a previous summary item may be
     first) by the summarizer named ``summarizer`` in about ``budget`` tokens.
 
-    ``key`` identifies the request by its content (summarizer, budget, items): an
-    answer is handed back under it.  ``timeout_seconds`` is the rule's time limit for
-    obtaining the answer (0: none); ``rule`` names the rule that asked.
+    ``key`` identifies the request by its content (summarizer, budget, items,
+    instructions): an answer is handed back under it.  ``timeout_seconds`` is the rule's
+    time limit for each summarizer call (0: none); ``rule`` names the rule that asked;
+    ``instructions`` are the user's words on what the summary should focus on (e.g.
+    ``ctxrules compact --instructions``), empty for an automatic fold.
     """
 
     key: str
@@ -42,6 +75,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     items: tuple[ContextItem, ...]
     budget: int
     timeout_seconds: float = 0.0
+    instructions: str = ""
 
 
 class SummaryResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -50,17 +84,26 @@ class SummaryResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     ``error`` says what failed (e.g. ``"RuntimeError: model unavailable"``);
     ``timed_out`` says the summarizer did not answer within the request's time limit.
     An empty ``text`` without either means the summarizer returned nothing.  The rule
-    that asked records a failure in the commit's notes and folds nothing.
+    that asked records a failure in the commit's notes and folds nothing.  ``dropped``
+    counts the items the summary does not cover: the oldest units left out after the
+    summarizer said the prompt was too long (they are folded all the same).
     """
 
     text: str = ""
     error: str = ""
     timed_out: bool = False
+    dropped: int = 0
 
 
-def request_key(summarizer: str, budget: int, items: Sequence[ContextItem]) -> str:
-    """The content key of a request: the same summarizer, budget and items, the same key."""
-    digest = hashlib.blake2b(_encoder.encode((summarizer, budget, tuple(items))), digest_size=12)
+def request_key(
+    summarizer: str, budget: int, items: Sequence[ContextItem], instructions: str = ""
+) -> str:
+    """The content key of a request: the same summarizer, budget, items and instructions,
+    the same key (without instructions, the key requests had before they existed)."""
+    content: tuple[Any, ...] = (summarizer, budget, tuple(items))
+    if instructions:
+        content += (instructions,)
+    digest = hashlib.blake2b(_encoder.encode(content), digest_size=12)
     return f"sr_{digest.hexdigest()}"
 
 
@@ -69,6 +112,24 @@ _DEFAULT: Any = object()
 #: How many more times ``run_summarizer`` calls a summarizer that raised (a transient
 #: failure: a dropped connection, an overloaded model) before it reports the error.
 RETRIES = 2
+#: How many times ``run_summarizer`` drops the oldest unit and calls again after the
+#: summarizer said the prompt was too long.
+TRIMS = 3
+#: Not retried: a missing key, model or plugin stays missing.
+_PERMANENT = (ConfigError, PluginError)
+
+
+def accepts_instructions(summarizer: Any) -> bool:
+    """Whether ``summarizer.summarize`` takes an ``instructions`` keyword (or ``**kwargs``)."""
+    try:
+        params = inspect.signature(summarizer.summarize).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): call it the old way
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD
+        or (p.name == "instructions" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+        for p in params
+    )
 
 
 def run_summarizer(
@@ -77,16 +138,17 @@ def run_summarizer(
     timeout: float | None = _DEFAULT,
     summarizer: Any = None,
     retries: int = RETRIES,
+    trims: int = TRIMS,
 ) -> SummaryResult:
     """Answer ``request`` with the registered summarizer it names (or ``summarizer``).
 
+    Chunks, prompt-too-long trims and retries as the module docstring says.
     ``timeout`` defaults to the request's ``timeout_seconds`` (0 or None: wait for the
     answer).  Python cannot stop a thread, so a summarizer that times out keeps running
     on a daemon thread until it returns; it cannot change anything, since it was handed
-    a tuple of immutable items and its result is dropped.  A summarizer that raises is
-    called again up to ``retries`` times (a time-out is not retried: the rule backs
-    off); the last exception becomes ``SummaryResult(error=...)``: a plugin failure
-    never loses content, the rule just folds nothing.
+    a tuple of immutable items and its result is dropped.  The last exception becomes
+    ``SummaryResult(error=...)``: a plugin failure never loses content, the rule just
+    folds nothing.
     """
     if summarizer is None:
         from ..errors import CtxrulesError
@@ -96,36 +158,136 @@ def run_summarizer(
             summarizer = registry("summarizers").get(request.summarizer)
         except CtxrulesError as exc:  # not installed: no retry will change that
             return SummaryResult(error=f"{type(exc).__name__}: {exc}")
-    result = _run_once(request, timeout, summarizer)
-    for _ in range(max(0, retries)):
-        if not result.error:
-            break
-        result = _run_once(request, timeout, summarizer)
-    return result
+    call = _Call(
+        summarizer,
+        request,
+        request.timeout_seconds if timeout is _DEFAULT else timeout,
+        retries=max(0, retries),
+        trims=max(0, trims),
+    )
+    limit = getattr(summarizer, "max_input_tokens", None)
+    rounds = units(request.items)
+    if not isinstance(limit, int) or _tokens(rounds) <= limit:
+        return call.answer(rounds, None)
+    carry: ContextItem | None = None  # the summary so far
+    dropped = 0
+    while True:
+        room = limit - (carry.tokens if carry is not None else 0)
+        n = 1  # at least one unit per chunk, however large: a refusal then trims it
+        while n < len(rounds) and _tokens(rounds[: n + 1]) <= room:
+            n += 1
+        chunk, rounds = rounds[:n], rounds[n:]
+        result = call.answer(chunk, carry)
+        dropped += result.dropped
+        if result.error or result.timed_out or not result.text.strip() or not rounds:
+            return msgspec.structs.replace(result, dropped=dropped)
+        carry = _summary_item(result.text)
 
 
-def _run_once(request: SummaryRequest, timeout: float | None, summarizer: Any) -> SummaryResult:
-    limit = request.timeout_seconds if timeout is _DEFAULT else timeout
-    outcome: dict[str, Any] = {}
+def _tokens(rounds: Sequence[tuple[ContextItem, ...]]) -> int:
+    return sum(it.tokens for unit in rounds for it in unit)
 
-    def call() -> None:
-        try:
-            outcome["text"] = summarizer.summarize(request.items, budget=request.budget)
-        except Exception as exc:  # reported in the result: a plugin failure loses nothing
-            outcome["error"] = exc
 
-    if limit:
-        # A daemon thread: a summarizer that hangs is abandoned, and cannot keep the
-        # process from exiting (an executor's worker would be joined at exit).
-        worker = threading.Thread(target=call, name="ctxrules-summarizer", daemon=True)
-        worker.start()
-        worker.join(limit)
-        if worker.is_alive():
-            return SummaryResult(timed_out=True)
-    else:
-        call()
-    if "error" in outcome:
-        err = outcome["error"]
-        return SummaryResult(error=f"{type(err).__name__}: {err}")
-    text = outcome.get("text")
-    return SummaryResult(text=text if isinstance(text, str) else "")
+def _summary_item(text: str) -> ContextItem:
+    """The summary so far as the next chunk's first item: a ``summary`` item, as a
+    previous fold leaves one, counted with the default tokenizer."""
+    from ..tokenizers import count
+
+    return ContextItem(
+        source_node_id="sm_chunk",
+        role="assistant",
+        state="summary",
+        rendered=text,
+        tokens=count(text),
+        reason="summary so far",
+    )
+
+
+class _Call:
+    """One summarizer, the request's budget, instructions and time limit, and the
+    retry and trim policy of a single call."""
+
+    def __init__(
+        self,
+        summarizer: Any,
+        request: SummaryRequest,
+        limit: float | None,
+        *,
+        retries: int,
+        trims: int,
+    ) -> None:
+        self.summarizer = summarizer
+        self.request = request
+        self.limit = limit
+        self.retries = retries
+        self.trims = trims
+        self.kwargs: dict[str, Any] = {"budget": request.budget}
+        if accepts_instructions(summarizer):
+            self.kwargs["instructions"] = request.instructions
+        elif request.instructions:
+            warnings.warn(
+                f"summarizer {getattr(summarizer, 'name', summarizer)!r} takes no "
+                f"instructions: summarising without them (add an ``instructions`` keyword "
+                f"to its summarize method)",
+                PluginWarning,
+                stacklevel=3,
+            )
+
+    def answer(
+        self, rounds: Sequence[tuple[ContextItem, ...]], carry: ContextItem | None
+    ) -> SummaryResult:
+        """The summary of ``carry`` (the summary so far) and ``rounds``, trimmed and
+        retried by the policy."""
+        rounds = list(rounds)
+        dropped = 0
+        retries, trims = self.retries, self.trims
+        while True:
+            items = ((carry,) if carry is not None else ()) + tuple(
+                it for unit in rounds for it in unit
+            )
+            outcome = self._once(items)
+            if isinstance(outcome, SummaryResult):
+                return msgspec.structs.replace(outcome, dropped=dropped)
+            if isinstance(outcome, str):
+                return SummaryResult(text=outcome, dropped=dropped)
+            oldest = _oldest_droppable(rounds)
+            if isinstance(outcome, PromptTooLongError) and trims and oldest is not None:
+                trims -= 1
+                dropped += len(rounds.pop(oldest))
+                continue
+            if isinstance(outcome, (PromptTooLongError, *_PERMANENT)) or not retries:
+                return SummaryResult(error=f"{type(outcome).__name__}: {outcome}", dropped=dropped)
+            retries -= 1
+
+    def _once(self, items: tuple[ContextItem, ...]) -> str | Exception | SummaryResult:
+        """One call: the text, the exception it raised, or a timed-out result."""
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["text"] = self.summarizer.summarize(items, **self.kwargs)
+            except Exception as exc:  # reported in the result: a plugin failure loses nothing
+                outcome["error"] = exc
+
+        if self.limit:
+            # A daemon thread: a summarizer that hangs is abandoned, and cannot keep the
+            # process from exiting (an executor's worker would be joined at exit).
+            worker = threading.Thread(target=call, name="ctxrules-summarizer", daemon=True)
+            worker.start()
+            worker.join(self.limit)
+            if worker.is_alive():
+                return SummaryResult(timed_out=True)
+        else:
+            call()
+        if "error" in outcome:
+            err: Exception = outcome["error"]
+            return err
+        text = outcome.get("text")
+        return text if isinstance(text, str) else ""
+
+
+def _oldest_droppable(rounds: Sequence[tuple[ContextItem, ...]]) -> int | None:
+    """The index of the oldest unit that may be dropped: not a previous summary, and
+    never the last one left (a summary of nothing is no summary)."""
+    candidates = [i for i, u in enumerate(rounds) if u[0].state != "summary"]
+    return candidates[0] if len(candidates) > 1 else None

@@ -1,0 +1,232 @@
+"""Exact facts of a conversation: identifiers, constraints, error lines, files, todos.
+
+No model.  One definition shared by the offline summarizer, which lifts these facts
+into its summary, and by ``ctxrules.quality``, which checks that a compacted request
+still holds them: two pattern sets would drift, and a summarizer keeping
+"identifiers" the checker does not count (or the reverse) would be measured wrong.
+
+- ``identifiers_in``: file paths and file names, URLs, UUIDs and hashes, ids (a token
+  mixing letters and digits, such as ``mia_li_3668`` or ``HAT038``), dates, numbers
+  with a unit or currency or of at least three digits.
+- ``constraints_in``: sentences outside code blocks that state a rule (must, never,
+  don't, only, always, should, avoid, make sure, …), at least three words; one over
+  ``MAX_FACT_CHARS`` is kept by its beginning.
+- ``error_lines``: ``ValueError: …``, ``error: …``, ``FAILED …`` and the like.
+- ``argument_facts``: the paths a tool call names in its path arguments (``file_path``,
+  ``path``, ``filename``, …) and the identifiers in its other short string arguments.
+- ``update_todos``: the todo list after a todo tool call (``TodoWrite``'s whole list,
+  or ``todo_create`` / ``todo_update`` one item at a time); ``is_open`` tells the
+  todos not completed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+__all__ = [
+    "MAX_ARGUMENT_CHARS",
+    "MAX_ERRORS_PER_RESULT",
+    "MAX_FACT_CHARS",
+    "TODO_TOOLS",
+    "Todos",
+    "argument_facts",
+    "constraints_in",
+    "error_lines",
+    "identifiers_in",
+    "is_open",
+    "normalize",
+    "update_todos",
+]
+
+#: A longer constraint sentence or error line is looked for by its first this many characters.
+MAX_FACT_CHARS = 300
+#: Error lines taken from one tool result at most (a long test log would drown the rest).
+MAX_ERRORS_PER_RESULT = 5
+#: Tool-argument strings longer than this are content (code, file bodies), not identifiers.
+MAX_ARGUMENT_CHARS = 300
+#: Tools whose arguments carry the todo list, lower-cased.
+TODO_TOOLS = frozenset({"todowrite", "todo_write", "todo_create", "todo_update"})
+_DONE = frozenset({"completed", "complete", "done"})
+#: A todo list: key (the todo's id, else its text) → (text, status, id of the node that
+#: set it).
+Todos = dict[str, tuple[str, str, str]]
+
+
+def normalize(text: str) -> str:
+    """Whitespace runs as one space, no leading or trailing space."""
+    return " ".join(text.split())
+
+
+_CONSTRAINT = re.compile(
+    r"\b(?:must|mustn[’']t|never|don[’']t|do not|only|always|should|shouldn[’']t|avoid|"
+    r"make sure|ensure|required?|forbidden|not allowed)\b",
+    re.IGNORECASE,
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*•>]+|\d+[.)])\s+")
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_ERROR_LINE = re.compile(
+    r"^(?:[\w.]*(?:Error|Exception|Warning)(?::|$)|Traceback \(most recent call last\):|"
+    r"FAILED\b|ERROR\b|error(?:\[\w+\])?:|fatal:|panic(?:ked)?\b|E {3})"
+)
+_UNIT = (
+    r"(?:ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|years?|"
+    r"[KMGT]i?B|[kKMG]|B|bytes?|%|px|tokens?|chars?|characters?|lines?|files?|items?|"
+    r"x|×|USD|EUR|GBP|dollars?)"
+)
+_IDENTIFIER = re.compile(
+    r"(?P<url>https?://[^\s<>\"'`)\]]+)"
+    r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
+    r"|(?P<path>(?<![\w.:/~-])(?:(?:~|\.{1,2})(?:/[\w.@+-]+)+|/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]))"
+    r"|(?P<file>(?<![\w.-])[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|rs|ts|tsx|js|jsx|mjs|json|jsonl|toml|"
+    r"ya?ml|md|rst|txt|go|java|kt|c|h|cc|cpp|hpp|cs|rb|php|sh|bash|cfg|ini|lock|html|css|"
+    r"scss|vue|sql|csv|xml|ipynb|traj|log|env)\b)"
+    r"|(?P<date>\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b)"
+    r"|(?P<hash>\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"
+    r"|(?P<id>\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z][\w]*(?:-[\w]+)*\b)"
+    rf"|(?P<number>(?<![\w.,])[$€£]?\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?(?:\s?{_UNIT}\b)?"
+    rf"|(?<![\w.,])[$€£]?\d+(?:\.\d+)?(?:\s?{_UNIT}(?![\w]))?)"
+)
+_TRAILING = ".,;:!?)]}'\""
+
+
+def _cap(text: str) -> str:
+    return text if len(text) <= MAX_FACT_CHARS else text[:MAX_FACT_CHARS]
+
+
+def _prose_lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` outside fenced code blocks."""
+    fenced = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield line
+
+
+def constraints_in(text: str) -> list[str]:
+    """The rule-stating sentences of a user text (see the module docstring)."""
+    out = []
+    for line in _prose_lines(text):
+        for sentence in _SENTENCE_END.split(_LIST_MARKER.sub("", line)):
+            sentence = normalize(sentence)
+            if len(sentence.split()) >= 3 and _CONSTRAINT.search(sentence):
+                out.append(_cap(sentence))
+    return out
+
+
+def error_lines(text: str, *, failed: bool = False) -> list[str]:
+    """Error lines of a text (at most ``MAX_ERRORS_PER_RESULT``); with ``failed``, the
+    first non-empty line too."""
+    out: list[str] = []
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if failed and lines:
+        out.append(_cap(normalize(lines[0])))
+    for line in lines:
+        if len(out) >= MAX_ERRORS_PER_RESULT:
+            break
+        fact = _cap(normalize(line))
+        if len(line) >= 8 and _ERROR_LINE.match(line) and fact not in out:
+            out.append(fact)
+    return out
+
+
+def identifiers_in(text: str) -> list[tuple[str, str]]:
+    """``(kind, token)`` for every identifier in ``text``, in order (see the module
+    docstring); a number counts only with a unit or currency or three digits."""
+    out: list[tuple[str, str]] = []
+    for m in _IDENTIFIER.finditer(text):
+        kind = m.lastgroup or ""
+        token = m.group().rstrip(_TRAILING) if kind in ("url", "path") else m.group()
+        if kind == "path" and token.count("/") == 1 and not token.startswith(("/", "~", ".")):
+            # "and/or", "I/O", "client/server": a single inner slash is a path only when
+            # the last part has an extension.
+            if "." not in token.rsplit("/", 1)[1]:
+                continue
+        if kind == "id" and len(token) < 4:
+            continue
+        if kind == "number":
+            digits = sum(c.isdigit() for c in token)
+            if digits < 3 and not re.search(r"[$€£]|\D$", token):
+                continue
+        out.append((kind, normalize(token)))
+    return out
+
+
+_FILE_KEY = re.compile(
+    r"^(?:file_?path|filepath|path|paths|file_?name|file|files|notebook_path|target_file|"
+    r"dir|directory)$",
+    re.IGNORECASE,
+)
+
+
+def _arguments(value: Any) -> Any:
+    """A tool input as data (a JSON string argument is decoded)."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _strings(value: Any, key: str = "") -> Iterator[tuple[str, str]]:
+    """Every ``(key, string)`` in a tool input, depth first."""
+    if isinstance(value, str):
+        yield key, value
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            yield from _strings(v, str(k))
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v, key)
+
+
+def argument_facts(tool_input: Any) -> Iterator[tuple[str, str]]:
+    """``("file", path)`` for each path argument of a tool call and ``(kind, token)`` for
+    each identifier in its other string arguments of at most ``MAX_ARGUMENT_CHARS``;
+    ``tool_input`` is the arguments as data or as a JSON string."""
+    for key, value in _strings(_arguments(tool_input)):
+        if _FILE_KEY.match(key):
+            if value.strip() and "\n" not in value and len(value) <= 400:
+                yield "file", value
+        elif len(value) <= MAX_ARGUMENT_CHARS:
+            yield from identifiers_in(value)
+
+
+def is_open(status: str) -> bool:
+    """Whether a todo with this status still has to be done."""
+    return status.lower() not in _DONE
+
+
+def update_todos(todos: Todos, name: str, tool_input: Any, node_id: str) -> Todos:
+    """The todo list after the tool call ``name(tool_input)`` made by node ``node_id``:
+    ``todos`` itself, updated, or a new list when the call wrote the whole list (or
+    ``todos`` unchanged when the call is no todo call)."""
+    if name.lower() not in TODO_TOOLS:
+        return todos
+    args = _arguments(tool_input)
+    if not isinstance(args, Mapping):
+        return todos
+    listed = args.get("todos")
+    if isinstance(listed, list):  # TodoWrite: the whole list, replacing the last one
+        new: Todos = {}
+        for t in listed:
+            if isinstance(t, Mapping) and isinstance(t.get("content"), str):
+                key = str(t.get("id") or t["content"])
+                new[key] = (t["content"], str(t.get("status", "pending")), node_id)
+        return new
+    content = args.get("content") or args.get("title")
+    key = str(args.get("id") or content or "")
+    if not key:
+        return todos
+    old = todos.get(key)
+    text = content if isinstance(content, str) else (old[0] if old else "")
+    status = str(args.get("status") or (old[1] if old else "pending"))
+    if text:
+        todos[key] = (text, status, node_id)
+    return todos
