@@ -29,6 +29,7 @@ from ..model import Call, ContextCommit, ContextItem
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from . import delta as cdelta
 from .anchor import task_anchor
+from .boundary import fold_at, is_boundary
 from .context import RuleContext
 from .items import attach_items, attach_ref, find_native, item_for_call
 from .pipeline import Pipeline
@@ -126,6 +127,11 @@ def derive_commit(
     if task is not None:
         cursors["anchor"] = 1
     for call in calls:
+        if is_boundary(call):
+            # A compaction boundary: no item (it adds no text), and the built-in fold
+            # of everything before it, ahead of any rule (ctxrules.commit.boundary).
+            fold_at(ctx, call, len(items))
+            continue
         ref = attach_ref(call)
         if ref is not None:
             key = f"attach:{ref['commit']}"

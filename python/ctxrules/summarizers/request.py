@@ -31,9 +31,11 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     """What a rule wants summarized: ``items`` (in order; a previous summary item may be
     first) by the summarizer named ``summarizer`` in about ``budget`` tokens.
 
-    ``key`` identifies the request by its content (summarizer, budget, items): an
-    answer is handed back under it.  ``timeout_seconds`` is the rule's time limit for
-    obtaining the answer (0: none); ``rule`` names the rule that asked.
+    ``key`` identifies the request by its content (summarizer, budget, items,
+    instructions): an answer is handed back under it.  ``timeout_seconds`` is the
+    rule's time limit for obtaining the answer (0: none); ``rule`` names the rule that
+    asked; ``instructions`` what the summary should keep or focus on (a compaction's
+    user instructions; ``""``: none).
     """
 
     key: str
@@ -42,6 +44,7 @@ class SummaryRequest(msgspec.Struct, frozen=True, kw_only=True):
     items: tuple[ContextItem, ...]
     budget: int
     timeout_seconds: float = 0.0
+    instructions: str = ""
 
 
 class SummaryResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -58,9 +61,15 @@ class SummaryResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     timed_out: bool = False
 
 
-def request_key(summarizer: str, budget: int, items: Sequence[ContextItem]) -> str:
-    """The content key of a request: the same summarizer, budget and items, the same key."""
-    digest = hashlib.blake2b(_encoder.encode((summarizer, budget, tuple(items))), digest_size=12)
+def request_key(
+    summarizer: str, budget: int, items: Sequence[ContextItem], instructions: str = ""
+) -> str:
+    """The content key of a request: the same summarizer, budget, items and instructions,
+    the same key (a request without instructions keeps the key it always had)."""
+    parts: tuple[object, ...] = (summarizer, budget, tuple(items))
+    if instructions:
+        parts += (instructions,)
+    digest = hashlib.blake2b(_encoder.encode(parts), digest_size=12)
     return f"sr_{digest.hexdigest()}"
 
 
