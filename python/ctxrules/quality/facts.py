@@ -44,6 +44,7 @@ __all__ = [
     "extract_facts",
     "identifiers_in",
     "normalize",
+    "todo_state",
 ]
 
 CATEGORIES: tuple[str, ...] = ("task", "constraints", "identifiers", "files", "todos")
@@ -228,8 +229,9 @@ class _Facts:
             self.items.append(Fact(category=category, kind=kind, text=text, node_id=node_id))
 
 
-def _todo_state(branch: Sequence[Call]) -> dict[str, tuple[str, str, str]]:
-    """Todo key → (content, status, node id) after every todo call of the branch."""
+def todo_state(branch: Sequence[Call]) -> dict[str, tuple[str, str, str]]:
+    """Todo key → (content, status, node id) after every todo call of the branch: a
+    whole-list tool (``TodoWrite``) replaces the list, item tools update one entry."""
     todos: dict[str, tuple[str, str, str]] = {}
     for call in branch:
         if call.role != "tool" or call.name.lower() not in _TODO_TOOLS:
@@ -293,7 +295,7 @@ def extract_facts(
             for line in error_lines(text, failed=failed):
                 facts.add("identifiers", "error", line, call.id)
     if todo_folded:
-        for content, status, node_id in _todo_state(branch).values():
+        for content, status, node_id in todo_state(branch).values():
             if status.lower() not in _DONE:
                 facts.add("todos", "todo", content, node_id)
     return facts.items
