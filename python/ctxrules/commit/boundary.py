@@ -6,7 +6,8 @@ content appended at HEAD whose metadata ``"compaction"`` holds a ``Compaction`` 
 (trigger, direction, pivot, instructions, tokens before and after, the HEAD before it,
 how many items it folded, the summarizer, the summary text).  ``derive_commit`` never
 makes an item for it (a boundary adds no text to any request) and runs ``fold_at`` as
-a built-in step, before the pipeline's rules and whatever rules are configured:
+a built-in step, whatever rules are configured, once the pipeline's rules ran — so a
+rule sees the new items as it would without a boundary, none of them folded yet:
 
 * ``full`` folds every foldable unit before the boundary into one summary, previous
   summaries included, except locked, anchor (task statement) and system items and the
@@ -264,7 +265,7 @@ def fold_at(ctx: RuleContext, call: Call, end: int) -> None:
     """The derive step of boundary node ``call``: fold per its record the items before
     position ``end`` (where the boundary stands), noting what it did or why not.
 
-    Called by ``derive_commit`` for each boundary among the new nodes, before the rules.
+    Called by ``derive_commit`` for each boundary among the new nodes, after the rules.
     """
     ctx.rule_name = STEP
     try:

@@ -87,6 +87,7 @@ class RuleContext:
         self._folded: dict[int, int] = {}  # position of an untouched parent item → fold no.
         self._folds: list[tuple[str, str]] = []  # (summary id, reason) of each fold
         self._counted_batches = 0
+        self._marks: list[int] = []  # places between items the generator keeps track of
 
     # -- reading -----------------------------------------------------------------
 
@@ -215,10 +216,26 @@ class RuleContext:
         self.insert(at, summary)
         return at
 
+    def mark(self) -> int:
+        """Mark the place after the last item (where a compaction boundary stands, which
+        has no item); returns a handle for ``marked``.  The generator's: a rule never
+        calls it.  The place moves with the items before it: an insert before it, or a
+        summary inserted right at it, moves it on; a new node's item appended at it does
+        not."""
+        self._marks.append(len(self.items))
+        return len(self._marks) - 1
+
+    def marked(self, handle: int) -> int:
+        """The position now of the place ``mark`` returned ``handle`` for."""
+        return self._marks[handle]
+
     def insert(self, pos: int, item: ContextItem) -> None:
         """Insert a new item at ``pos`` (the generator's new items and fold's summary);
         position cursors at or after ``pos`` shift by one so they keep naming the same
         item.  Value cursors are never touched."""
+        if self._marks:
+            summary = item.state == "summary"
+            self._marks = [m + 1 if pos < m or (pos == m and summary) else m for m in self._marks]
         if pos >= len(self.items):
             self.items.append(item)  # the common case: nothing after it to shift
         else:

@@ -126,11 +126,12 @@ def derive_commit(
     )
     if task is not None:
         cursors["anchor"] = 1
+    boundaries: list[tuple[Call, int]] = []
     for call in calls:
         if is_boundary(call):
-            # A compaction boundary: no item (it adds no text), and the built-in fold
-            # of everything before it, ahead of any rule (ctxrules.commit.boundary).
-            fold_at(ctx, call, len(items))
+            # A compaction boundary adds no item (no text); it folds what precedes it
+            # once the rules ran (ctxrules.commit.boundary).
+            boundaries.append((call, ctx.mark()))
             continue
         ref = attach_ref(call)
         if ref is not None:
@@ -176,6 +177,10 @@ def derive_commit(
                 where=f"rule {rule.name!r}",
             )
     ctx.rule_name = ""
+    # After the rules, so every rule sees the new items as it would without a boundary
+    # (none of them folded yet) and the fold takes the items as the rules left them.
+    for call, handle in boundaries:
+        fold_at(ctx, call, ctx.marked(handle))
     if marks:
         cursors.update(marks)
     inserted, changed, folds = ctx.delta()

@@ -52,14 +52,18 @@ if TYPE_CHECKING:
     from ..commit.context import RuleContext
     from ..summarizers.request import SummaryResult
 
-__all__ = ["FULL_COMPACTION_REASON", "Summarize", "unit_end"]
+__all__ = ["COMPACTION_REASON", "FULL_COMPACTION_REASON", "Summarize", "unit_end"]
 
 #: Cursors (item positions) of the last run whose summary was not shorter than it.
 _FAILED_START = "summarize.failed_start"
 _FAILED_END = "summarize.failed_end"
+#: How the fold reason of a compaction starts (``ctxrules.commit.boundary`` makes them):
+#: a compaction is an event the user or the engine asked for, not this rule's doing, so
+#: its folds are outside this rule's promise about the kept tail.
+COMPACTION_REASON = "compaction:"
 #: How the fold reason of a full compaction starts: the one fold allowed to merge
-#: earlier summaries (``ctxrules.commit.boundary`` makes it).
-FULL_COMPACTION_REASON = "compaction:full:"
+#: earlier summaries.
+FULL_COMPACTION_REASON = COMPACTION_REASON + "full:"
 
 
 def unit_end(items: Sequence[ContextItem], p: int) -> int:
@@ -348,7 +352,7 @@ class Summarize(Rule):
             f"{it.source_node_id} (position {p}) is in the last "
             f"{self.keep_tail_turns} turn(s) and was folded"
             for p, it in enumerate(items[start:], start)
-            if it.state == "summarized"
+            if it.state == "summarized" and not it.reason.startswith(COMPACTION_REASON)
         )
         if commit.total_tokens > self.threshold_tokens and not any(
             n.startswith(f"{self.name}: ") for n in commit.notes
