@@ -20,7 +20,8 @@ different ``trigger``:
 The boundary node is final when it is appended (the graph is append-only), which is
 why steps 3–5 derive before anything is stored.  Nothing is written unless the
 compaction succeeds, except its failure: a summary that failed or came back empty,
-nothing to fold, or a result no smaller than before raises ``CompactionError`` after
+nothing to fold, or a summary that leaves the request no smaller (the restore message
+is bounded on its own by ``RestoreLimits``) raises ``CompactionError`` after
 recording it in the session metadata (``compaction_failures``, the last ten) — and
 nothing of the history is folded or lost.  Tokens are the billed-prompt estimate of
 the request for ``provider`` / ``model`` (``ctxrules.render.estimate_request``), or the
@@ -183,7 +184,7 @@ def compact(
     asked first either way).
 
     ``CompactionError`` when the summary failed or was empty, nothing could be folded
-    or the result is no smaller (recorded: ``failures``); ``DagError`` for an empty
+    or the fold leaves the request no smaller (recorded: ``failures``); ``DagError`` for an empty
     session, a pivot the commit does not show, or a HEAD that moved during the
     compaction; ``ValidationError`` / ``ConfigError`` for bad arguments.  Only
     success changes the history.
@@ -265,6 +266,14 @@ def compact(
     summary = _summary_item(folded, boundary.id)
     if summary is None:
         raise fail(ask.problem() or _step_note(folded, boundary.id) or "nothing to fold")
+    # The fold itself must make the request smaller; the restore message then adds back
+    # what it restores, within its own limits.
+    tokens_folded = measure(folded)
+    if tokens_folded >= tokens_before:
+        raise fail(
+            f"the summary leaves the request at {tokens_folded:,} tokens, not fewer than the "
+            f"{tokens_before:,} before"
+        )
     record = msgspec.structs.replace(
         record,
         summary=summary.rendered,
@@ -299,13 +308,7 @@ def compact(
                 metadata={RESTORE_KEY: {"boundary": boundary.id, **msgspec.to_builtins(restored)}},
             )
         )
-    after = derive(nodes)
-    tokens_after = measure(after)
-    if tokens_after >= tokens_before:
-        raise fail(
-            f"the compacted request would carry {tokens_after:,} tokens, not fewer than "
-            f"the {tokens_before:,} before"
-        )
+    tokens_after = measure(derive(nodes))
     record = msgspec.structs.replace(record, tokens_after=tokens_after)
     nodes[0] = boundary = _with_record(boundary, record)
     _append(store, session_id, head, nodes)

@@ -51,6 +51,9 @@ SKILL_TOOLS = {"skill": ("skill", "name", "command")}
 SKILL_PREAMBLE = "Base directory for this skill"
 #: Most bytes read from one file on disk (a file larger than this is cut anyway).
 MAX_FILE_BYTES = 2_000_000
+#: The smallest budget worth a file or skill section: below it a section would hold
+#: little besides its heading and the cut marker.
+MIN_SECTION_TOKENS = 100
 _DONE = {"completed", "done", "cancelled", "canceled"}
 
 
@@ -75,19 +78,26 @@ def _read_path(call: Call) -> str | None:
 
 
 def _cut(text: str, limit: int, counter: Any) -> tuple[str, int]:
-    """``text`` cut to at most ``limit`` tokens (with a marker saying so), and its count."""
+    """``text`` cut to at most ``limit`` tokens (with a marker saying so), and its count;
+    ``("", 0)`` when not even a little of it fits.  The longest prefix that fits is found
+    by bisection (token density varies too much along a file to guess it)."""
     n = int(counter.count(text))
     if n <= limit:
         return text, n
-    keep = len(text)
-    while keep > 0:
-        keep = int(keep * limit / max(n, 1) * 0.95)
-        head = text[:keep]
-        marker = f"\n[… cut: {len(text) - keep:,} more characters]"
-        n = int(counter.count(head + marker))
-        if n <= limit:
-            return head + marker, n
-    return "", 0
+
+    def cut(keep: int) -> str:
+        return f"{text[:keep]}\n[… cut: {len(text) - keep:,} more characters]"
+
+    lo, hi, best = 1, len(text) - 1, ("", 0)
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        body = cut(mid)
+        size = int(counter.count(body))
+        if size <= limit:
+            best, lo = (body, size), mid + 1
+        else:
+            hi = mid - 1
+    return best
 
 
 def _from_disk(path: str, working_directory: str | None) -> str | None:
@@ -139,7 +149,7 @@ def _files(
     skipped: list[str] = []
     used = 0
     for path, call in reversed(latest.items()):
-        if len(paths) >= limits.max_files or used >= limits.files_tokens:
+        if len(paths) >= limits.max_files:
             break
         if call.id in shown:
             skipped.append(path)
@@ -150,6 +160,8 @@ def _files(
         else:
             text = item_for_call(call, anchor=False, now=0.0).rendered
         limit = min(limits.file_tokens, limits.files_tokens - used)
+        if limit < min(MIN_SECTION_TOKENS, limits.file_tokens):
+            break
         body, n = _cut(text, limit, counter)
         if not body:
             continue
@@ -202,7 +214,7 @@ def _skills(
     used = 0
     for name, text in reversed(found.items()):
         limit = min(limits.skill_tokens, limits.skills_tokens - used)
-        if limit <= 0:
+        if limit < min(MIN_SECTION_TOKENS, limits.skill_tokens):
             break
         body, n = _cut(text, limit, counter)
         if body:
