@@ -105,14 +105,14 @@ ctxrules compact s_67f3 --up-to n_c411 --now 2026-01-01T00:00:00Z --preset aggre
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules compact``; returns the exit code."""
-    direction, pivot = "full", None
-    if args.from_node is not None:
-        direction, pivot = "from", args.from_node
-    elif args.up_to_node is not None:
-        direction, pivot = "up_to", args.up_to_node
     options = CompactOptions(summarizer=args.summarizer) if args.summarizer else None
     config = config_of(args)
-    with store_of(args) as store:
+    with store_of(args) as store:  # resolves the id prefixes the arguments name
+        direction, pivot = "full", None
+        if args.from_node is not None:
+            direction, pivot = "from", args.from_node
+        elif args.up_to_node is not None:
+            direction, pivot = "up_to", args.up_to_node
         result = compact(
             store,
             args.session,
