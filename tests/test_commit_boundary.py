@@ -287,24 +287,17 @@ def test_deriving_over_a_boundary_is_pure():
     boundary = _boundary(calls)
     (request,) = _derive([*calls, boundary]).requests
     answers = {request.key: "S"}
-    a = derive_with_summaries(
-        None,
-        [*calls, boundary],
-        session_id="s",
-        head_node_id="b1",
-        pipeline=OFF,
-        now=10.0,
-        summaries=answers,
-        answer=lambda r: pytest.fail("asked again"),
-    )
-    b = derive_with_summaries(
-        None,
-        [*calls, boundary],
-        session_id="s",
-        head_node_id="b1",
-        pipeline=OFF,
-        now=10.0,
-        summaries=answers,
-        answer=lambda r: pytest.fail("asked again"),
+    a, b = (
+        derive_with_summaries(
+            None,
+            [*calls, boundary],
+            session_id="s",
+            head_node_id="b1",
+            pipeline=OFF,
+            now=10.0,
+            summaries=answers,
+            answer=lambda r: pytest.fail("asked again"),
+        )
+        for _ in range(2)
     )
     assert a.commit.id == b.commit.id and a.delta == b.delta

@@ -184,10 +184,10 @@ def compact(
     asked first either way).
 
     ``CompactionError`` when the summary failed or was empty, nothing could be folded
-    or the fold leaves the request no smaller (recorded: ``failures``); ``DagError`` for an empty
-    session, a pivot the commit does not show, or a HEAD that moved during the
-    compaction; ``ValidationError`` / ``ConfigError`` for bad arguments.  Only
-    success changes the history.
+    or the fold leaves the request no smaller (recorded: ``failures``); ``DagError``
+    for an empty session, a pivot the commit does not show, or a HEAD that moved
+    during the compaction; ``ValidationError`` / ``ConfigError`` for bad arguments.
+    Only success changes the history.
     """
     opts = options or CompactOptions()
     chosen = _check(trigger, direction, pivot, opts.summarizer)
@@ -197,6 +197,11 @@ def compact(
     head = info.head
     if head is None:
         raise DagError(f"session {session_id!r} has no nodes: nothing to compact")
+    if pivot is not None and not store.is_visible(session_id, pivot):
+        raise DagError(
+            f"node {pivot!r} is not part of session {session_id!r}",
+            hint="`ctxrules log SESSION` lists its nodes",
+        )
     ask = _Asker(stored_answers(store, answer or run_summarizer))
     before = ensure_latest_commit(
         session_id, head, now=now, store=store, config=pipeline, answer=answer
@@ -205,7 +210,7 @@ def compact(
     measure.situation = commit_situation(store, before)
     tokens_before = measure(before)
     if pivot is not None:
-        _check_pivot(store, session_id, before, pivot)
+        _check_pivot(session_id, before, pivot)
     extra = call_hook(
         "pre_compact",
         PreCompactEvent(
@@ -387,12 +392,7 @@ def _with_record(boundary: Call, record: Compaction) -> Call:
     )
 
 
-def _check_pivot(store: CommitStore, session_id: str, commit: ContextCommit, pivot: str) -> None:
-    if not store.is_visible(session_id, pivot):
-        raise DagError(
-            f"node {pivot!r} is not part of session {session_id!r}",
-            hint="`ctxrules log SESSION` lists its nodes",
-        )
+def _check_pivot(session_id: str, commit: ContextCommit, pivot: str) -> None:
     pos = find_native(commit.items, pivot)
     if pos < 0 or commit.items[pos].state == "summarized":
         raise DagError(
