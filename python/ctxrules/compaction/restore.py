@@ -158,7 +158,7 @@ def _files(
         if text is not None:
             disk.append(path)
         else:
-            text = item_for_call(call, anchor=False, now=0.0).rendered
+            text = item_for_call(call, anchor=False, lock_system=False, now=0.0).rendered
         limit = min(limits.file_tokens, limits.files_tokens - used)
         if limit < min(MIN_SECTION_TOKENS, limits.file_tokens):
             break
@@ -200,7 +200,7 @@ def _skills(
         name = next((args[key] for key in keys if isinstance(args.get(key), str)), None)
         if not name:
             continue
-        text = item_for_call(call, anchor=False, now=0.0).rendered
+        text = item_for_call(call, anchor=False, lock_system=False, now=0.0).rendered
         for later in branch[k + 1 :]:  # Claude Code loads the instructions as a user message
             if later.role == "user" and later.caller is None:
                 said = content_text(later.output)
