@@ -125,7 +125,8 @@ def test_a_manual_compaction_of_a_real_session(imported, summarizers):
     assert sm.rendered == r.summary and sm.reason == f"compaction:full:{boundary.id}"
     assert r.folded_items == sum(1 for it in commit.items if it.merged_into == sm.source_node_id)
     shown = [it.source_node_id for it in commit.items if it.state != "summarized"]
-    assert shown == [before.items[0].source_node_id, sm.source_node_id, restore.id]
+    anchor = next(it for it in before.items if it.is_anchor)  # the task statement stays
+    assert shown == [anchor.source_node_id, sm.source_node_id, restore.id]
     assert boundaries(store, sid) == [(boundary, r)]
 
 
@@ -280,9 +281,11 @@ def test_bad_arguments_change_nothing(imported, kwargs, error, says):
 
 def test_a_pivot_already_folded_is_refused(imported):
     store, sid = imported(CC)
-    before = ensure_latest_commit(sid, now=NOW, store=store)
     compact(store, sid, now=NOW)
-    folded = next(it.source_node_id for it in before.items[1:] if it.role == "user")
+    after = ensure_latest_commit(sid, now=NOW, store=store)
+    folded = next(
+        it.source_node_id for it in after.items if it.state == "summarized" and it.caller is None
+    )
     with pytest.raises(DagError, match="not shown in the commit"):
         compact(store, sid, now=NOW + 1, direction="up_to", pivot=folded)
 
