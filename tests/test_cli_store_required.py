@@ -29,6 +29,7 @@ NEEDS_A_STORE = [
     ["quality", "s_x"],
     ["stats", "s_x"],
     ["stats", "s_x", "--json"],
+    ["compact", "s_x"],
 ]
 
 

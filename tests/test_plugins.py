@@ -1,6 +1,8 @@
 """The plugin system: entry-point discovery (installed distributions only), built-ins
 identified by their module, the allow-list and its warning, lazy single loading,
-misspelt hooks, duplicate names, and the meta-test that every hook is documented."""
+misspelt hooks, duplicate names, and the meta-test that every hook is documented and
+exercised through a real entry point (register hooks by a registry lookup, event hooks
+by the flow that calls them)."""
 
 from __future__ import annotations
 
@@ -35,9 +37,12 @@ BUILTINS = {
 }
 
 
-def test_hooks_exist_for_every_plugin_kind():
-    assert sorted(plugins.KINDS.values()) == HOOKS
-    assert "register_models" in HOOKS
+REGISTER_HOOKS = sorted(plugins.KINDS.values())
+
+
+def test_hooks_exist_for_every_plugin_kind_and_event():
+    assert sorted([*REGISTER_HOOKS, *plugins.EVENT_HOOKS]) == HOOKS
+    assert "register_models" in HOOKS and "pre_compact" in HOOKS
 
 
 @pytest.mark.parametrize("hook", HOOKS)
@@ -46,15 +51,21 @@ def test_every_hook_is_documented_with_its_exact_signature(hook):
     signature = str(inspect.signature(fn)).replace("'", "")
     docs = (REPO / "docs" / "plugins.md").read_text()
     assert f"## `{hook}{signature}`" in docs
-    assert fn.__doc__ and "Called once" in fn.__doc__
+    assert fn.__doc__
+    if hook in plugins.EVENT_HOOKS:  # one struct argument, and the doc says who calls it
+        (param,) = inspect.signature(fn).parameters.values()
+        assert param.name == "event" and "Called by" in fn.__doc__
+    else:
+        assert "Called once" in fn.__doc__
 
 
 REGISTER_TYPES = {
-    h: inspect.signature(getattr(hookspecs, h)).parameters["register"].annotation for h in HOOKS
+    h: inspect.signature(getattr(hookspecs, h)).parameters["register"].annotation
+    for h in REGISTER_HOOKS
 }
 
 
-@pytest.mark.parametrize("hook", HOOKS)
+@pytest.mark.parametrize("hook", REGISTER_HOOKS)
 def test_every_register_callback_has_its_own_type(hook):
     """Each hook's ``register`` is typed for its kind, not ``Callable[[Any], None]``."""
     (arg,), result = typing.get_args(getattr(hookspecs, REGISTER_TYPES[hook]))
@@ -361,3 +372,89 @@ def test_importing_ctxrules_loads_no_plugin():
     code = "import ctxrules, ctxrules.plugins as p; print(p._pm is None)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "True", out.stderr
+
+
+def test_every_event_hook_is_called_through_a_real_entry_point(plugin_site, tmp_path, corpus):
+    """A plugin installed as a distribution implements every event hook; a compaction
+    of a real session calls each once with its struct, and uses what they return."""
+    plugin_site.install(
+        "fake-events",
+        "fake_events",
+        """
+        from ctxrules.hookspecs import hookimpl
+
+        SEEN = []
+
+        @hookimpl
+        def pre_compact(event):
+            SEEN.append(("pre_compact", event))
+            return "HOOK-INSTRUCTION keep the todo list"
+
+        @hookimpl
+        def session_start(event):
+            SEEN.append(("session_start", event))
+            return "HOOK-CONTEXT re-read CONTRIBUTING.md"
+
+        @hookimpl
+        def post_compact(event):
+            SEEN.append(("post_compact", event))
+        """,
+    )
+    from ctxrules.compaction import (
+        PostCompactEvent,
+        PreCompactEvent,
+        SessionStartEvent,
+        compact,
+    )
+    from ctxrules.importers import import_paths
+    from ctxrules.store import open_store
+
+    store = open_store(str(tmp_path / "store"), create=True)
+    path = corpus / "claude-code-jsonl" / "ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+    (imported,) = import_paths(store, [str(path)])
+    head = store.get_session(imported.id).head
+    result = compact(store, imported.id, now=2_000_000_000.0, working_directory=str(tmp_path))
+    seen = sys.modules["fake_events"].SEEN
+    assert [name for name, _ in seen] == list(plugins.EVENT_HOOKS)
+    types = {"pre_compact": PreCompactEvent, "session_start": SessionStartEvent}
+    types["post_compact"] = PostCompactEvent
+    assert all(type(event) is types[name] for name, event in seen)
+    pre, start, post = (event for _, event in seen)
+    assert (pre.session_id, pre.head, pre.trigger) == (imported.id, head, "manual")
+    assert pre.tokens_before == result.record.tokens_before
+    assert (start.source, start.boundary) == ("compact", result.boundary)
+    assert post.result == result
+    # what they returned: the instruction is in the record, the context in the restore
+    assert "HOOK-INSTRUCTION keep the todo list" in result.record.instructions
+    assert result.restored.hook_context
+    restore = store.get_node(result.restore)
+    assert "HOOK-CONTEXT re-read CONTRIBUTING.md" in restore.output
+    store.close()
+
+
+def test_a_failing_event_hook_names_its_plugin_and_stops_the_compaction(plugin_site, tmp_path):
+    plugin_site.install(
+        "fake-broken-hook",
+        "fake_broken_hook",
+        """
+        from ctxrules.hookspecs import hookimpl
+
+        @hookimpl
+        def pre_compact(event):
+            raise RuntimeError("hook exploded")
+        """,
+    )
+    from ctxrules import dag
+    from ctxrules.compaction import compact
+    from ctxrules.store import open_store
+
+    store = open_store(str(tmp_path / "store"), create=True)
+    info = dag.create_session(store)
+    for k in range(3):
+        dag.append(store, info.id, "user", f"question {k} " * 200)
+        dag.append(store, info.id, "assistant", f"answer {k} " * 200)
+    before = store.nodes(info.id)
+    with pytest.raises(PluginError, match=r"fake-broken-hook.*pre_compact.*hook exploded"):
+        compact(store, info.id, now=1.0)
+    assert store.nodes(info.id) == before  # nothing appended
+    store.close()

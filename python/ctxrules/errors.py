@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "AgentRunActiveError",
     "AmbiguousIdError",
+    "CompactionError",
     "ConfigError",
     "CtxrulesError",
     "CtxrulesWarning",
@@ -91,6 +92,11 @@ class RuleError(CtxrulesError):
 
 class SummarizerError(CtxrulesError):
     """A summarizer failed; callers fall back to keeping content unfolded."""
+
+
+class CompactionError(CtxrulesError):
+    """A compaction could not be made (its summary failed, nothing could be folded, or
+    the result was no smaller); nothing of the history was folded or lost."""
 
 
 class RenderError(CtxrulesError):

@@ -1,8 +1,8 @@
 """Hook specifications: the contract between ctxrules and its plugins.
 
-Every hook is a *register* hook (the simonw/llm pattern): ctxrules calls it once, the
-first time a registry of that kind is needed, and hands the plugin a ``register``
-callback.  A plugin calls ``register(obj)`` once per thing it provides, so one plugin
+Two families.  Most hooks are *register* hooks (the simonw/llm pattern): ctxrules calls
+each once, the first time a registry of that kind is needed, and hands the plugin a
+``register`` callback.  A plugin calls ``register(obj)`` once per thing it provides, so one plugin
 can ship many rules, providers, … .  Behaviour lives on the registered objects (see the
 base classes named below), not in more hooks, and no hook is ever called per item or
 per token.
@@ -14,6 +14,12 @@ one kind's object to another kind's hook.
 Results combine by registration: every plugin's hook runs (none is ``firstresult``),
 each registered object is keyed by its ``name``, and a name registered twice is an
 error naming both plugins.  Hooks are called with keyword arguments only.
+
+A few *event* hooks tell plugins about a moment of a session's life — a compaction
+(``pre_compact``, ``session_start``, ``post_compact``).  Each takes one frozen struct
+argument, ``event``, so a field can be added without breaking a plugin; every
+implementation runs, in load order, and the hook says what its results do.  An event
+hook runs once per event, never per item or token.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:  # the registered types live above this module; only types are needed
+    from .compaction import PostCompactEvent, PreCompactEvent, SessionStartEvent
     from .context_sources import ContextSource
     from .importers import Importer
     from .providers import ModelInfo, Provider
@@ -140,4 +147,44 @@ def register_importers(register: RegisterImporters) -> None:
     Called once, the first time an import runs.  ``register(importer)`` takes an object
     with ``name: str``, ``detect(path, head: bytes) -> bool`` and ``parse(path) ->
     list[ImportedSession]`` (see ``ctxrules.importers.Importer``).
+    """
+
+
+# -- event hooks ---------------------------------------------------------------------------
+
+
+@hookspec
+def pre_compact(event: PreCompactEvent) -> str | None:
+    """Before a compaction asks for its summary.
+
+    Called by ``ctxrules.compaction.compact`` once per compaction (manual, partial,
+    automatic or reactive), before anything is summarised or stored; ``event`` says
+    which session, its HEAD, the trigger, direction and pivot, the user's instructions
+    and the tokens the request carries now.  Return text to add to the summary's
+    instructions (e.g. "keep the migration plan verbatim"), or ``None``.  An exception
+    stops the compaction before it changes anything (``PluginError`` naming the plugin).
+    """
+
+
+@hookspec
+def session_start(event: SessionStartEvent) -> str | None:
+    """When a session starts afresh: after a compaction (``event.source == "compact"``).
+
+    Called by ``ctxrules.compaction.compact`` once per compaction, after the summary and
+    before the boundary is stored; ``event`` names the session, the boundary node that
+    will be appended and the working directory.  Return text the model should see again
+    after the compaction (it joins the restored files, plan and skills in the user
+    message that follows the boundary), or ``None``.  An exception stops the compaction
+    before it changes anything.
+    """
+
+
+@hookspec
+def post_compact(event: PostCompactEvent) -> None:
+    """After a compaction was stored.
+
+    Called by ``ctxrules.compaction.compact`` once per successful compaction, with the
+    ``CompactResult`` (boundary node, record with tokens before and after, the commit
+    now at HEAD).  The return value is ignored; an exception does not undo the
+    compaction: it is kept in the result's ``notes``.
     """

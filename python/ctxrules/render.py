@@ -180,8 +180,9 @@ class RecordedRequest(msgspec.Struct, frozen=True, kw_only=True):
 
     ``system`` is the recorded system prompt (informational: the history holds it as a
     system node too); ``tools`` is ``None`` when no declarations were recorded (``()``:
-    recorded as none); ``provider`` the provider whose wire it was recorded from; ``params`` the other
-    request parameters in that provider's own shape (max_tokens, tool_choice, …).
+    recorded as none); ``provider`` the provider whose wire it was recorded from;
+    ``params`` the other request parameters in that provider's own shape (max_tokens,
+    tool_choice, …).
     """
 
     system: str | None = None

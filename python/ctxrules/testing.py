@@ -9,9 +9,9 @@
 
 ``check_rule`` generates sessions with hypothesis (tool calls of protected and ordinary
 tools, huge and failing results, branches, attach pointers, locked and pinned nodes,
-system nodes, lines that are not the task, time gaps), derives commits turn by turn
-through the pipeline (summary requests answered by the registered summarizers) and
-asserts invariants 1–8 (docs/rules.md)
+system nodes, lines that are not the task, time gaps, compaction boundaries in full and
+around a pivot), derives commits turn by turn through the pipeline (summary requests
+answered by the registered summarizers) and asserts invariants 1–8 (docs/rules.md)
 plus the consistency a renderer relies on (tool pairing, token totals, attach blocks
 folded whole), the promise of every rule in the pipeline (``Rule.check_promise``) and
 the pipeline's own promise (``PIPELINE_PROMISE``: system items and the task anchor —
@@ -35,8 +35,9 @@ from typing import Any
 
 import msgspec
 
-from .commit import Generated, Pipeline, derive_with_summaries
+from .commit import Compaction, Generated, Pipeline, derive_with_summaries
 from .commit.anchor import task_anchor
+from .commit.boundary import COMPACTION_KEY
 from .commit.context import item_text_for_tokens
 from .commit.delta import Delta, replay
 from .config import PRESETS, PipelineConfig
@@ -280,6 +281,7 @@ class Step:
     cite_back: int = 0
     system: str = ""  # a system node before the user node
     kind: str = "task"  # "task", or a NOT_TASK kind: the user node is that line instead
+    compact: str = ""  # "full" / "from" / "up_to": a compaction boundary after the turn
 
 
 #: Lines that are not the task statement, as real transcripts have them before it:
@@ -351,6 +353,7 @@ def scripts(max_steps: int = 10) -> Any:
         cite_back=st.sampled_from([0, 0, 0, 2]),
         system=st.sampled_from(["", "", "", "You are careful. Always run make test."]),
         kind=st.sampled_from(["task"] * 5 + list(NOT_TASK)),
+        compact=st.sampled_from(["", "", "", "", "", "", "full", "from", "up_to"]),
     )
     return st.lists(step, min_size=1, max_size=max_steps).map(Script)
 
@@ -505,13 +508,27 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
                     metadata={"tool_use_id": f"tu{i}_{k}", "is_error": error, **meta},
                 )
             )
+        head = asst.id
+        if step.compact:  # a compaction boundary around this turn's request
+            full = step.compact == "full"
+            record = Compaction(
+                trigger="manual" if full else "partial",
+                direction=step.compact,  # type: ignore[arg-type]
+                pivot=None if full else user.id,
+                previous=asst.id,
+            )
+            boundary = node(
+                "system", predecessor=asst.id, metadata={COMPACTION_KEY: record.to_metadata()}
+            )
+            new.append(boundary)
+            head = boundary.id
         snapshot = {cid: msgspec.msgpack.encode(c) for cid, c in calls.items()}
         gen, again = (
             _derive(
                 parent,
                 new,
                 session_id="s",
-                head_node_id=asst.id,
+                head_node_id=head,
                 pipeline=pipeline,
                 now=now,
                 load_commit=by_id.get,
@@ -529,7 +546,7 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
                 gen.commit,
             )
         out.append((parent, gen, dict(calls)))
-        heads.append(asst.id)
+        heads.append(head)
         commits.append(gen.commit)
         by_id[gen.commit.id] = gen.commit
     return out

@@ -31,16 +31,45 @@ def _busy(n=12):
     return [Step(user=f"task step {i}", tools=[("Read", 1500, False)]) for i in range(n)]
 
 
-def test_over_threshold_folds_oldest_items_into_one_summary():
+def test_over_threshold_folds_oldest_items_into_summaries():
     c = _run(_busy(), Summarize(threshold_tokens=3000, keep_tail_turns=2))
     summaries = [it for it in c.items if it.state == "summary"]
     folded = [it for it in c.items if it.state == "summarized"]
-    assert len(summaries) == 1 and summaries[0].source_node_id.startswith("sm_")
-    assert folded and {it.merged_into for it in folded} <= {
-        it.source_node_id for it in c.items if it.source_node_id.startswith("sm_")
-    }
+    assert summaries and all(it.source_node_id.startswith("sm_") for it in summaries)
+    assert folded and {it.merged_into for it in folded} <= {it.source_node_id for it in summaries}
     assert c.total_tokens <= 3000
-    assert c.summary == summaries[0].rendered
+    assert c.summary == summaries[-1].rendered  # the commit's summary is the latest one
+
+
+def test_a_later_fold_appends_a_summary_and_never_rewrites_an_earlier_one():
+    """Cache stability: once a summary is in a commit, every later commit carries it
+    unchanged, and the rendered request up to its end is the same bytes (what the
+    provider cached).  The summarize rule used to fold the previous summary into the
+    next one, changing the request from there on at every fold."""
+    from ctxrules.render import render_commit
+
+    pipeline = Pipeline.of([Summarize(threshold_tokens=3000, keep_tail_turns=2)])
+    runs = drive(Script(_busy(16)), pipeline)
+    check_commits(runs, pipeline)
+    commits = [gen.commit for _, gen, _ in runs]
+    seen: dict[str, ContextItem] = {}
+    for k, commit in enumerate(commits):
+        shown = {it.source_node_id: it for it in commit.items if it.state == "summary"}
+        for sm_id, item in seen.items():
+            assert shown.get(sm_id) == item, f"commit {k} rewrote or folded summary {sm_id}"
+        seen.update(shown)
+    assert len(seen) >= 3  # the session folded several times
+    first = next(k for k, c in enumerate(commits) if any(it.state == "summary" for it in c.items))
+    pos = next(p for p, it in enumerate(commits[first].items) if it.state == "summary")
+    prefix = msgspec.json.encode(render_commit(_upto(commits[first], pos)))
+    for commit in commits[first + 1 :]:
+        p = next(p for p, it in enumerate(commit.items) if it.state == "summary")
+        assert msgspec.json.encode(render_commit(_upto(commit, p))) == prefix
+
+
+def _upto(commit, pos):
+    """The commit cut after item ``pos`` (to render the request prefix up to it)."""
+    return msgspec.structs.replace(commit, items=commit.items[: pos + 1])
 
 
 def test_task_statement_pinned_cited_and_tail_stay_full():

@@ -34,6 +34,7 @@ COMMANDS: tuple[str, ...] = (
     "sessions",
     "log",
     "commit",
+    "compact",
     "checkout",
     "fork",
     "render",

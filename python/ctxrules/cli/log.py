@@ -3,7 +3,9 @@
 ``--json`` lists every node visible in the session (a fork's inherited ones too) in
 ``seq`` order with all ``Call`` fields.  The tree shows the conversation with the calls
 each node made indented under it, marks where the graph branches (``branch 1/2``),
-the nodes on the current branch (``*``) and HEAD.
+the nodes on the current branch (``*``) and HEAD.  A compaction boundary is a marker
+line: its trigger, the tokens the request carried before → after, and the items it
+folded.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import argparse
 
 import msgspec
 
+from ..commit import boundary_of
+from ..errors import ValidationError
 from ..model import Call, content_text
 from ._common import add_command, print_json, store_of
 
@@ -52,6 +56,26 @@ def _preview(call: Call) -> str:
     return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
 
 
+def boundary_marker(call: Call) -> str | None:
+    """The marker text of a compaction boundary node (``None`` for any other node)."""
+    try:
+        record = boundary_of(call)
+    except ValidationError as exc:
+        return f"── compaction (invalid record: {exc.message}) ──"
+    if record is None:
+        return None
+
+    def tokens(n: int | None) -> str:
+        return "?" if n is None else f"{n:,}"
+
+    pivot = f" {record.direction} {record.pivot}" if record.pivot else ""
+    folded = f", {record.folded_items} items folded" if record.folded_items else ""
+    return (
+        f"── compaction ({record.trigger}{pivot}): {tokens(record.tokens_before)} → "
+        f"{tokens(record.tokens_after)} tokens{folded} ──"
+    )
+
+
 def tree_lines(graph: object) -> list[str]:
     """The readable tree of a ``dag.Graph`` (see the module docstring)."""
     from ..dag import Graph
@@ -66,9 +90,9 @@ def tree_lines(graph: object) -> list[str]:
         arrow = "↳ " if is_call else ""
         label = node.role + (f" {node.name}" if node.name else "")
         tail = "  <- HEAD" if node.id == head else ""
-        lines.append(
-            f"{mark} {'  ' * indent}{arrow}{node.id} [{node.seq}] {label}: {_preview(node)}{tail}"
-        )
+        marker = boundary_marker(node)
+        text = marker if marker is not None else f"{label}: {_preview(node)}"
+        lines.append(f"{mark} {'  ' * indent}{arrow}{node.id} [{node.seq}] {text}{tail}")
 
     def followers(parent: str | None, indent: int) -> list[tuple[Call | str, int, bool]]:
         # A single conversation child continues at the same indent; several are branches.

@@ -11,12 +11,16 @@ The package's modules: ``pipeline`` (the built rules and their version), ``conte
 (the pure derivation, and ``derive_with_summaries``, which answers its summary
 requests), ``delta`` (the stored format of a commit against its parent),
 ``persist`` (a commit ↔ its stored row, through ``ctxrules.store.CommitStore``),
-``plan`` (what to derive, from the store), ``generate`` (plan, derive, save) and
-``diff`` (two commits compared, in Rust).  No module here speaks SQL: the store does.
+``plan`` (what to derive, from the store), ``generate`` (plan, derive, save),
+``answers`` (summary answers kept in the store), ``boundary`` (the compaction boundary
+node and the fold it makes when derived) and ``diff`` (two commits compared, in Rust).
+No module here speaks SQL: the store does.
 """
 
 from __future__ import annotations
 
+from .answers import Answer, stored_answers
+from .boundary import Compaction, boundary_of, is_boundary
 from .context import RuleContext, item_text_for_tokens
 from .delta import Delta, folded_item, replay
 from .derive import Generated, derive_commit, derive_with_summaries
@@ -25,19 +29,24 @@ from .generate import ensure_latest_commit, generate_commit, load_commit
 from .pipeline import Pipeline, rules_version
 
 __all__ = [
+    "Answer",
     "CommitDiff",
+    "Compaction",
     "Delta",
     "Generated",
     "Pipeline",
     "RuleContext",
+    "boundary_of",
     "derive_commit",
     "derive_with_summaries",
     "diff_commits",
     "ensure_latest_commit",
     "folded_item",
     "generate_commit",
+    "is_boundary",
     "item_text_for_tokens",
     "load_commit",
     "replay",
     "rules_version",
+    "stored_answers",
 ]

@@ -93,6 +93,7 @@ class RuleContext:
         self._folded: dict[int, int] = {}  # position of an untouched parent item → fold no.
         self._folds: list[tuple[str, str]] = []  # (summary id, reason) of each fold
         self._counted_batches = 0
+        self._marks: list[int] = []  # places between items the generator keeps track of
 
     # -- reading -----------------------------------------------------------------
 
@@ -170,15 +171,32 @@ class RuleContext:
         ``sm_<hex>`` id; items already ``summarized`` in the range stay as they are.
         Returns the summary item's position.
         """
-        folded = self.items[start:end]
+        return self.fold_positions(range(start, end), end, text, reason=reason)
+
+    def fold_positions(self, positions: Sequence[int], at: int, text: str, *, reason: str) -> int:
+        """Fold the items at ``positions`` (ascending) into one ``summary`` item inserted
+        at ``at`` (after the last of them); returns the summary item's position.
+
+        ``fold`` for a range; this form lets the items kept between the folded ones (a
+        locked item, the task anchor) stay where they are, so a compaction that folds
+        around them still makes one summary.  Items already ``summarized`` stay as they
+        are; a locked item is refused.
+        """
+        positions = list(positions)
+        if positions and (positions != sorted(set(positions)) or at <= positions[-1]):
+            raise RuleError(
+                "fold positions must ascend and the summary must follow the last of them",
+                where=f"rule {self.rule_name!r}",
+            )
         digest = hashlib.blake2b(digest_size=8)
-        for it in folded:
-            digest.update(it.source_node_id.encode("utf-8", "surrogatepass") + b"\0")
+        for pos in positions:
+            digest.update(self.items[pos].source_node_id.encode("utf-8", "surrogatepass") + b"\0")
         digest.update(text.encode("utf-8", "surrogatepass"))
         sm_id = f"sm_{digest.hexdigest()}"
         fold_no = len(self._folds)
         self._folds.append((sm_id, reason))
-        for offset, it in enumerate(folded):
+        for pos in positions:
+            it = self.items[pos]
             if it.state == "summarized":
                 continue
             if it.locked:
@@ -186,7 +204,6 @@ class RuleContext:
                     "locked items may not be folded",
                     where=f"rule {self.rule_name!r} on item {it.source_node_id}",
                 )
-            pos = start + offset
             new = folded_item(it, sm_id, reason, self.now)
             if pos in self._changed or pos in self._inserted:
                 self._swap(pos, new, recount=False)
@@ -202,13 +219,29 @@ class RuleContext:
             reason=reason,
             changed_at=self.now,
         )
-        self.insert(end, summary)
-        return end
+        self.insert(at, summary)
+        return at
+
+    def mark(self) -> int:
+        """Mark the place after the last item (where a compaction boundary stands, which
+        has no item); returns a handle for ``marked``.  The generator's: a rule never
+        calls it.  The place moves with the items before it: an insert before it, or a
+        summary inserted right at it, moves it on; a new node's item appended at it does
+        not."""
+        self._marks.append(len(self.items))
+        return len(self._marks) - 1
+
+    def marked(self, handle: int) -> int:
+        """The position now of the place ``mark`` returned ``handle`` for."""
+        return self._marks[handle]
 
     def insert(self, pos: int, item: ContextItem) -> None:
         """Insert a new item at ``pos`` (the generator's new items and fold's summary);
         position cursors at or after ``pos`` shift by one so they keep naming the same
         item.  Value cursors are never touched."""
+        if self._marks:
+            summary = item.state == "summary"
+            self._marks = [m + 1 if pos < m or (pos == m and summary) else m for m in self._marks]
         if pos >= len(self.items):
             self.items.append(item)  # the common case: nothing after it to shift
         else:
@@ -237,6 +270,7 @@ class RuleContext:
         summarizer: str,
         budget: int,
         timeout_seconds: float = 0.0,
+        instructions: str = "",
     ) -> SummaryResult | None:
         """The caller's answer to a summary of ``items`` by ``summarizer``, or ``None``.
 
@@ -245,9 +279,11 @@ class RuleContext:
         would base on the summary.  The caller answers and derives again; the same
         answer always gives the same commit.  ``timeout_seconds`` travels with the
         request: it is the caller's time limit for obtaining the answer.
+        ``instructions`` (what the summary should keep or focus on) are part of the
+        request and of its key.
         """
         run = tuple(items)
-        key = request_key(summarizer, budget, run)
+        key = request_key(summarizer, budget, run, instructions)
         answer = self._summaries.get(key)
         if answer is not None:
             return answer
@@ -260,6 +296,7 @@ class RuleContext:
                     items=run,
                     budget=budget,
                     timeout_seconds=timeout_seconds,
+                    instructions=instructions,
                 )
             )
         return None

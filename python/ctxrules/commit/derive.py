@@ -29,6 +29,7 @@ from ..model import Call, ContextCommit, ContextItem
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from . import delta as cdelta
 from .anchor import task_anchor
+from .boundary import fold_at, is_boundary
 from .context import RuleContext
 from .items import attach_items, attach_ref, find_native, item_for_call
 from .pipeline import Pipeline
@@ -125,7 +126,13 @@ def derive_commit(
     )
     if task is not None:
         cursors["anchor"] = 1
+    boundaries: list[tuple[Call, int]] = []
     for call in calls:
+        if is_boundary(call):
+            # A compaction boundary adds no item (no text); it folds what precedes it
+            # once the rules ran (ctxrules.commit.boundary).
+            boundaries.append((call, ctx.mark()))
+            continue
         ref = attach_ref(call)
         if ref is not None:
             key = f"attach:{ref['commit']}"
@@ -170,6 +177,10 @@ def derive_commit(
                 where=f"rule {rule.name!r}",
             )
     ctx.rule_name = ""
+    # After the rules, so every rule sees the new items as it would without a boundary
+    # (none of them folded yet) and the fold takes the items as the rules left them.
+    for call, handle in boundaries:
+        fold_at(ctx, call, ctx.marked(handle))
     if marks:
         cursors.update(marks)
     inserted, changed, folds = ctx.delta()

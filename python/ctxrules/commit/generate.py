@@ -18,6 +18,7 @@ from ..errors import StoreError, ValidationError
 from ..model import ContextCommit
 from ..store import CommitStore, SessionInfo
 from . import persist
+from .answers import Answer, stored_answers
 from .derive import derive_with_summaries
 from .pipeline import Pipeline
 from .plan import Plan
@@ -74,6 +75,7 @@ def generate_commit(
     now: float,
     store: CommitStore | None = None,
     config: PipelineConfig | Pipeline | None = None,
+    answer: Answer | None = None,
 ) -> ContextCommit:
     """Run the rules at ``now`` on the commit of ``head`` (default HEAD) and store the result.
 
@@ -81,8 +83,10 @@ def generate_commit(
     sees the later time; if the head's current commit was made at this ``now`` it is
     returned as it is (the same inputs give the same commit, once).  ``now`` is
     required (seconds since the epoch); ``config`` defaults to ``find_config()``.
+    Summary requests are answered from the store's kept answers, else by ``answer``
+    (default ``run_summarizer``), whose good answers are kept (``stored_answers``).
     """
-    return _commit_at(session, head, _check_now(now), store, config, reuse=False)
+    return _commit_at(session, head, _check_now(now), store, config, answer, reuse=False)
 
 
 def ensure_latest_commit(
@@ -92,11 +96,12 @@ def ensure_latest_commit(
     now: float,
     store: CommitStore | None = None,
     config: PipelineConfig | Pipeline | None = None,
+    answer: Answer | None = None,
 ) -> ContextCommit:
     """The commit for ``head`` (default HEAD) under ``config``: the stored one if it is
     current (same head, same calls, same rules, same session), else a new one made at
-    ``now`` (required: the time the rules run at)."""
-    return _commit_at(session, head, _check_now(now), store, config, reuse=True)
+    ``now`` (required: the time the rules run at).  ``answer`` as in ``generate_commit``."""
+    return _commit_at(session, head, _check_now(now), store, config, answer, reuse=True)
 
 
 def _commit_at(
@@ -105,6 +110,7 @@ def _commit_at(
     now: float,
     store: CommitStore | None,
     config: PipelineConfig | Pipeline | None,
+    answer: Answer | None,
     *,
     reuse: bool,
 ) -> ContextCommit:
@@ -123,7 +129,7 @@ def _commit_at(
                 and (reuse or parent.created_at == now)
             ):  # the plan only builds on this session's commits of this rule set
                 return parent
-            made = _derive_and_save(st, planned, pipeline, now)
+            made = _derive_and_save(st, planned, pipeline, now, answer)
             if made is not None:
                 return made
         raise StoreError(
@@ -134,7 +140,7 @@ def _commit_at(
 
 
 def _derive_and_save(
-    st: CommitStore, plan: Plan, pipeline: Pipeline, now: float
+    st: CommitStore, plan: Plan, pipeline: Pipeline, now: float, answer: Answer | None
 ) -> ContextCommit | None:
     """Derive the planned commit and store it unless another writer stored a commit at
     the head since the plan (then ``None``: plan again)."""
@@ -154,5 +160,6 @@ def _derive_and_save(
         now=now,
         load_commit=load_attached,
         marks=plan.marks,
+        answer=stored_answers(st) if answer is None else stored_answers(st, answer),
     )
     return persist.save(st, gen, if_latest=plan.at_head)

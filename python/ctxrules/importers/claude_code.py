@@ -20,7 +20,10 @@ through ``uuid`` / ``parentUuid``; this importer maps it onto the DAG:
   files are read with the session file, into the same session;
 * ``system`` lines with a uuid become system nodes; lines without one (``summary``,
   ``queue-operation``, ``file-history-snapshot``, …) are kept in the session metadata
-  under ``extra_lines``.
+  under ``extra_lines``;
+* a ``compact_boundary`` line becomes a compaction boundary node after its
+  ``logicalParentUuid``, and the ``isCompactSummary`` message after it becomes that
+  boundary's summary (``_compaction``).
 
 Every line's own fields except ``message`` are kept in the node metadata under
 ``claude_code`` (``toolUseResult`` under ``tool_use_result`` of the tool node).
@@ -62,6 +65,7 @@ from ._common import (
     to_blocks,
     tool_result_output,
 )
+from ._compaction import COMPACTION_KEY, boundary_record, summary_text
 from ._growth import STATE_KEY, Sessions, Step, check_unchanged, new_state, steps_of
 from ._json import JsonlFile, open_jsonl
 
@@ -266,6 +270,8 @@ class _Parser:
 
     def user(self, no: int, entry: dict[str, Any], content: Any, result: Any) -> None:
         uuid = entry["uuid"]
+        if entry.get("isCompactSummary") and self.compact_summary(no, entry, content):
+            return
         meta: dict[str, Any] = {"claude_code": entry}
         if entry.get("isSidechain") and entry.get("parentUuid") is None:
             self.sidechain_root(no, entry, content, meta)
@@ -346,19 +352,37 @@ class _Parser:
             "user", output, no, entry, caller=caller, metadata=meta
         )
 
+    def compact_summary(self, no: int, entry: dict[str, Any], content: Any) -> bool:
+        """Make an ``isCompactSummary`` message the summary of the boundary it follows
+        (``True``), if it follows one that has none yet."""
+        parent = entry.get("parentUuid")
+        nid = self.anchor.get(parent) if isinstance(parent, str) else None
+        if nid is None or nid not in self.b.records:
+            return False
+        meta = self.b.get(nid)["metadata"]
+        record = meta.get(COMPACTION_KEY)
+        if not isinstance(record, dict) or record.get("summary") is not None:
+            return False
+        record["summary"] = summary_text(content)
+        record["source"]["summary_line"] = no
+        meta["claude_code_summary"] = entry
+        self.anchor[entry["uuid"]] = nid
+        return True
+
     def other(self, no: int, entry: dict[str, Any]) -> None:
         uuid = entry.get("uuid")
         if entry.get("type") == "system" and isinstance(uuid, str):
             meta: dict[str, Any] = {"claude_code": _line_meta(entry)}
             content = entry.get("content", "")
+            text = content if isinstance(content, str) else json.dumps(content)
+            pred = self.parent(entry, meta)
+            record = boundary_record(entry, importer="claude-code", previous=None)
+            if record is not None and "logicalParentUuid" in entry:  # continues that line
+                pred = self.parent({"parentUuid": entry["logicalParentUuid"]}, meta)
+            if record is not None:  # a boundary node: its text is never shown to the model
+                meta[COMPACTION_KEY] = {**record, "previous": pred}
             self.anchor[uuid] = self.add(
-                "system",
-                "",
-                no,
-                entry,
-                input=content if isinstance(content, str) else json.dumps(content),
-                predecessor=self.parent(entry, meta),
-                metadata=meta,
+                "system", "", no, entry, input=text, predecessor=pred, metadata=meta
             )
             if not entry.get("isSidechain"):
                 self.last_main = self.anchor[uuid]

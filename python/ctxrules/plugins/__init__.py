@@ -36,9 +36,11 @@ from ..errors import PluginError, PluginWarning
 
 __all__ = [
     "ENV_ALLOW_LIST",
+    "EVENT_HOOKS",
     "KINDS",
     "LoadedPlugin",
     "Registry",
+    "call_hook",
     "get_plugin_manager",
     "installed_paths",
     "loaded_plugins",
@@ -57,6 +59,8 @@ KINDS: dict[str, str] = {
     "context_sources": "register_context_sources",
     "importers": "register_importers",
 }
+#: The event hooks (one ``event`` struct argument each; see ``ctxrules.hookspecs``).
+EVENT_HOOKS: tuple[str, ...] = ("pre_compact", "session_start", "post_compact")
 # An entry point is a built-in when it names one of these modules (no attribute).
 _BUILTIN_MODULE = re.compile(r"ctxrules\.[a-z][a-z0-9_]*\._plugin")
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -313,6 +317,28 @@ def registry(kind: str) -> Registry:
             impl.function(register=register)
         _registries[kind] = reg
         return reg
+
+
+def call_hook(name: str, event: Any) -> list[Any]:
+    """Call event hook ``name`` with ``event``; returns every implementation's result, in
+    load order (``None`` results included).
+
+    An implementation that raises is a ``PluginError`` naming the plugin and the hook
+    (the ``CtxrulesError`` it raised is kept as the cause).
+    """
+    if name not in EVENT_HOOKS:
+        raise PluginError(f"unknown event hook {name!r}", hint=f"one of {', '.join(EVENT_HOOKS)}")
+    pm = get_plugin_manager()
+    results: list[Any] = []
+    for impl in getattr(pm.hook, name).get_hookimpls():  # in load order, like the registries
+        try:
+            results.append(impl.function(event=event))
+        except Exception as exc:  # a plugin's failure must name the plugin
+            raise PluginError(
+                f"plugin {impl.plugin_name!r} failed in {name}: {type(exc).__name__}: {exc}",
+                hint=f"fix or uninstall it, or leave it out of {ENV_ALLOW_LIST}",
+            ) from exc
+    return results
 
 
 def reset() -> None:

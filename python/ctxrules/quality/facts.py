@@ -52,6 +52,7 @@ __all__ = [
     "extract_facts",
     "identifiers_in",
     "normalize",
+    "todo_state",
 ]
 
 CATEGORIES: tuple[str, ...] = ("task", "constraints", "identifiers", "files", "todos")
@@ -99,8 +100,9 @@ class _Facts:
             self.items.append(Fact(category=category, kind=kind, text=text, node_id=node_id))
 
 
-def _todo_state(branch: Sequence[Call]) -> Todos:
-    """The todo list after every todo call of the branch."""
+def todo_state(branch: Sequence[Call]) -> Todos:
+    """The todo list after every todo call of the branch (todo key → content, status,
+    node id): a whole-list tool (``TodoWrite``) replaces it, item tools update one entry."""
     todos: Todos = {}
     for call in branch:
         if call.role == "tool":
@@ -142,7 +144,7 @@ def extract_facts(
             for line in error_lines(text, failed=failed):
                 facts.add("identifiers", "error", line, call.id)
     if todo_folded:
-        for content, status, node_id in _todo_state(branch).values():
+        for content, status, node_id in todo_state(branch).values():
             if is_open(status):
                 facts.add("todos", "todo", content, node_id)
     return facts.items

@@ -7,8 +7,15 @@ Folding works on *units* so nothing the model needs to stay consistent is split:
 assistant turn with its tool calls and results, an attach block (items sharing
 ``attached_from``), or a single user / system item.  A unit holding a locked, anchor
 (task statement), pinned or cited item is kept full and ends the run.  The last
-``keep_tail_turns`` turns are never folded.  The previous summary, when it sits at the
-start of the run, folds into the new one, so a commit carries one running summary.
+``keep_tail_turns`` turns are never folded.
+
+Summaries are cache-stable: a later fold appends a new summary item after the previous
+one and never rewrites it, so the request up to the end of the previous summary stays
+byte for byte what the provider has cached.  (Folding the previous summary into the
+new one would change the request from that point on, and every later fold would pay
+for the whole prompt again.)  Only a full compaction (``ctxrules.compaction``) merges
+earlier summaries into one; a commit whose summaries alone keep it over the threshold
+says so in its notes.
 
 The summarizer is a plugin (``summarizer``, checked when the rule is built) that the
 rule never calls: it asks the context for the summary of the run (``ctx.summary``)
@@ -37,7 +44,8 @@ bring the history before it back into that vendor's request).
 
 Promise: no locked or anchor item is ever folded, nothing from the start of the last
 ``keep_tail_turns`` turns on (with the request that opened the first of them) is
-folded, and a commit left over ``threshold_tokens`` says why in its notes.
+folded, an earlier summary is never folded into a later one except by a full
+compaction, and a commit left over ``threshold_tokens`` says why in its notes.
 """
 
 from __future__ import annotations
@@ -55,11 +63,24 @@ if TYPE_CHECKING:
     from ..commit.context import RuleContext
     from ..summarizers.request import SummaryResult
 
-__all__ = ["Summarize"]
+__all__ = ["COMPACTION_REASON", "FULL_COMPACTION_REASON", "Summarize", "unit_end"]
 
 #: Cursors (item positions) of the last run whose summary was not shorter than it.
 _FAILED_START = "summarize.failed_start"
 _FAILED_END = "summarize.failed_end"
+#: How the fold reason of a compaction starts (``ctxrules.commit.boundary`` makes them):
+#: a compaction is an event the user or the engine asked for, not this rule's doing, so
+#: its folds are outside this rule's promise about the kept tail.
+COMPACTION_REASON = "compaction:"
+#: How the fold reason of a full compaction starts: the one fold allowed to merge
+#: earlier summaries.
+FULL_COMPACTION_REASON = COMPACTION_REASON + "full:"
+
+
+def _past(items: Sequence[ContextItem], p: int) -> int:
+    """The position after the kept unit or earlier summary at ``p`` (where the next run
+    starts when one stops there)."""
+    return p + 1 if items[p].state == "summary" else unit_end(items, p)
 
 
 class Summarize(Rule):
@@ -70,7 +91,8 @@ class Summarize(Rule):
     position_cursors = frozenset({"summarize.pos", _FAILED_START, _FAILED_END})
     promise = (
         "no locked or anchor item is folded; nothing in the last keep_tail_turns turns "
-        "(and the request that opened them) is folded; a commit over threshold_tokens "
+        "(and the request that opened them) is folded; an earlier summary is never folded "
+        "into a later one except by a full compaction; a commit over threshold_tokens "
         "says why in its notes"
     )
     params: ClassVar[Mapping[str, Any]] = {
@@ -196,25 +218,25 @@ class Summarize(Rule):
         folded_any = False
         blocked_by = "the protected tail"
         while total > target and p < tail:
-            # Collect one run of foldable units starting at p.
+            # Collect one run of foldable units starting at p.  An earlier summary ends
+            # the run: it stays as it is (cache-stable), the next run starts after it.
             run_start = p
             run_tokens = 0
             end = p
-            real = False  # the previous summary alone is no progress
-            before_kept = False  # the run ends at a kept unit (not at the tail)
-            # The new summary will be about as long as the one it replaces: count it in,
-            # or a summary near its budget leaves the commit over the target after every
-            # fold and each next fold gains one unit (a round of answers each).
-            expected = 0
-            while end < tail and (total - run_tokens + expected > target or not real):
+            before_kept = False  # the run ends at a kept unit or a summary (not the tail)
+            while end < tail and total - run_tokens > target:
                 it = items[end]
                 if it.state == "summarized":
                     end += 1
                     continue
-                unit_end = self._unit_end(items, end)
-                unit = items[end:unit_end]
-                if unit_end > tail or any(self._kept(u) for u in unit):
-                    before_kept = unit_end <= tail
+                if it.state == "summary" and it.attached_from is None:
+                    before_kept = True
+                    blocked_by = f"the earlier summary {it.source_node_id}"
+                    break
+                end_of_unit = unit_end(items, end)
+                unit = items[end:end_of_unit]
+                if end_of_unit > tail or any(self._kept(u) for u in unit):
+                    before_kept = end_of_unit <= tail
                     blocked_by = (
                         f"kept item {unit[0].source_node_id}"
                         if before_kept
@@ -222,16 +244,14 @@ class Summarize(Rule):
                     )
                     break
                 run_tokens += sum(u.tokens for u in unit if u.state != "summarized")
-                expected += sum(u.tokens for u in unit if u.state == "summary")
-                real = real or any(u.state != "summary" for u in unit)
-                end = unit_end
+                end = end_of_unit
             run = tuple(u for u in items[run_start:end] if u.state != "summarized")
-            if all(u.state == "summary" for u in run):
-                # Nothing new to fold here (at most the previous summary before a kept
-                # unit): step over the kept unit and try the next run.
+            if not run:
+                # Nothing to fold before a kept unit or an earlier summary: step over it
+                # and try the next run.
                 if end >= tail:
                     break
-                nxt = self._unit_end(items, end)
+                nxt = _past(items, end)
                 ctx.cursors["summarize.pos"] = nxt  # everything before is folded or kept
                 p = nxt
                 continue
@@ -260,14 +280,15 @@ class Summarize(Rule):
             summary_tokens = ctx.count(text)
             if summary_tokens >= run_tokens and before_kept:
                 # A run closed by a kept unit (a slash-command line before the task
-                # anchor, a turn before a locked system item) cannot grow, so retrying it
+                # anchor, a turn before a locked system item) or by an earlier summary
+                # cannot grow, so retrying it
                 # later is pointless: it stays as it is, and folding goes on past the
                 # kept unit instead of stopping for good at the first short run.
                 ctx.note(
                     f"left {len(run)} item(s) ({run_tokens} tokens) before {blocked_by} "
                     f"as they are: their summary ({summary_tokens} tokens) is not shorter"
                 )
-                nxt = self._unit_end(items, end)
+                nxt = _past(items, end)
                 ctx.cursors["summarize.pos"] = nxt
                 p = nxt
                 continue
@@ -298,27 +319,44 @@ class Summarize(Rule):
             )
             items = ctx.items
             tail += 1  # the summary item was inserted before the tail
-            # The next run (now, if still over, or in a later commit) starts with this
-            # summary, so the commit keeps one running summary instead of a string of them.
+            # The next run (now, if still over, or in a later commit) steps over this
+            # summary: it is appended to, never rewritten.
             ctx.cursors["summarize.pos"] = sm_pos
-            p = sm_pos
+            p = sm_pos + 1
         if total > self.threshold_tokens:
+            summaries = sum(it.tokens for it in items if it.state == "summary")
+            why = (
+                f"; summaries hold {summaries} tokens (a full compaction merges them)"
+                if summaries
+                else ""
+            )
             ctx.note(
                 f"could not reach the threshold: {total} tokens > {self.threshold_tokens} "
-                f"after {'folding' if folded_any else 'trying to fold'}; stopped at {blocked_by}"
+                f"after {'folding' if folded_any else 'trying to fold'}; stopped at "
+                f"{blocked_by}{why}"
             )
 
     # -- promise -----------------------------------------------------------------------
 
     def check_promise(self, commit: ContextCommit) -> list[str]:
-        """Folded locked / anchor items, folded items of the kept tail, and a commit over
-        the threshold without a note of this rule saying why."""
+        """Folded locked / anchor items, folded items of the kept tail, earlier summaries
+        folded by anything but a full compaction, and a commit over the threshold without
+        a note of this rule saying why."""
         items = commit.items
         out = [
             f"{it.source_node_id} is {'locked' if it.locked else 'an anchor'} and was folded"
             for it in items
             if it.state == "summarized" and (it.locked or it.is_anchor)
         ]
+        out.extend(
+            f"the summary {it.source_node_id} was folded into {it.merged_into} "
+            f"({it.reason}), not appended to"
+            for it in items
+            if it.state == "summarized"
+            and it.source_node_id.startswith("sm_")
+            and it.attached_from is None  # an attach block folds whole, its summaries too
+            and not it.reason.startswith(FULL_COMPACTION_REASON)
+        )
         turns = [p for p, it in enumerate(items) if is_turn(it)]
         start = turns[-self.keep_tail_turns] if len(turns) >= self.keep_tail_turns else 0
         while start > 0 and items[start - 1].role in ("user", "system"):
@@ -329,7 +367,7 @@ class Summarize(Rule):
             f"{it.source_node_id} (position {p}) is in the last "
             f"{self.keep_tail_turns} turn(s) and was folded"
             for p, it in enumerate(items[start:], start)
-            if it.state == "summarized"
+            if it.state == "summarized" and not it.reason.startswith(COMPACTION_REASON)
         )
         counted = commit.total_tokens - self._provider_compacted(items)[1]
         if counted > self.threshold_tokens and not any(

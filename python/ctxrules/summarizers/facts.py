@@ -49,7 +49,7 @@ MAX_ERRORS_PER_RESULT = 5
 MAX_ARGUMENT_CHARS = 300
 #: Tools whose arguments carry the todo list, lower-cased.
 TODO_TOOLS = frozenset({"todowrite", "todo_write", "todo_create", "todo_update"})
-_DONE = frozenset({"completed", "complete", "done"})
+_DONE = frozenset({"completed", "complete", "done", "cancelled", "canceled"})
 #: A todo list: key (the todo's id, else its text) → (text, status, id of the node that
 #: set it).
 Todos = dict[str, tuple[str, str, str]]
