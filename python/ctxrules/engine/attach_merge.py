@@ -272,7 +272,7 @@ class _DryRun(Exception):
 def _peers(
     store: CommitStore, target: str, head: str, peers: Sequence[PeerSpec], base: PeerSpec | None
 ) -> list[tuple[str, str]]:
-    """The peers as ``(session, conversation node)``, the base first; checked."""
+    """The peers as ``(session, conversation node)``, the base last; checked."""
     if not peers:
         raise ValidationError("a merge needs at least one peer", where="peers")
     out: list[tuple[str, str]] = []
@@ -284,7 +284,7 @@ def _peers(
             raise ValidationError(f"peer {found[0]} at {found[1]} is named twice", where="peers")
         out.append(found)
     if base is None:
-        return out
+        return [*out[1:], out[0]]
     session, at = (base, None) if isinstance(base, str) else base
     sid = store.get_session(session).id
     matches = [
@@ -297,7 +297,7 @@ def _peers(
             hint="name the base as one of the peers, by session (and head if it is ambiguous)",
         )
     out.remove(matches[0])
-    return [matches[0], *out]
+    return [*out, matches[0]]
 
 
 def merge(
@@ -316,9 +316,10 @@ def merge(
     ``peers`` are session ids (their HEAD) or ``(session, head)`` pairs; ``base`` (one of
     them, default the first) is attached locked, the others as ordinary items the rules
     may compress.  Each peer's commit is made (or reused) under the engine's pipeline,
-    one pointer per peer and the instruction are appended at ``target``'s HEAD, and the
+    one pointer per peer — the others in the order given, then the base, next to the
+    instruction — and the instruction are appended at ``target``'s HEAD, and the
     request is prepared at the instruction: its commit — the merge commit — has
-    ``parent_ids = [target's previous commit, peer commits…]``.
+    ``parent_ids = [target's previous commit, peer commits…]`` in pointer order.
 
     ``call`` sends the request (it gets the ``TurnPrep`` and returns the response, as
     ``Engine.record`` accepts it); the answer is then recorded and the peers marked
@@ -332,7 +333,8 @@ def merge(
     ``ValidationError`` for an empty instruction, no peers, a peer named twice or a base
     that is not a peer; ``DagError`` for an empty target or peer, a peer on the target's
     current branch or attached there already, a HEAD whose tool calls still wait, or a
-    HEAD that moved meanwhile.
+    HEAD that moved meanwhile.  On these errors nothing is added to the history (the
+    commits of the heads it read may be stored, as any read stores them).
     """
     now = _finite(now)
     if not isinstance(instruction, str) or not instruction.strip():
@@ -386,10 +388,10 @@ def _stage_and_prepare(
                 f"peers {session} at {at} and another one have the same commit {commit.id}",
                 where="peers",
             )
-        peers.append(Peer(session=session, head=at, commit=commit.id, base=k == 0))
+        peers.append(Peer(session=session, head=at, commit=commit.id, base=k == len(heads) - 1))
     record = {
         "into": before.id,
-        "base": peers[0].commit,
+        "base": peers[-1].commit,
         "peers": [{"session": p.session, "head": p.head, "commit": p.commit} for p in peers],
     }
 
