@@ -12,7 +12,7 @@ import pytest
 from ctxrules import dag
 from ctxrules.commit import derive_with_summaries, ensure_latest_commit, load_commit
 from ctxrules.commit.persist import load
-from ctxrules.engine import MERGED_KEY, Engine, merge, merged_into, record_merge
+from ctxrules.engine import MERGED_KEY, merge, merged_into, record_merge
 from ctxrules.errors import DagError, ValidationError
 from ctxrules.testing import check_commits
 
@@ -200,7 +200,7 @@ def test_the_merge_commit_is_derived_from_the_graph_again(scene, store):
 
 
 def test_without_call_the_merge_waits_for_the_answer(scene, store):
-    engine, target, alt, init = scene
+    engine, target, alt, _ = scene
     staged = merge(engine, target, [alt], instruction=INSTRUCTION, now=T0 + 5)
     assert staged.recorded is None and not merged_into(store, alt)
     assert store.get_session(target).head == staged.node
@@ -216,7 +216,7 @@ def test_without_call_the_merge_waits_for_the_answer(scene, store):
 
 
 def test_a_failed_call_leaves_the_merge_staged_to_finish(scene, store):
-    engine, target, alt, init = scene
+    engine, target, alt, _ = scene
 
     def failing(prep):
         raise ConnectionError("no network in tests")

@@ -36,6 +36,8 @@ COMMANDS: tuple[str, ...] = (
     "commit",
     "checkout",
     "fork",
+    "attach",
+    "merge",
     "render",
     "stats",
     "quality",

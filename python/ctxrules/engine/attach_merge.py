@@ -42,6 +42,7 @@ __all__ = [
     "Peer",
     "PeerSpec",
     "attach",
+    "check_answer",
     "merge",
     "merged_into",
     "record_merge",
@@ -450,6 +451,17 @@ def _merge_turn(store: CommitStore, prep: TurnPrep) -> tuple[Call, list[Call]]:
     return node, pointers
 
 
+def check_answer(engine: Engine, response: Any) -> None:
+    """Refuse a response no merge can be recorded with: one the engine's provider cannot
+    read (``ProviderError``) or that holds no content (``ValidationError``)."""
+    if not engine.provider.read_response(response).content:
+        raise ValidationError(
+            "the answer holds no content: a merge turn needs the model's answer",
+            where="response",
+            hint=f"pass the {engine.provider.name} response body as the provider returned it",
+        )
+
+
 def record_merge(engine: Engine, prep: TurnPrep, response: Any, *, now: float) -> MergeResult:
     """Record the answer to a merge turn's request and mark the peer heads merged.
 
@@ -458,10 +470,13 @@ def record_merge(engine: Engine, prep: TurnPrep, response: Any, *, now: float) -
     peer session's metadata ``merged`` gains ``{"head", "commit", "into", "node",
     "answer", "merge_commit", "base", "at"}`` (once per merge instruction).  If the
     answer calls tools, continue the turn with ``Engine.prepare(tool_results=…)``.
+    ``ValidationError`` (nothing recorded) if ``prep`` is not a merge turn's request or
+    the answer is empty (``check_answer``).
     """
     now = _finite(now)
     store = engine.store
     node, pointers = _merge_turn(store, prep)
+    check_answer(engine, response)
     recorded = engine.record(prep, response, now=now)
     commit = ensure_latest_commit(
         prep.session_id, node.id, now=now, store=store, config=engine.pipeline
