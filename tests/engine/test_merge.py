@@ -11,7 +11,7 @@ import pytest
 
 from ctxrules import dag
 from ctxrules.commit import derive_with_summaries, ensure_latest_commit, load_commit
-from ctxrules.commit.persist import load
+from ctxrules.commit.persist import clear_cache, load
 from ctxrules.engine import MERGED_KEY, merge, merged_into, record_merge
 from ctxrules.errors import DagError, ValidationError
 from ctxrules.testing import check_commits
@@ -134,6 +134,13 @@ def test_merge_turn_commit_and_marks(scene, store):
             "at": T0 + 5,
         }
     assert MERGED_KEY not in store.get_session(target).metadata
+
+    # the store keeps every parent: read back without the loaded-commit cache, the row
+    # names the first (what its delta is against) and the commit all of them
+    clear_cache(store)
+    assert load_commit(result.commit, store=store).parent_ids == merged.parent_ids
+    (row,) = [r for r in store.session_commits(target) if r.id == result.commit]
+    assert row.parent_id == target_prev.id
 
     # the next commit builds on the merge commit with one parent, like any other
     after = ensure_latest_commit(target, store=store, config=engine.pipeline, now=T0 + 6)
