@@ -10,6 +10,7 @@ import pytest
 
 from ctxrules.cli import main
 from ctxrules.store import open_store
+from engine.test_merge import state
 
 RELIABILITY = "claude-code-jsonl/reliability_coverage-test-fix.jsonl"
 INIT = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -44,16 +45,7 @@ def history(store_path: str, *sessions: str) -> dict:
     """Nodes, HEAD, metadata and commits of each session, read from the store."""
     store = open_store(store_path)
     try:
-        out = {}
-        for sid in sessions:
-            info = store.get_session(sid)
-            out[sid] = (
-                [n.id for n in store.nodes(sid)],
-                info.head,
-                info.metadata,
-                [r.id for r in store.session_commits(sid)],
-            )
-        return out
+        return state(store, sessions)
     finally:
         store.close()
 

@@ -65,17 +65,15 @@ ctxrules attach s_67f3 s_d85c --head n_29fd --locked --json
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules attach``; returns the exit code."""
-    from ..dag import resolve_node
     from ..engine import attach
 
     config = config_of(args)
     with store_of(args) as store:
-        head = resolve_node(store, args.source, args.head).id if args.head else None
         node = attach(
             store,
             args.session,
             args.source,
-            head,
+            args.head,
             locked=args.locked,
             config=config,
             now=now_of(args),

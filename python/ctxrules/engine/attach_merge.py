@@ -113,21 +113,17 @@ def _conversation_node(store: CommitStore, node_id: str) -> Call:
 
 
 def _source_head(store: CommitStore, session: str, head: str | None) -> tuple[str, str]:
-    """``(session id, conversation node)`` of a source head; ``DagError`` if the session
-    is empty or the node is not part of it."""
+    """``(session id, conversation node)`` of a source head (``head``: an id or unique
+    prefix; default HEAD); ``DagError`` if the session is empty or the node is not part
+    of it."""
     info = store.get_session(session)
-    at = head if head is not None else info.head
-    if at is None:
+    if head is None and info.head is None:
         raise DagError(
             f"session {session!r} has no nodes: there is nothing to attach",
             hint="name a session with history",
         )
-    if not store.is_visible(info.id, at):
-        raise DagError(
-            f"node {at!r} is not part of session {info.id!r}",
-            hint=f"`ctxrules log {info.id}` lists its nodes",
-        )
-    return info.id, _conversation_node(store, at).id
+    node = dag.resolve_node(store, info.id, head) if head is not None else None
+    return info.id, _conversation_node(store, node.id if node else str(info.head)).id
 
 
 def _check_off_branch(store: CommitStore, session: str, head: str | None, source: str) -> None:
@@ -172,10 +168,6 @@ def _check_no_pending(store: CommitStore, session: str, head: str | None) -> Non
         )
 
 
-def _pipeline(config: PipelineConfig | Pipeline | None) -> Pipeline:
-    return config if isinstance(config, Pipeline) else Pipeline.from_config(config)
-
-
 # -- attach ------------------------------------------------------------------------------
 
 
@@ -189,8 +181,8 @@ def attach(
     config: PipelineConfig | Pipeline | None = None,
     now: float,
 ) -> Call:
-    """Stage an attach pointer at ``session``'s HEAD to ``source`` at ``head`` (default its
-    HEAD); returns the pointer node.
+    """Stage an attach pointer at ``session``'s HEAD to ``source`` at ``head`` (a node id
+    or unique prefix; default its HEAD); returns the pointer node.
 
     The source's commit is made (or reused) under ``config`` (an engine's
     ``Engine.pipeline``; default ``find_config()``) at ``now``, and the pointer names
@@ -207,7 +199,7 @@ def attach(
     src, at = _source_head(store, source, head)
     _check_off_branch(store, info.id, info.head, at)
     _check_no_pending(store, info.id, info.head)
-    commit = ensure_latest_commit(src, at, now=now, store=store, config=_pipeline(config))
+    commit = ensure_latest_commit(src, at, now=now, store=store, config=config)
     return _append_pointers(store, info.id, info.head, [(src, at, commit.id, locked)], now)[0]
 
 
