@@ -258,7 +258,9 @@ def test_bad_merges_are_refused_and_store_nothing(scene, store):
     engine, target, alt, init = scene
     before = state(store, (target, alt, init))
     head = store.get_session(target).head
+    earlier = store.nodes(alt)[1].id  # the fork's first answer, before its HEAD
     cases = [
+        (ValidationError, "several of the peers", dict(peers=[alt, (alt, earlier)], base=alt)),
         (ValidationError, "needs an instruction", dict(peers=[alt], instruction="  ")),
         (ValidationError, "at least one peer", dict(peers=[])),
         (ValidationError, "named twice", dict(peers=[alt, (alt, None)])),
@@ -275,6 +277,20 @@ def test_bad_merges_are_refused_and_store_nothing(scene, store):
         with pytest.raises(error, match=message):
             merge(engine, target, kwargs.pop("peers"), now=T0 + 5, **kwargs)
     assert state(store, (target, alt, init)) == before
+    # a base named by its head picks that one
+    dry = merge(
+        engine,
+        target,
+        [alt, (alt, earlier[:-3])],
+        base=(alt, earlier),
+        instruction=INSTRUCTION,
+        now=T0 + 5,
+        dry_run=True,
+    )
+    assert [(p.head, p.base) for p in dry.peers] == [
+        (store.get_session(alt).head, False),
+        (earlier, True),
+    ]
     with pytest.raises(DagError, match="nothing to merge into"):
         merge(engine, dag.create_session(store).id, [alt], instruction=INSTRUCTION, now=T0)
     # a peer merged once is attached already: merging the same head again is refused

@@ -279,10 +279,8 @@ def _peers(
     if base is None:
         return [*out[1:], out[0]]
     session, at = (base, None) if isinstance(base, str) else base
-    sid = store.get_session(session).id
-    matches = [
-        p for p in out if p[0] == sid and (at is None or p[1] == _conversation_node(store, at).id)
-    ]
+    named = _source_head(store, session, at)
+    matches = [p for p in out if p == named or (at is None and p[0] == named[0])]
     if len(matches) != 1:
         raise ValidationError(
             f"the base {base!r} is {'not one' if not matches else 'several'} of the peers",
@@ -352,8 +350,9 @@ def merge(
         with store.transaction():
             raise _DryRun(_stage_and_prepare(engine, info.id, info.head, heads, instruction, now))
     except _DryRun as rolled_back:
-        clear_cache(store)  # commits loaded inside the transaction are not stored
         return msgspec.structs.replace(rolled_back.result, dry_run=True)
+    finally:
+        clear_cache(store)  # commits loaded inside the transaction are not stored
 
 
 def _stage_and_prepare(
