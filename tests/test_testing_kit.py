@@ -317,3 +317,23 @@ def test_system_items_are_locked_unless_the_pipeline_says_otherwise():
     runs = drive(Script(steps), unlocked)
     check_commits(runs, unlocked)
     assert [it.state for it in runs[-1][1].commit.items if it.role == "system"] == ["summarized"]
+
+
+def test_several_parents_outside_a_merge_are_caught():
+    # Invariant 7: a derive that adds no merge instruction has one parent.  A commit
+    # claiming two is refused, and so is a merge commit that drops a peer.
+    pipeline = Pipeline.of([])
+    runs = drive(Script([Step(), Step(), Step()]), pipeline)
+    parent, gen, nodes = runs[-1]
+    forged = gen._replace(
+        commit=msgspec.structs.replace(gen.commit, parent_ids=(parent.id, runs[0][1].commit.id))
+    )
+    with pytest.raises(InvariantViolation, match="invariant 7: 2 parents outside a merge"):
+        check_commits([(parent, forged, nodes)], pipeline)
+    merged = drive(Script([Step(), Step(), Step(merge_back=2)]), pipeline)
+    parent, gen, nodes = merged[-1]
+    assert len(gen.commit.parent_ids) == 2  # the real merge passes
+    check_commits(merged, pipeline)
+    dropped = gen._replace(commit=msgspec.structs.replace(gen.commit, parent_ids=(parent.id,)))
+    with pytest.raises(InvariantViolation, match="invariant 7: parents"):
+        check_commits([(parent, dropped, nodes)], pipeline)

@@ -8,10 +8,11 @@
         check_rule(MyRule(some_param=3))            # alone and inside the built-in pipeline
 
 ``check_rule`` generates sessions with hypothesis (tool calls of protected and ordinary
-tools, huge and failing results, branches, attach pointers, locked and pinned nodes,
-system nodes, lines that are not the task, time gaps, compaction boundaries in full and
-around a pivot), derives commits turn by turn through the pipeline (summary requests
-answered by the registered summarizers) and asserts invariants 1–8 (docs/rules.md)
+tools, huge and failing results, branches, attach pointers, merges, locked and pinned
+nodes, system nodes, lines that are not the task, time gaps, compaction boundaries in
+full and around a pivot), derives commits turn by turn through the pipeline (summary
+requests answered by the registered summarizers) and asserts invariants 1–8
+(docs/rules.md)
 plus the consistency a renderer relies on (tool pairing, token totals, attach blocks
 folded whole), the promise of every rule in the pipeline (``Rule.check_promise``) and
 the pipeline's own promise (``PIPELINE_PROMISE``: system items and the task anchor —
@@ -40,6 +41,7 @@ from .commit.anchor import task_anchor
 from .commit.boundary import COMPACTION_KEY
 from .commit.context import item_text_for_tokens
 from .commit.delta import Delta, replay
+from .commit.items import merge_parents
 from .config import PRESETS, PipelineConfig
 from .errors import CtxrulesError
 from .model import STATE_RANK, Call, ContextCommit, ContextItem, TextBlock, ToolUseBlock
@@ -165,8 +167,7 @@ def check_step(
     if parent is not None and parent_bytes is not None:
         if msgspec.msgpack.encode(parent) != parent_bytes:
             _fail("2", "deriving a child changed the saved parent commit", pipeline, c)
-    if len(c.parent_ids) > 1:
-        _fail("7", f"{len(c.parent_ids)} parents outside a merge", pipeline, c)
+    _check_parents(parent, c, pipeline, node_ids)
     seen_attach: dict[str, int] = {}
     prev_from: str | None = None
     total = 0
@@ -250,6 +251,30 @@ def check_step(
             )
 
 
+def _check_parents(
+    parent: ContextCommit | None,
+    c: ContextCommit,
+    pipeline: Pipeline,
+    node_ids: Set[str] | Mapping[str, Call],
+) -> None:
+    """Invariant 7: a commit's parents are the commit it was derived from, then — only
+    when it adds a merge instruction node — the peer commits that node names."""
+    merged: list[str] = []
+    if parent is not None and isinstance(node_ids, Mapping):
+        before = {it.source_node_id for it in parent.items}
+        for it in c.items:
+            node = node_ids.get(it.source_node_id)
+            if it.attached_from is None and node is not None and it.source_node_id not in before:
+                merged.extend(merge_parents(node))
+    expected = tuple(dict.fromkeys((parent.id, *merged))) if parent is not None else ()
+    if c.parent_ids == expected:
+        return
+    if len(c.parent_ids) > 1 and not merged:
+        known = "" if isinstance(node_ids, Mapping) else " (pass the nodes to check a merge)"
+        _fail("7", f"{len(c.parent_ids)} parents outside a merge{known}", pipeline, c)
+    _fail("7", f"parents {list(c.parent_ids)}, expected {list(expected)}", pipeline, c)
+
+
 def _check_render(commit: ContextCommit, pipeline: Pipeline) -> None:
     try:
         from .render import render_commit
@@ -276,6 +301,7 @@ class Step:
     tools: list[tuple[str, int, bool]] = field(default_factory=list)  # (name, size, error)
     minutes: float = 1.0
     attach_back: int = 0  # attach the commit of k steps earlier (-1: an unloadable one)
+    merge_back: int = 0  # merge the commits of k steps earlier and of the first step
     locked: bool = False
     pinned: bool = False
     cite_back: int = 0
@@ -348,6 +374,7 @@ def scripts(max_steps: int = 10) -> Any:
         tools=st.lists(tool, max_size=3),
         minutes=st.sampled_from([0.0, 1.0, 7.0, 61.0, 180.0]),
         attach_back=st.sampled_from([0, 0, 0, 0, 1, 3, -1]),
+        merge_back=st.sampled_from([0, 0, 0, 0, 0, 1, 2]),
         locked=st.sampled_from([False, False, False, False, True]),
         pinned=st.sampled_from([False, False, False, True]),
         cite_back=st.sampled_from([0, 0, 0, 2]),
@@ -471,6 +498,30 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
             ptr = node("user", output="attach", predecessor=prev, metadata={"attach": ref})
             new.append(ptr)
             prev = ptr.id
+        merge: dict[str, Any] = {}
+        if step.merge_back and commits:
+            # A merge as ctxrules.engine.merge writes it: one pointer per peer (the
+            # base's locked), then the instruction naming the peer commits.
+            peers = list(
+                dict.fromkeys([commits[max(0, len(commits) - step.merge_back)].id, commits[0].id])
+            )
+            for k, cid in enumerate(peers):
+                ref = {"session": "peer", "head": "h", "commit": cid}
+                ptr = node(
+                    "user",
+                    output="attach",
+                    predecessor=prev,
+                    metadata={"attach": ref, "locked": k == 0},
+                )
+                new.append(ptr)
+                prev = ptr.id
+            merge = {
+                "merge": {
+                    "into": parent.id if parent else "",
+                    "base": peers[0],
+                    "peers": [{"session": "peer", "head": "h", "commit": c} for c in peers],
+                }
+            }
         meta: dict[str, Any] = {}
         if step.locked:
             meta["locked"] = True
@@ -488,7 +539,7 @@ def drive(script: Script, pipeline: Pipeline, *, start: float = 1_000_000.0) -> 
             template, kind_meta = NOT_TASK[step.kind]
             text = template.replace("{}", step.user)
             meta = {**kind_meta, **meta}
-        user = node("user", output=text, predecessor=prev, metadata=meta, reads=reads)
+        user = node("user", output=text, predecessor=prev, metadata={**meta, **merge}, reads=reads)
         uses = [
             ToolUseBlock(id=f"tu{i}_{k}", name=t[0], input={"path": f"src/f{k}.py"})
             for k, t in enumerate(step.tools)

@@ -37,6 +37,8 @@ COMMANDS: tuple[str, ...] = (
     "compact",
     "checkout",
     "fork",
+    "attach",
+    "merge",
     "render",
     "stats",
     "quality",

@@ -5,7 +5,9 @@
 each node made indented under it, marks where the graph branches (``branch 1/2``),
 the nodes on the current branch (``*``) and HEAD.  A compaction boundary is a marker
 line: its trigger, the tokens the request carried before → after, and the items it
-folded.
+folded.  An attach pointer shows what it attaches, a merge instruction its peers (the
+base marked) before its text, and a session whose heads were merged says where to,
+under the header.
 """
 
 from __future__ import annotations
@@ -45,7 +47,35 @@ def call_fields(call: Call) -> dict[str, object]:
     return {f: msgspec.to_builtins(getattr(call, f)) for f in Call.__struct_fields__}
 
 
+def _marker(call: Call) -> str:
+    """What an attach pointer or a merge instruction does, as the start of its line."""
+    ref = call.metadata.get("attach")
+    if isinstance(ref, dict):
+        locked = ", locked" if call.metadata.get("locked") else ""
+        return (
+            f"[attach {ref.get('session')} at {ref.get('head')} "
+            f"(commit {ref.get('commit')}{locked})] "
+        )
+    record = call.metadata.get("merge")
+    if isinstance(record, dict) and isinstance(record.get("peers"), list):
+        peers = ", ".join(
+            f"{p.get('session')} at {p.get('head')}"
+            + (" (base)" if p.get("commit") == record.get("base") else "")
+            for p in record["peers"]
+            if isinstance(p, dict)
+        )
+        return f"[merge of {peers}] "
+    return ""
+
+
 def _preview(call: Call) -> str:
+    marker = _marker(call)
+    if marker and "attach" in call.metadata:
+        return marker.strip()  # its own text only repeats what it attaches
+    return marker + _text_preview(call)
+
+
+def _text_preview(call: Call) -> str:
     if call.role == "system" or (call.role == "tool" and not call.output):
         text = (
             call.input if isinstance(call.input, str) else msgspec.json.encode(call.input).decode()
@@ -126,14 +156,21 @@ def tree_lines(graph: object) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules log``; returns the exit code."""
     from ..dag import load_graph
+    from ..engine import merged_into
 
     with store_of(args) as store:
         if args.json:
             print_json([call_fields(c) for c in store.nodes(args.session, inherited=True)])
             return 0
         graph = load_graph(store, args.session)
+        merged = merged_into(store, args.session)
     info = graph.session
     print(f"session {info.id}  {info.source or ''}  HEAD {info.head or '-'}")
+    for entry in merged:
+        print(
+            f"merged: {entry.get('head')} into session {entry.get('into')} at "
+            f"{entry.get('node')} (merge commit {entry.get('merge_commit')})"
+        )
     for line in tree_lines(graph):
         print(line)
     return 0

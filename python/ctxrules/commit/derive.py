@@ -9,9 +9,14 @@ cache).  It does no I/O, looks up no plugin and reads no clock: a rule that need
 summary gets it as an input, or returns the request (``Generated.requests``).
 ``derive_with_summaries`` answers those requests and derives again, in one call.
 
-A commit's id is a hash of its parent id, its head, its rules and the *delta* it makes
+A commit's id is a hash of its parent ids, its head, its rules and the *delta* it makes
 against its parent (Merkle style), so identical inputs give the identical id and the id
 never needs the whole item list re-hashed.  The store keeps that delta, not the list.
+
+A commit has one parent, the one it was derived from, except a merge: a derive whose
+new nodes include a merge instruction (``items.merge_parents``) also names the peer
+commits that instruction merges, after its own parent.  The DAG says so, not the
+caller, so a merge commit is as reproducible as any other.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from . import delta as cdelta
 from .anchor import task_anchor
 from .boundary import fold_at, is_boundary
 from .context import RuleContext
-from .items import attach_items, attach_ref, find_native, item_for_call
+from .items import attach_items, attach_ref, find_native, item_for_call, merge_parents
 from .pipeline import Pipeline
 
 __all__ = ["Generated", "derive_commit", "derive_with_summaries"]
@@ -127,7 +132,9 @@ def derive_commit(
     if task is not None:
         cursors["anchor"] = 1
     boundaries: list[tuple[Call, int]] = []
+    merged: list[str] = []
     for call in calls:
+        merged.extend(merge_parents(call))
         if is_boundary(call):
             # A compaction boundary adds no item (no text); it folds what precedes it
             # once the rules ran (ctxrules.commit.boundary).
@@ -139,7 +146,10 @@ def derive_commit(
             if key in cursors:
                 continue  # expanded once, however many pointers name it (invariant 6)
             cursors[key] = 1
-            new_items = attach_items(call, ref, load_commit, now=now)
+            # What the branch shows already (a prefix a fork or sibling shares) is left
+            # out of the block; rare enough (one pass per expanded pointer) to scan for.
+            shown = {it.source_node_id for it in items}
+            new_items = attach_items(call, ref, load_commit, now=now, shown=shown)
         else:
             new_items = [
                 item_for_call(call, anchor=call is task, lock_system=pipeline.lock_system, now=now)
@@ -188,7 +198,10 @@ def derive_commit(
     for _, it in changed:
         if it.state == "summary":
             summary = it.rendered
-    parent_ids = (parent.id,) if parent is not None else ()
+    # Only a derive on top of a commit has parents: a branch derived from scratch (other
+    # rules, a fork) has none to name first, and the first parent is what the delta is
+    # against.
+    parent_ids = tuple(dict.fromkeys((parent.id, *merged))) if parent is not None else ()
     delta = cdelta.encode((inserted, changed, folds))
     notes = tuple(ctx.notes)
     total = ctx.total_tokens()

@@ -5,12 +5,14 @@ Conventions read from nodes (set by the importers and the DAG): tool nodes carry
 ``metadata["tool_use_id"]`` / ``["is_error"]``; ``metadata["pinned"]`` makes an item an
 anchor (kept full by summarize); ``metadata["locked"]`` locks it, and so does the
 role ``system`` while the pipeline locks system items; an attach pointer is
-a node with ``metadata["attach"] = {"session", "head", "commit"}``.
+a node with ``metadata["attach"] = {"session", "head", "commit"}``; a merge instruction
+is a node with ``metadata["merge"] = {"into", "peers": [{"session", "head", "commit"}, …],
+"base"}``, naming the commits it merges (``merge_parents``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import msgspec
@@ -27,9 +29,19 @@ from ..model import (
     content_text,
 )
 
-__all__ = ["attach_items", "attach_ref", "find_native", "item_for_call", "user_text"]
+__all__ = [
+    "ATTACH_KEY",
+    "MERGE_KEY",
+    "attach_items",
+    "attach_ref",
+    "find_native",
+    "item_for_call",
+    "merge_parents",
+    "user_text",
+]
 
 ATTACH_KEY = "attach"
+MERGE_KEY = "merge"
 
 
 def _text_of(content: Any) -> str:
@@ -137,19 +149,38 @@ def attach_ref(call: Call) -> dict[str, str] | None:
     return None
 
 
+def merge_parents(call: Call) -> tuple[str, ...]:
+    """The peer commit ids a merge instruction node names, in order (empty for any other
+    node): the parents a commit gains besides its own when it adds this node."""
+    record = call.metadata.get(MERGE_KEY)
+    if not isinstance(record, dict) or not isinstance(record.get("peers"), list):
+        return ()
+    return tuple(
+        p["commit"]
+        for p in record["peers"]
+        if isinstance(p, dict) and isinstance(p.get("commit"), str)
+    )
+
+
 def attach_items(
     call: Call,
     ref: dict[str, str],
     load_commit: Callable[[str], ContextCommit | None] | None,
     *,
     now: float,
+    shown: Collection[str] = (),
 ) -> list[ContextItem]:
     """The items an attach pointer expands to (docs/items.md, attach blocks).
 
     An open marker (the pointer node itself), the source commit's visible items, and a
     close marker, all with ``attached_from`` = the source commit id; the block is what
-    summarize never splits.  Expanded items are ordinary unlocked items.  When the
-    source commit cannot be loaded the pointer becomes one user item saying so.
+    summarize never splits.  Expanded items are ordinary unlocked items.  Items whose
+    node is in ``shown`` (what the commit shows already: the history a sibling branch
+    or a fork shares with this one), and the tool results of such calls, are left out,
+    so a shared prefix is not sent twice.  When the source commit cannot be loaded the
+    pointer becomes one user item saying so.  A pointer with ``metadata["locked"]``
+    locks the whole block, markers included (a merge's base peer: rules leave it as
+    its source commit shows it).
     """
     source_id = ref["commit"]
     source = None
@@ -170,23 +201,27 @@ def attach_items(
             )
         ]
     reason = f"attached_from:{source_id}"
+    locked = bool(call.metadata.get("locked", False))
     out = [
         ContextItem(
             source_node_id=call.id,
             role="user",
             rendered=f"<attached {label}>",
+            locked=locked,
             reason=reason,
             attached_from=source_id,
             changed_at=now,
         )
     ]
     for it in source.items:
-        if it.state == "summarized":
+        if it.state == "summarized" or it.source_node_id in shown:
             continue
+        if it.role == "tool" and it.caller is not None and it.caller in shown:
+            continue  # a result (maybe another variant) of a call the commit shows
         out.append(
             msgspec.structs.replace(
                 it,
-                locked=bool(call.metadata.get("locked", False)),
+                locked=locked,
                 is_anchor=False,
                 reason=reason,
                 attached_from=source_id,
@@ -199,6 +234,7 @@ def attach_items(
             source_node_id=f"{call.id}/end",
             role="user",
             rendered=f"</attached {source_id}>",
+            locked=locked,
             reason=reason,
             attached_from=source_id,
             changed_at=now,

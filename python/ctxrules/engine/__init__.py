@@ -4,10 +4,23 @@
 (``prepare`` → ``TurnPrep``: the provider body, the budget and level, the usage
 fusion), records each response (``record``), and reports the window's occupancy
 (``stats`` → the usage record of one number and its breakdown by category).
+``attach`` stages another branch's context for the next request; ``merge`` runs one
+turn over several peers' context and makes the merge commit (``attach_merge``).
 """
 
 from __future__ import annotations
 
+from .attach_merge import (
+    MERGED_KEY,
+    MergeResult,
+    Peer,
+    PeerSpec,
+    attach,
+    check_answer,
+    merge,
+    merged_into,
+    record_merge,
+)
 from .budget import LEVELS, Budget, Level, budget, output_reserve
 from .config import DEFAULT_OUTPUT_RESERVE, EngineConfig, Skill
 from .references import Reference, find_references
@@ -25,12 +38,16 @@ from .usage import Breakdown, Category, UsageRecord, breakdown
 __all__ = [
     "DEFAULT_OUTPUT_RESERVE",
     "LEVELS",
+    "MERGED_KEY",
     "Breakdown",
     "Budget",
     "Category",
     "Engine",
     "EngineConfig",
     "Level",
+    "MergeResult",
+    "Peer",
+    "PeerSpec",
     "Recorded",
     "Reference",
     "SessionStats",
@@ -40,8 +57,13 @@ __all__ = [
     "ToolResult",
     "TurnPrep",
     "UsageRecord",
+    "attach",
     "breakdown",
     "budget",
+    "check_answer",
     "find_references",
+    "merge",
+    "merged_into",
     "output_reserve",
+    "record_merge",
 ]
