@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from ..compaction import CompactOptions
 from ..context_sources import SourcesConfig
 from ..errors import ConfigError
 from ..model import ToolSpec
@@ -52,7 +53,10 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     ``max_tokens`` says otherwise.  ``warn_at`` / ``compact_at`` / ``critical_at`` are
     the level thresholds as fractions of the usable window; at ``compact_at`` the
     engine compacts when ``auto_compact``, at ``critical_at`` when
-    ``emergency_compact``.  ``references`` turns ``@path`` scanning on; a referenced
+    ``emergency_compact`` (or ``auto_compact``), with ``compaction``'s options (the
+    summarizer, its budget and time limit, what is restored); after 3 consecutive
+    failures the session's circuit breaker stops trying (``Engine.breaker``).
+    ``references`` turns ``@path`` scanning on; a referenced
     file is read up to ``reference_max_chars``.  ``situation`` adds the L1 situation
     text (which frame of the call tree a request is part of) to every request.
     ``cache`` places the provider's cache breakpoints (``cache_ttl``: their lifetime,
@@ -76,6 +80,7 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     critical_at: float = 0.95
     auto_compact: bool = True
     emergency_compact: bool = True
+    compaction: CompactOptions = msgspec.field(default_factory=CompactOptions)
     references: bool = True
     reference_max_chars: int = 40_000
     situation: bool = False
@@ -117,6 +122,11 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
                 raise ConfigError(f"{name} must be true or false", where=f"EngineConfig.{name}")
         if not isinstance(self.provider, str) or not self.provider:
             raise ConfigError("provider must name a provider", where="EngineConfig.provider")
+        if not isinstance(self.compaction, CompactOptions):
+            raise ConfigError(
+                f"compaction must be a CompactOptions, got {type(self.compaction).__name__}",
+                where="EngineConfig.compaction",
+            )
         if not isinstance(self.sources, SourcesConfig):
             raise ConfigError(
                 f"sources must be a SourcesConfig, got {type(self.sources).__name__}",

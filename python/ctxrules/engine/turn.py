@@ -42,19 +42,27 @@ import msgspec
 
 from .. import dag
 from ..commit import Pipeline, ensure_latest_commit
+from ..compaction import CircuitBreaker, CompactResult, boundaries, compact, is_prompt_too_long
 from ..config import PipelineConfig
 from ..context_sources import SourceMemo, SourceRequest, SourceText
-from ..errors import DagError, RenderError, ValidationError
+from ..errors import CompactionError, DagError, RenderError, ValidationError
 from ..model import Call, Content, ContextCommit, TextBlock, ToolSpec, ToolUseBlock
 from ..providers import (
     ModelProfile,
     Provider,
     RenderedRequest,
+    Usage,
     get_provider,
     model_in_family,
     resolve_model,
 )
-from ..render import estimate_request, header_tokens, recorded_request, render
+from ..render import (
+    estimate_request,
+    header_tokens,
+    recorded_request,
+    render,
+    render_side_request,
+)
 from ..replay import recorded_usage, request_for
 from ..situation import commit_situation
 from ..store import CommitStore
@@ -112,8 +120,9 @@ class TokenFigures(msgspec.Struct, frozen=True, kw_only=True):
     """Step 5: the local estimate of this request, the last measurement it is fused with.
 
     ``estimate`` is our billed-prompt estimate of the body (``explain.input_tokens``);
-    ``measured`` what the provider billed for the last measured request of this branch
-    (``None``: none within reach) and ``measured_estimate`` our estimate of that same
+    ``measured`` the provider's count of the last measured request of this branch as
+    it was sent (``None``: none within reach; the billed prompt, or the vendor's
+    compaction step's when it compacted that request on its side) and ``measured_estimate`` our estimate of that same
     request; ``fused`` = ``measured + (estimate - measured_estimate)``, or ``estimate``
     without a measurement — the figure the budget uses.
     """
@@ -141,8 +150,10 @@ class TurnPrep(msgspec.Struct, frozen=True, kw_only=True):
     ``system`` / ``tools`` its session-constant parts, ``budget`` the window split and
     level, ``tokens`` the estimate and usage fusion, ``usage`` the usage record of the
     session as this request leaves (``basis`` ``"estimated"``).  ``compaction`` is the
-    result of a compaction made before it (``None``: none), ``attempt`` counts the
-    retries after prompt-too-long refusals.
+    ``CompactResult`` of a compaction made before it (``None``: none);
+    ``compaction_error`` why an automatic compaction that was due did not happen (it
+    failed, or the circuit breaker is open: the request goes as it is); ``attempt``
+    counts the retries after prompt-too-long refusals (``retry_after_error``).
     """
 
     session_id: str
@@ -159,7 +170,8 @@ class TurnPrep(msgspec.Struct, frozen=True, kw_only=True):
     tokens: TokenFigures
     usage: UsageRecord
     created_at: float
-    compaction: Any = None
+    compaction: CompactResult | None = None
+    compaction_error: str = ""
     attempt: int = 0
 
     @property
@@ -249,6 +261,7 @@ class Engine:
         )
         self.sources = SourceMemo()
         self._estimates: dict[str, int] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -299,7 +312,47 @@ class Engine:
                     where=f"session {session}",
                     hint="pass the user's next message (user_input) or the tool results",
                 )
-        return self._prep(session, head, tuple(appended), refs, composed, now, attempt=0)
+        prep = self._prep(session, head, tuple(appended), refs, composed, now, attempt=0)
+        trigger = self._due(prep.level)
+        if trigger is None:
+            return prep
+        try:
+            result = self._compact(session, trigger, prep.model, now)
+        except CompactionError as exc:
+            # The request still goes: a failed automatic compaction must not stop the
+            # turn (the breaker stops trying after its limit; stats and the prep say so).
+            return msgspec.structs.replace(prep, compaction_error=str(exc))
+        return self._after_compaction(prep, result, now, attempt=0)
+
+    def retry_after_error(self, prep: TurnPrep, error: BaseException, *, now: float) -> TurnPrep:
+        """The request to send after the provider refused ``prep``'s: when ``error`` is a
+        prompt-too-long refusal (``is_prompt_too_long``), compact (trigger ``reactive``)
+        and prepare the same turn again, once.
+
+        ``error`` itself is raised again when it is another error, or when ``prep`` was
+        already such a retry (a second refusal after compacting: compacting again would
+        not help); ``CompactionError`` when the compaction failed or the session's
+        circuit breaker is open after consecutive failures.
+        """
+        now = _finite(now)
+        if not is_prompt_too_long(error, self.provider) or prep.attempt >= 1:
+            raise error
+        try:
+            result = self._compact(prep.session_id, "reactive", prep.model, now)
+        except CompactionError as exc:
+            raise CompactionError(
+                f"the provider refused the prompt as too long ({error}) and the reactive "
+                f"compaction failed: {exc}",
+                where=f"session {prep.session_id}",
+                hint="compact manually with other instructions, or use a model with a "
+                "larger window",
+            ) from exc
+        return self._after_compaction(prep, result, now, attempt=prep.attempt + 1)
+
+    def breaker(self, session: str) -> CircuitBreaker:
+        """The circuit breaker of ``session``'s compactions (automatic and reactive):
+        after 3 consecutive failures it stops trying until ``reset()``."""
+        return self._breakers.setdefault(session, CircuitBreaker())
 
     def record(self, prep: TurnPrep, response: Any, *, now: float) -> Recorded:
         """Append the model's answer to ``prep``'s request (a response body, JSON text, or
@@ -335,7 +388,10 @@ class Engine:
         self._estimates[node.id] = prep.tokens.estimate
         usage = (
             UsageRecord.measured(
-                prep.budget.window, parsed.usage.prompt_tokens, prep.tokens.estimate
+                prep.budget.window,
+                parsed.usage.prompt_tokens,
+                prep.tokens.estimate,
+                sent=_sent(parsed.usage),
             )
             if parsed.usage is not None and parsed.usage.prompt_tokens > 0
             else prep.usage
@@ -348,23 +404,17 @@ class Engine:
     ) -> RenderedRequest:
         """A minimal request off the main path (a summary, a branch summary, a title):
         ``system`` and one user message, no tools, no history, no context sources —
-        it bypasses ``prepare``, as such calls need none of the conversation around them."""
-        from ..model import ContextItem
-
-        item = ContextItem(source_node_id="side", role="user", rendered=text)
-        commit = ContextCommit(
-            id="side", session_id="", head_node_id="side", rules_version="", items=(item,)
-        )
+        it bypasses ``prepare``, as such calls need none of the conversation around them
+        (``ctxrules.render.render_side_request`` with the engine's provider and model)."""
         model = self.config.model or self.provider.default_model
         profile = resolve_model(f"{self.provider.family or self.provider.name}:{model}")
-        return render(
-            commit,
+        return render_side_request(
             self.provider,
             model,
-            system=system or None,
+            system,
+            text,
             max_tokens=max_tokens
             or min(output_reserve(profile, self.config), profile.max_output_tokens),
-            cache=False,
         )
 
     # -- statistics ----------------------------------------------------------------------
@@ -385,8 +435,8 @@ class Engine:
         profile = composed.profile
         measured = self._measured_at(session, at, composed.rendered.model)
         if measured is not None:
-            billed, estimated = measured
-            record = UsageRecord.measured(profile.context_window, billed, estimated)
+            billed, estimated, sent = measured
+            record = UsageRecord.measured(profile.context_window, billed, estimated, sent=sent)
         else:
             record = UsageRecord.estimate(profile.context_window, composed.estimate)
         plan = budget(
@@ -414,6 +464,53 @@ class Engine:
             breakdown=split,
             budget=plan,
             boundaries=tuple(self._boundaries(session, at)),
+        )
+
+    # -- compaction ----------------------------------------------------------------------
+
+    def _due(self, level: str) -> str | None:
+        """The trigger of the compaction a request at ``level`` calls for, if any."""
+        if level == "critical" and (self.config.emergency_compact or self.config.auto_compact):
+            return "auto"
+        if level == "compact" and self.config.auto_compact:
+            return "auto"
+        return None
+
+    def _compact(self, session: str, trigger: str, model: str, now: float) -> CompactResult:
+        """One compaction of ``session`` at its HEAD through its circuit breaker."""
+        return self.breaker(session).call(
+            lambda: compact(
+                self.store,
+                session,
+                now=now,
+                trigger=trigger,
+                config=self.pipeline,
+                options=self.config.compaction,
+                provider=self.provider,
+                model=model,
+                working_directory=self._workdir(),
+            )
+        )
+
+    def _after_compaction(
+        self, prep: TurnPrep, result: CompactResult, now: float, *, attempt: int
+    ) -> TurnPrep:
+        """``prep``'s turn prepared again after ``result``: the context sources are
+        collected afresh (a compaction is a new start) and the request carries the
+        commit at the new HEAD."""
+        self.sources.refresh(prep.session_id)
+        head = self.store.get_session(prep.session_id).head
+        assert head is not None  # a compaction appended its nodes
+        composed = self._compose(prep.session_id, head, now)
+        return self._prep(
+            prep.session_id,
+            head,
+            prep.appended + tuple(n for n in (result.boundary, result.restore) if n),
+            prep.references,
+            composed,
+            now,
+            attempt=attempt,
+            compaction=result,
         )
 
     # -- steps ---------------------------------------------------------------------------
@@ -578,7 +675,7 @@ class Engine:
         now: float,
         *,
         attempt: int,
-        compaction: Any = None,
+        compaction: CompactResult | None = None,
     ) -> TurnPrep:
         tokens = self._fuse(session, head, composed.estimate)
         plan = budget(
@@ -648,7 +745,10 @@ class Engine:
             if node.role == "assistant" and node.caller is None:
                 usage = recorded_usage(self.provider, node.metadata.get("usage"))
                 if usage is not None and usage.prompt_tokens > 0:
-                    return node, usage.prompt_tokens
+                    # Paired with our estimate of the request as sent: when the vendor
+                    # compacted it, its count of that request is the compaction step's.
+                    sent = _sent(usage)
+                    return node, sent if sent is not None else usage.prompt_tokens
             node = self.store.get_node(node.predecessor) if node.predecessor else None
         return None
 
@@ -666,8 +766,11 @@ class Engine:
             measured_node=answer.id,
         )
 
-    def _measured_at(self, session: str, head: str, model: str) -> tuple[int, int] | None:
-        """``(billed, our estimate)`` when ``head`` is still described by a measurement:
+    def _measured_at(
+        self, session: str, head: str, model: str
+    ) -> tuple[int, int, int | None] | None:
+        """``(billed, our estimate, the vendor's count of the request as sent when it
+        compacted it)`` when ``head`` is still described by a measurement:
         the head is an answer with usage under ``model``, or only answers without usage
         follow the last one that had it, and no tool result came back since."""
         node: Call | None = self.store.get_node(head)
@@ -678,7 +781,7 @@ class Engine:
             if usage is not None and usage.prompt_tokens > 0:
                 if node.name and model and not _same_model(node.name, model):
                     return None  # the model changed: the measurement says nothing now
-                return usage.prompt_tokens, self._request_estimate(session, node)
+                return usage.prompt_tokens, self._request_estimate(session, node), _sent(usage)
             if node.metadata.get("usage") is not None:
                 return None
             node = self.store.get_node(node.predecessor) if node.predecessor else None
@@ -715,15 +818,17 @@ class Engine:
 
     def _boundaries(self, session: str, head: str) -> list[dict[str, Any]]:
         """The compaction records on the branch to ``head``, oldest first."""
-        out = []
-        node: Call | None = self.store.get_node(head)
-        while node is not None:
-            record = node.metadata.get("compaction")
-            if isinstance(record, Mapping):
-                out.append({"node": node.id, **record})
-            node = self.store.get_node(node.predecessor) if node.predecessor else None
-        out.reverse()
-        return out
+        return [
+            {"node": node.id, **msgspec.to_builtins(record)}
+            for node, record in boundaries(self.store, session, head)
+        ]
+
+
+def _sent(usage: Usage) -> int | None:
+    """The vendor's count of a request as it was sent, when the vendor compacted it on
+    its side (``Usage.compaction``); ``None`` otherwise (the billed prompt is that)."""
+    step = usage.compaction
+    return step.prompt_tokens if step is not None and step.prompt_tokens > 0 else None
 
 
 def _same_model(a: str, b: str) -> bool:

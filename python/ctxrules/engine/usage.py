@@ -67,14 +67,23 @@ class UsageRecord(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
         return out
 
     @classmethod
-    def measured(cls, window: int, billed: int, estimated: int) -> UsageRecord:
-        """A measured record: ``billed`` by the provider, ``estimated`` locally."""
+    def measured(
+        cls, window: int, billed: int, estimated: int, *, sent: int | None = None
+    ) -> UsageRecord:
+        """A measured record: ``billed`` by the provider, ``estimated`` locally.
+
+        ``sent`` is the provider's count of the request as it was sent when the vendor
+        compacted it on its side (``Usage.compaction``): ``billed`` is then the
+        compacted prompt (what the next request carries), and the calibration pairs
+        ``sent`` with our estimate of the same request.
+        """
+        pair = billed if sent is None else sent
         return cls(
             window=window,
             total_used=billed,
             basis="measured",
             estimated=estimated,
-            calibration=round(billed / estimated, 4) if estimated else None,
+            calibration=round(pair / estimated, 4) if estimated else None,
         )
 
     @classmethod
