@@ -332,3 +332,38 @@ def test_a_side_request_carries_no_history_tools_or_sources(store, tmp_path):
     assert side["messages"] == [{"role": "user", "content": [{"type": "text", "text": "the text"}]}]
     assert "tools" not in side and side["max_tokens"] == 300
     assert "project rules" not in json.dumps(side)
+
+
+def test_an_imported_session_is_continued_as_it_was_recorded(store, corpus):
+    """The engine chooses model, tools and system as ``render`` does for the session
+    (``render_defaults``): Claude Code records no declarations, so each tool the
+    session called is declared; the model is the recorded one; the recorded system
+    prompt is sent once (it is in the history as a system node)."""
+    from ctxrules import dag
+    from ctxrules.importers import import_paths
+
+    rel = "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+    lines = [json.loads(x) for x in (corpus / rel).read_text().splitlines()]
+    called = {
+        b["name"]
+        for x in lines
+        if x.get("type") == "assistant" and not x.get("isSidechain")
+        for b in x["message"]["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    }
+    recorded = next(
+        x["message"]["model"]
+        for x in lines
+        if x.get("type") == "assistant" and x["message"].get("model") != "<synthetic>"
+    )
+    (res,) = import_paths(store, [str(corpus / rel)])
+    engine = Engine(store, EngineConfig(sources=QUIET), pipeline=None)
+    prep = engine.prepare(res.id, "Go on.", now=1.0)
+    assert prep.model == recorded == prep.body["model"]
+    declared = {t["name"] for t in prep.body["tools"]}
+    assert called <= declared
+    # the recorded system prompt is not sent twice
+    s = dag.create_session(store, metadata={"system": "You are a careful agent."}).id
+    dag.append(store, s, "system", "You are a careful agent.")
+    body = json.dumps(engine.prepare(s, "hi", now=1.0).body)
+    assert body.count("You are a careful agent.") == 1

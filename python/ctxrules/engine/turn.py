@@ -59,11 +59,10 @@ from ..providers import (
 from ..render import (
     estimate_request,
     header_tokens,
-    recorded_request,
     render,
     render_side_request,
 )
-from ..replay import recorded_usage, request_for
+from ..replay import Request, recorded_usage, render_defaults, request_for, session_tool_names
 from ..situation import commit_situation
 from ..store import CommitStore
 from .budget import Budget, budget, output_reserve
@@ -122,9 +121,10 @@ class TokenFigures(msgspec.Struct, frozen=True, kw_only=True):
     ``estimate`` is our billed-prompt estimate of the body (``explain.input_tokens``);
     ``measured`` the provider's count of the last measured request of this branch as
     it was sent (``None``: none within reach; the billed prompt, or the vendor's
-    compaction step's when it compacted that request on its side) and ``measured_estimate`` our estimate of that same
-    request; ``fused`` = ``measured + (estimate - measured_estimate)``, or ``estimate``
-    without a measurement — the figure the budget uses.
+    compaction step's when it compacted that request on its side) and
+    ``measured_estimate`` our estimate of that same request; ``fused`` =
+    ``measured + (estimate - measured_estimate)``, or ``estimate`` without a
+    measurement — the figure the budget uses.
     """
 
     estimate: int
@@ -262,6 +262,7 @@ class Engine:
         self.sources = SourceMemo()
         self._estimates: dict[str, int] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
+        self._called: dict[str, tuple[set[str], int]] = {}
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -592,7 +593,9 @@ class Engine:
         self, session: str, commit: ContextCommit, metadata: Mapping[str, Any], now: float
     ) -> SystemPrompt:
         cfg = self.config
-        identity = cfg.system or recorded_request(metadata).system or ""
+        # The session's recorded system prompt is in its history (a system node the
+        # commit carries): only the configuration's identity is added here.
+        identity = cfg.system
         skills = ""
         if cfg.skills:
             skills = "Skills you can invoke:\n" + "\n".join(
@@ -618,13 +621,43 @@ class Engine:
             situation=situation,
         )
 
-    def _model(self, metadata: Mapping[str, Any]) -> str:
-        if self.config.model:
-            return self.config.model
-        recorded = recorded_request(metadata).model
-        if recorded and resolve_model_ok(self.provider, recorded):
-            return recorded
-        return self.provider.default_model
+    def _defaults(self, request: Request) -> tuple[str, dict[str, Any]]:
+        """The model and render options of a request of the session: the configuration's,
+        else what the session recorded (``render_defaults``, the one choice the CLI and
+        replay make too): its model when it belongs to the provider (and we can count
+        it), its tool declarations (or the tools it called), its parameters."""
+        cfg = self.config
+        chosen = render_defaults(
+            self.store,
+            request,
+            self.provider,
+            used_tools=self._tool_names(request.session_id),
+            model=cfg.model,
+            tools=list(cfg.tools) or None,
+            max_tokens=cfg.max_tokens,
+            extra=dict(cfg.extra) or None,
+        )
+        options = dict(chosen.options)
+        model = options.pop("model", None) or self.provider.default_model
+        if not cfg.model and not resolve_model_ok(self.provider, model):
+            model = self.provider.default_model
+        return model, options
+
+    def _tool_names(self, session: str) -> list[str]:
+        """The tools ``session`` called (with what a fork inherits), kept up to date from
+        the calls appended since the last look (one scan of the session per engine)."""
+        memo = self._called.get(session)
+        if memo is None:
+            names = set(session_tool_names(self.store, session))
+            seq = max((c.seq for c in self.store.calls_since(session, -1)), default=-1)
+        else:
+            names, seq = memo
+            for c in self.store.calls_since(session, seq):
+                if c.role == "tool" and c.name:
+                    names.add(c.name)
+                seq = c.seq
+        self._called[session] = (names, seq)
+        return sorted(names)
 
     def _compose(self, session: str, head: str, now: float) -> _Composed:
         info = self.store.get_session(session)
@@ -632,8 +665,10 @@ class Engine:
             session, head, now=now, store=self.store, config=self.pipeline
         )
         system = self._system(session, commit, info.metadata, now)
-        tools = self.config.tools or recorded_request(info.metadata).tools or ()
-        model = self._model(info.metadata)
+        model, options = self._defaults(
+            Request(session_id=session, commit=commit, situation="", sent_at=now)
+        )
+        tools: tuple[ToolSpec, ...] = tuple(options.pop("tools", ()))
         spec = f"{self.provider.family or self.provider.name}:{model}"
         profile = resolve_model(spec)
         reserve = output_reserve(profile, self.config)
@@ -644,10 +679,10 @@ class Engine:
             system=system.texts(),
             situation=system.situation or None,
             tools=tools,
-            max_tokens=self.config.max_tokens or min(reserve, profile.max_output_tokens),
-            extra=self.config.extra,
+            max_tokens=options.pop("max_tokens", None) or min(reserve, profile.max_output_tokens),
             cache=self.config.cache,
             cache_ttl=self.config.cache_ttl,
+            **options,
         )
         estimate = estimate_request(rendered, self.provider).input_tokens
         system_tokens = header_tokens(
@@ -715,11 +750,7 @@ class Engine:
         if answer.id not in self._estimates:
             request = request_for(self.store, session, answer.id, config=self.pipeline)
             info = self.store.get_session(session)
-            model = (
-                answer.name
-                if answer.name and resolve_model_ok(self.provider, answer.name)
-                else self._model(info.metadata)
-            )
+            model, options = self._defaults(request)
             rendered = render(
                 request.commit,
                 self.provider,
@@ -727,8 +758,7 @@ class Engine:
                 system=self._system(
                     session, request.commit, info.metadata, request.sent_at
                 ).texts(),
-                tools=self.config.tools or recorded_request(info.metadata).tools or (),
-                max_tokens=self.config.max_tokens,
+                **options,
             )
             self._estimates[answer.id] = estimate_request(rendered, self.provider).input_tokens
         return self._estimates[answer.id]
