@@ -51,7 +51,7 @@ cargo-test:
 	cargo test -q
 
 pytest: setup
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -rs
 
 # Longer fuzzing of the core than `make test` does (there: 20,000 mutated commits in
 # `cargo test`, 1,500 through the Python API and a hypothesis property in pytest).
