@@ -190,7 +190,8 @@ def check(data: bytes) -> tuple[int, int]:
     call("render_context bytes", lambda: render_context(data))
     try:
         commit: ContextCommit | None = msgspec.msgpack.decode(data, type=ContextCommit)
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError, CtxrulesError):
+        # The model's own checks (a struct's __post_init__) refuse with a typed error too.
         commit = None
     batch = call(
         "render_batch",
