@@ -168,7 +168,7 @@ def test_a_failed_reactive_compaction_says_both_causes(store, corpus, summarizer
     engine = _engine(store, summarizer="engine-failing")
     prep = engine.prepare(sid, "Go on.", now=NOW)
     refusal = PromptTooLongError("prompt is too long")
-    with pytest.raises(CompactionError, match="refused the prompt as too long.*unavailable"):
+    with pytest.raises(CompactionError, match=r"refused the prompt as too long.*unavailable"):
         engine.retry_after_error(prep, refusal, now=NOW + 1)
     assert engine.breaker(sid).failures == 1
 
