@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from rich.console import Console
 from rich.table import Table
 
@@ -48,6 +49,7 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from ..store import CommitStore
     from .demo import DemoState
 
 STATES = ("full", "aged", "cleared", "summarized", "summary")
@@ -120,9 +122,14 @@ def totals(commit: ContextCommit) -> dict[str, dict[str, int]]:
     return out
 
 
-def commit_json(commit: ContextCommit) -> dict[str, Any]:
-    """The JSON shape of ``ctxrules commit --json``."""
-    return {
+def commit_json(commit: ContextCommit, *, items: bool = True, text: bool = False) -> dict[str, Any]:
+    """The JSON shape of ``ctxrules commit --json``.
+
+    ``items=False`` leaves the item list out (the header, notes and totals stay: a
+    commit's line in a timeline); ``text=True`` adds each item's rendered ``text`` (what
+    the viewer shows; the command prints none, as the text can be large).
+    """
+    out: dict[str, Any] = {
         "id": commit.id,
         "session_id": commit.session_id,
         "parent_ids": list(commit.parent_ids),
@@ -133,8 +140,47 @@ def commit_json(commit: ContextCommit) -> dict[str, Any]:
         "summary": commit.summary,
         "notes": list(commit.notes),
         "totals": {"items": len(commit.items), "by_state": totals(commit)},
-        "items": [{f: getattr(it, f) for f in ITEM_FIELDS} for it in commit.items],
     }
+    if items:
+        out["items"] = [
+            {f: getattr(it, f) for f in ITEM_FIELDS} | ({"text": it.rendered} if text else {})
+            for it in commit.items
+        ]
+    return out
+
+
+def diff_json(a: ContextCommit, b: ContextCommit) -> dict[str, Any]:
+    """What ``ctxrules commit --diff --json`` prints: how commit ``b`` differs from ``a``
+    (``ctxrules.commit.diff_commits``: added, removed, changed state, rewritten, the
+    shared cacheable prefix, tokens)."""
+    return msgspec.to_builtins(diff_commits(a, b))
+
+
+def branch_commits(
+    store: CommitStore,
+    session_id: str,
+    head: str | None,
+    *,
+    config: PipelineConfig | None,
+    limit: int = 0,
+) -> tuple[list[ContextCommit], int]:
+    """The commit at each conversation node of the branch to ``head`` (default HEAD), made
+    turn by turn as the agent would have made them: each at the time its node was recorded,
+    on top of the one before (found when stored, else generated and stored).
+
+    ``limit`` > 0 keeps the last ``limit`` turns.  Returns the commits, oldest first, and
+    how many turns the branch has.
+    """
+    from ..dag import load_graph
+
+    graph = load_graph(store, session_id)
+    turns = graph.chain(head if head is not None else graph.session.head)
+    shown = turns[-limit:] if limit > 0 else turns
+    commits = [
+        ensure_latest_commit(session_id, n.id, now=n.created_at, store=store, config=config)
+        for n in shown
+    ]
+    return commits, len(turns)
 
 
 def _other(args: argparse.Namespace, store: Any, commit: ContextCommit, config: Any) -> Any:
@@ -224,11 +270,11 @@ def run(args: argparse.Namespace) -> int:
         make = ensure_latest_commit if args.now is None else generate_commit
         commit = make(args.session, args.head, now=now_of(args), store=store, config=config)
         if args.diff:
-            d = diff_commits(_other(args, store, commit, config), commit)
+            other = _other(args, store, commit, config)
             if args.json:
-                print_json(d)
+                print_json(diff_json(other, commit))
             else:
-                _print_diff(Console(width=120), d)
+                _print_diff(Console(width=120), diff_commits(other, commit))
             return 0
         if args.json:
             print_json(commit_json(commit))
@@ -271,11 +317,9 @@ def step_commits(state: DemoState) -> None:
             overflow="fold",
             max_width=48 if col.startswith("what") else None,
         )
+    commits, _ = branch_commits(state.store, state.session_id, None, config=config)
     commit = None
-    for n, node in enumerate(heads, 1):
-        commit = ensure_latest_commit(
-            state.session_id, node.id, now=node.created_at, store=state.store, config=config
-        )
+    for n, (node, commit) in enumerate(zip(heads, commits), 1):
         t = totals(commit)
         did = "; ".join(commit.notes) or "-"
         table.add_row(

@@ -19,6 +19,7 @@ import msgspec
 from ..commit import boundary_of
 from ..errors import ValidationError
 from ..model import Call, content_text
+from ..store import Store
 from ._common import add_command, print_json, store_of
 
 PREVIEW = 70
@@ -45,6 +46,12 @@ ctxrules log s_a5a2dfbb7d2cd3f5 --json   # every field of every node, in seq ord
 def call_fields(call: Call) -> dict[str, object]:
     """Every field of a node, defaults included (JSON-ready)."""
     return {f: msgspec.to_builtins(getattr(call, f)) for f in Call.__struct_fields__}
+
+
+def log_json(store: Store, session_id: str) -> list[dict[str, object]]:
+    """What ``ctxrules log --json`` prints: every node visible in the session (a fork's
+    inherited ones too) in ``seq`` order, each with every ``Call`` field."""
+    return [call_fields(c) for c in store.nodes(session_id, inherited=True)]
 
 
 def _marker(call: Call) -> str:
@@ -160,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
     with store_of(args) as store:
         if args.json:
-            print_json([call_fields(c) for c in store.nodes(args.session, inherited=True)])
+            print_json(log_json(store, args.session))
             return 0
         graph = load_graph(store, args.session)
         merged = merged_into(store, args.session)

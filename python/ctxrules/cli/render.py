@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import ConfigError, CtxrulesError
+from ..errors import ConfigError, CtxrulesError, ValidationError
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -45,7 +46,11 @@ from ._common import (
 )
 
 if TYPE_CHECKING:
+    from ..config import PipelineConfig
     from ..model import ToolSpec
+    from ..providers import RenderedRequest
+    from ..replay import Request
+    from ..store import CommitStore
     from .demo import DemoState
 
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
@@ -210,50 +215,101 @@ def overrides_of(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class RequestView:
+    """A request of a session rendered for one provider, as ``ctxrules render`` makes it:
+    the ``Request`` it renders, the ``Rendered`` body and, when asked for, the
+    ``explain`` breakdown."""
+
+    session: str
+    request: Request
+    rendered: RenderedRequest
+    explain: dict[str, Any] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """What ``ctxrules render --json`` prints (``explain`` only when made)."""
+        out: dict[str, Any] = {
+            "session": self.session,
+            "commit": self.request.commit.id,
+            "for_node": self.request.answer,
+            "provider": self.rendered.provider,
+            "model": self.rendered.model,
+            "endpoint": self.rendered.endpoint,
+            "body": msgspec.json.decode(self.rendered.body),
+        }
+        if self.explain is not None:
+            out["explain"] = self.explain
+        return out
+
+
+def render_request(
+    store: CommitStore,
+    session: str,
+    provider: str,
+    *,
+    head: str | None = None,
+    for_node: str | None = None,
+    now: float | None,
+    config: PipelineConfig | None = None,
+    situation: bool = False,
+    explain: bool = False,
+    overrides: dict[str, Any] | None = None,
+) -> RequestView:
+    """Render the request ``ctxrules render`` renders (see the module docstring).
+
+    ``for_node`` names the assistant node whose request is wanted (``now`` ``None``:
+    the time it was sent); otherwise the next request at ``head`` (default HEAD) at
+    ``now``, which must then be given.  ``overrides`` are ``overrides_of``'s options.
+    """
     from ..providers import get_provider
     from ..render import render
     from ..replay import explain_request, next_request, render_defaults, request_for
 
-    provider = get_provider(args.provider)
+    plugin = get_provider(provider)
+    info = store.get_session(session)
+    if for_node is not None:
+        request = request_for(store, info.id, for_node, now=now, config=config, situation=situation)
+    else:
+        if now is None:
+            raise ValidationError(
+                "the next request needs a time", where="now", hint="pass now=time.time()"
+            )
+        request = next_request(store, info.id, head, now=now, config=config, situation=situation)
+    defaults = render_defaults(store, request, plugin, **(overrides or {}))
+    rendered = render(
+        request.commit, plugin, situation=request.situation or None, **defaults.options
+    )
+    breakdown = None
+    if explain:
+        breakdown = explain_request(store, request, plugin, config=config, defaults=defaults)
+    return RequestView(info.id, request, rendered, breakdown)
+
+
+def run(args: argparse.Namespace) -> int:
     config = config_of(args)
     overrides = overrides_of(args)  # files read (and refused) before the store is touched
     with store_of(args) as store:
-        info = store.get_session(args.session)
-        situation = args.situation
-        if args.for_node is not None:
-            now = None if args.now is None else float(args.now)
-            request = request_for(
-                store, info.id, args.for_node, now=now, config=config, situation=situation
-            )
-        else:
-            request = next_request(
-                store, info.id, args.head, now=now_of(args), config=config, situation=situation
-            )
-        defaults = render_defaults(store, request, provider, **overrides)
-        rendered = render(
-            request.commit, provider, situation=request.situation or None, **defaults.options
+        done = render_request(
+            store,
+            args.session,
+            args.provider,
+            head=args.head,
+            for_node=args.for_node,
+            # --for: the time the request was sent unless --now says otherwise
+            now=(None if args.now is None else float(args.now))
+            if args.for_node is not None
+            else now_of(args),
+            config=config,
+            situation=args.situation,
+            explain=args.explain,
+            overrides=overrides,
         )
-        breakdown = None
-        if args.explain:
-            breakdown = explain_request(store, request, provider, config=config, defaults=defaults)
     if args.json:
-        out = {
-            "session": info.id,
-            "commit": request.commit.id,
-            "for_node": request.answer,
-            "provider": rendered.provider,
-            "model": rendered.model,
-            "endpoint": rendered.endpoint,
-            "body": msgspec.json.decode(rendered.body),
-        }
-        if breakdown is not None:
-            out["explain"] = breakdown
-        print_json(out)
-    elif breakdown is not None:
-        _print_explain(breakdown)
+        print_json(done.as_dict())
+    elif done.explain is not None:
+        _print_explain(done.explain)
     else:
-        sys.stdout.buffer.write(rendered.body + b"\n")
+        sys.stdout.buffer.write(done.rendered.body + b"\n")
     return 0
 
 

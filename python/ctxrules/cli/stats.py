@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..context_sources import SourcesConfig
 from ..engine import Engine, EngineConfig, SessionStats
@@ -30,7 +31,11 @@ from ._common import (
     subcommand,
 )
 
-__all__ = ["add_parser", "run"]
+if TYPE_CHECKING:
+    from ..config import PipelineConfig
+    from ..store import CommitStore
+
+__all__ = ["add_parser", "run", "session_stats"]
 
 #: Bar characters per category kind (the used categories cycle through the shades).
 _SHADES = "█▓▒"
@@ -95,21 +100,48 @@ def _provider_model(spec: str | None, metadata: dict[str, object]) -> tuple[str,
     return (recorded if isinstance(recorded, str) and recorded else "anthropic"), None
 
 
+def session_stats(
+    store: CommitStore,
+    session: str,
+    *,
+    head: str | None = None,
+    model: str | None = None,
+    sources: bool = False,
+    config: PipelineConfig | None = None,
+    now: float,
+) -> SessionStats:
+    """The statistics ``ctxrules stats`` shows (``.as_dict()`` is what ``--json`` prints).
+
+    ``model`` is ``PROVIDER:MODEL`` (default: the session's recorded provider, else
+    anthropic, with its model); ``sources`` collects the working directory's context
+    sources as a live agent would.  The commit at ``head`` is found or made at ``now``.
+    """
+    info = store.get_session(session)
+    provider, name = _provider_model(model, info.metadata)
+    collect = (
+        SourcesConfig()
+        if sources
+        else SourcesConfig(git_status=False, instruction_files=False, date=False)
+    )
+    engine = Engine(
+        store, EngineConfig(provider=provider, model=name, sources=collect), pipeline=config
+    )
+    return engine.stats(session, head=head, now=now)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules stats``; returns the exit code."""
     pipeline = config_of(args)
     with store_of(args) as store:
-        info = store.get_session(args.session)
-        provider, model = _provider_model(args.model, info.metadata)
-        sources = (
-            SourcesConfig()
-            if args.sources
-            else SourcesConfig(git_status=False, instruction_files=False, date=False)
+        stats = session_stats(
+            store,
+            args.session,
+            head=args.head,
+            model=args.model,
+            sources=args.sources,
+            config=pipeline,
+            now=now_of(args),
         )
-        engine = Engine(
-            store, EngineConfig(provider=provider, model=model, sources=sources), pipeline=pipeline
-        )
-        stats = engine.stats(args.session, head=args.head, now=now_of(args))
     if args.json:
         print_json(stats.as_dict())
     else:
