@@ -254,7 +254,7 @@ def resolve_ids(store: CommitStore, args: argparse.Namespace) -> None:
 
     kinds: dict[str, IdKind] = getattr(args, "id_args", None) or {}
     for dest, kind in kinds.items():
-        if kind == "session":
+        if kind == "session" and getattr(args, dest) is not None:  # None: an optional one
             setattr(args, dest, dag.resolve_session(store, getattr(args, dest)).id)
     for dest, kind in kinds.items():
         value = getattr(args, dest)

@@ -1,0 +1,425 @@
+"""``ctxrules view [SESSION]``: a web page for people, served on this machine only.
+
+The page shows a session's history graph (branches with their ``< N/M >`` switchers,
+tool calls under the turn that made them, sub-agent frames, forks, merges, attach
+pointers, compaction boundaries), the commit at each turn of the selected branch (items
+with their state, tokens, reason and ``attached_from``, and what each rule did), the
+diff of two commits, the usage record split by category, and the request rendered for a
+chosen provider with its predicted cache read.  It reads JSON answers
+(``ctxrules.cli.viewdata``) made by the same functions as the commands' ``--json``.
+
+The server listens on a loopback address only (``--host`` refuses any other), answers
+only requests whose ``Host`` names that address (so another site cannot reach it through
+DNS rebinding), serves nothing but the page's three files, all shipped in the package,
+and sends a Content-Security-Policy that allows scripts, styles and requests from itself
+alone.  The page builds its elements with ``textContent``: transcript text is never
+parsed as HTML.
+
+``--export FILE.html`` writes one self-contained file instead: the page, its script and
+style inline (allowed by their hashes in the file's own policy) and the answers for the
+session's HEAD embedded as JSON (``<`` ``>`` ``&`` escaped, so no text can close the
+element).  ``--json`` prints those answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import errno
+import hashlib
+import ipaddress
+import socket
+import sys
+import threading
+import traceback
+from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit
+
+import msgspec
+
+from ..errors import ConfigError, CtxrulesError, NotFoundError
+from ._common import (
+    add_config_options,
+    add_id_argument,
+    add_now_option,
+    add_store_option,
+    config_of,
+    now_of,
+    print_json,
+    store_of,
+    subcommand,
+)
+from .viewdata import ENDPOINTS, TIMELINE_TURNS, ViewData, request_key
+
+__all__ = [
+    "DEFAULT_PORT",
+    "ViewerServer",
+    "add_parser",
+    "asset",
+    "export_answers",
+    "export_html",
+    "loopback_host",
+    "run",
+]
+
+DEFAULT_PORT = 8742
+
+#: The page's files (in ``ctxrules/data/viewer``), by the path the server gives them.
+ASSETS: dict[str, tuple[str, str]] = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/viewer.js": ("viewer.js", "text/javascript; charset=utf-8"),
+    "/viewer.css": ("viewer.css", "text/css; charset=utf-8"),
+}
+
+#: What the served page may load: its own files and answers, nothing else.
+SERVED_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+#: The tags of index.html that an export replaces with the inline script and style.
+_STYLE_TAG = '<link rel="stylesheet" href="/viewer.css">'
+_SCRIPT_TAG = '<script src="/viewer.js" defer></script>'
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``view`` subcommand."""
+    p = subcommand(
+        sub,
+        "view",
+        run,
+        help="browse a session in a local web page (or export one HTML file)",
+        description="Serve a web page on this machine only (127.0.0.1) that shows a "
+        "session's history graph, the commit at each turn of a branch with its items "
+        "and what each rule did, the diff of two commits, the usage by category and the "
+        "request rendered for a provider with its predicted cache read.  Click a "
+        "conversation node to look at its turn.  Like `ctxrules commit`, the page makes "
+        "and stores the commit at a turn that has none yet.  --export writes one "
+        "self-contained HTML file of the session at its HEAD for sharing instead.",
+        examples="""
+ctxrules view                                  # pick a session on the page
+ctxrules view s_67f3 --port 8800               # http://127.0.0.1:8800/ (Ctrl-C stops)
+ctxrules view s_67f3 --preset aggressive --now 2026-01-01T00:00:00Z
+ctxrules view s_67f3 --export s_67f3.html      # one file: the page and its data, no server
+ctxrules view s_67f3 --json                    # the data an export embeds
+""",
+    )
+    add_id_argument(
+        p,
+        "session",
+        kind="session",
+        nargs="?",
+        default=None,
+        help="the session to open, an id or unique start of one (default: choose on the page)",
+    )
+    p.add_argument(
+        "--port",
+        type=_port,
+        default=DEFAULT_PORT,
+        metavar="N",
+        help=f"port to serve on (default {DEFAULT_PORT}; 0 picks a free one)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        metavar="ADDR",
+        help="loopback address to serve on (default 127.0.0.1; ::1 works; no other is allowed)",
+    )
+    p.add_argument("--open", action="store_true", help="open the page in the default browser")
+    p.add_argument(
+        "--export",
+        metavar="FILE",
+        default=None,
+        help="write one self-contained HTML file of SESSION at its HEAD instead of serving",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the data an export embeds instead of serving"
+    )
+    p.add_argument(
+        "--turns",
+        type=int,
+        default=TIMELINE_TURNS,
+        metavar="N",
+        help=f"how many last turns of a branch the timeline shows (default {TIMELINE_TURNS}; "
+        "0: all)",
+    )
+    add_now_option(p, "clock for the rules and the next request (default: now)")
+    add_config_options(p)
+    add_store_option(p)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535)")
+    return value
+
+
+def loopback_host(text: str) -> str:
+    """``text`` as an address if it is a loopback one (``localhost`` is 127.0.0.1).
+
+    ``ConfigError`` for anything else: the page shows transcripts and the server has
+    no authentication, so it serves this machine only.
+    """
+    if text.strip().lower() == "localhost":
+        return "127.0.0.1"
+    hint = "use 127.0.0.1 or ::1; to share a session, write a file with --export"
+    try:
+        address = ipaddress.ip_address(text.strip().strip("[]"))
+    except ValueError:
+        raise ConfigError(
+            f"--host {text!r} is not an IP address; the viewer serves a loopback address only",
+            hint=hint,
+        ) from None
+    if not address.is_loopback:
+        raise ConfigError(
+            f"--host {text} is not a loopback address: the viewer serves this machine only",
+            hint=hint,
+        )
+    return str(address)
+
+
+def asset(name: str) -> str:
+    """The text of one of the page's files shipped in ``ctxrules/data/viewer``."""
+    return (resources.files("ctxrules.data") / "viewer" / name).read_text(encoding="utf-8")
+
+
+# -- the server -------------------------------------------------------------------------------
+
+
+class ViewerServer(ThreadingHTTPServer):
+    """The page's HTTP server on a loopback address (see the module docstring).
+
+    Requests are answered one at a time (the store is shared); ``url`` is the page's
+    address once bound.
+    """
+
+    daemon_threads = True
+
+    def __init__(self, data: ViewData, host: str = "127.0.0.1", port: int = DEFAULT_PORT):
+        host = loopback_host(host)
+        if ":" in host:
+            self.address_family = socket.AF_INET6
+        self.data = data
+        self.lock = threading.Lock()
+        self.quiet = True
+        try:
+            super().__init__((host, port), _Handler)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(
+                    f"port {port} on {host} is in use",
+                    hint="pass --port N for another one, or --port 0 for any free port",
+                ) from None
+            raise
+        bound = self.server_address[1]
+        shown = f"[{host}]" if ":" in host else host
+        self.url = f"http://{shown}:{bound}/"
+        names = {f"{shown}:{bound}", f"localhost:{bound}"}
+        if host == "127.0.0.1":
+            names.add(f"127.0.0.1:{bound}")
+        self.hosts = {n.lower() for n in names}
+
+    def answer(self, name: str, params: Mapping[str, str]) -> tuple[int, Any]:
+        """``(HTTP status, JSON-able body)`` of a request of the page."""
+        if name not in ENDPOINTS:
+            return 404, {"error": f"unknown request {name!r}"}
+        with self.lock:
+            try:
+                return 200, self.data.answer(name, params)
+            except NotFoundError as exc:
+                return 404, {"error": str(exc)}
+            except CtxrulesError as exc:
+                return 400, {"error": str(exc)}
+            except Exception as exc:  # a bug: say so on the page, the traceback on stderr
+                traceback.print_exc()
+                return 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ViewerServer
+    server_version = "ctxrules-view"
+    sys_version = ""
+
+    def do_GET(self) -> None:
+        self._serve(with_body=True)
+
+    def do_HEAD(self) -> None:
+        self._serve(with_body=False)
+
+    def _serve(self, *, with_body: bool) -> None:
+        # Another site's page can reach a loopback port through a name it controls that
+        # resolves here (DNS rebinding); its requests carry that name in Host: refuse them.
+        if self.headers.get("Host", "").lower() not in self.server.hosts:
+            self._send(403, b"unknown Host\n", "text/plain; charset=utf-8", with_body)
+            return
+        url = urlsplit(self.path)
+        if url.path.startswith("/api/"):
+            params = dict(parse_qsl(url.query, keep_blank_values=True))
+            status, body = self.server.answer(url.path[len("/api/") :], params)
+            self._send(status, msgspec.json.encode(body), "application/json", with_body)
+            return
+        if url.path in ASSETS:
+            name, kind = ASSETS[url.path]
+            self._send(200, asset(name).encode(), kind, with_body)
+            return
+        self._send(404, b"not found\n", "text/plain; charset=utf-8", with_body)
+
+    def _send(self, status: int, body: bytes, kind: str, with_body: bool) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Security-Policy", SERVED_POLICY)
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Referrer-Policy", "no-referrer")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        if with_body:
+            self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        if not self.server.quiet:
+            super().log_message(format, *args)
+
+
+# -- the export -------------------------------------------------------------------------------
+
+
+def export_answers(data: ViewData, session: str) -> dict[str, Any]:
+    """The answers an exported file embeds, by ``request_key``: the session, its graph
+    and every node, the timeline at HEAD with each commit and each commit's diff against
+    the one before, the statistics at HEAD and the request at HEAD for every provider.
+    Each value is ``{"ok": answer}`` or ``{"error": message}``, as the server would
+    answer."""
+    answers: dict[str, Any] = {}
+
+    def ask(name: str, **params: str) -> Any:
+        key = request_key(name, params)
+        try:
+            answers[key] = {"ok": data.answer(name, params)}
+        except CtxrulesError as exc:
+            answers[key] = {"error": str(exc)}
+        return answers[key].get("ok")
+
+    ask("config")
+    answers["sessions"] = {
+        "ok": [s for s in data.answer("sessions", {}) if s["id"] == session]
+    }  # the file shares one session, not the names of the store's others
+    graph = ask("graph", session=session)
+    head = graph["head"] or ""
+    for node in graph["nodes"]:
+        ask("node", session=session, id=node["id"])
+    timeline = ask("timeline", session=session, head=head)
+    before = None
+    for commit in timeline["commits"] if timeline else []:
+        ask("commit", session=session, id=commit["id"])
+        if before is not None:
+            ask("diff", session=session, a=before, b=commit["id"])
+        before = commit["id"]
+    ask("stats", session=session, head=head)
+    for provider in data.providers:
+        ask("render", session=session, node=head, provider=provider)
+    return answers
+
+
+def _embedded_json(obj: Any) -> str:
+    # JSON inside <script type="application/json">: no "<" may appear, so no text can
+    # end the element ("</script") or open a comment; ">" and "&" go too, for any reader
+    # that treats the element differently.  \u escapes are valid JSON for the same text.
+    text = msgspec.json.encode(obj).decode()
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def export_html(answers: Mapping[str, Any], session: str) -> str:
+    """One self-contained HTML page of ``answers`` (``export_answers``): the page's
+    script and style inline, allowed by their hashes in a Content-Security-Policy
+    ``<meta>`` that allows nothing else (no requests, no other script)."""
+    script, style = asset("viewer.js"), asset("viewer.css")
+    # Our files, checked anyway: either tag inside would end the inline element early.
+    if "</script" in script.lower() or "</style" in style.lower():
+        raise ConfigError("the viewer's files contain a closing tag; they cannot be inlined")
+    page = asset("index.html")
+    policy = (
+        f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
+        "img-src data:; base-uri 'none'; form-action 'none'"
+    )
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+    data = {"format": "ctxrules-view/1", "session": session, "answers": answers}
+    for tag in (_STYLE_TAG, _SCRIPT_TAG, "<head>"):
+        if tag not in page:
+            raise ConfigError(f"the viewer's index.html lacks {tag!r}; it cannot be exported")
+    return (
+        page.replace("<head>", f"<head>\n{meta}", 1)
+        .replace(_STYLE_TAG, f"<style>{style}</style>", 1)
+        .replace(
+            _SCRIPT_TAG,
+            f'<script type="application/json" id="ctxrules-data">{_embedded_json(data)}'
+            f"</script>\n<script>{script}</script>",
+            1,
+        )
+    )
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``ctxrules view``; returns the exit code (serving: when stopped)."""
+    config = config_of(args)
+    with store_of(args) as store:
+        data = ViewData(
+            store=store,
+            config=config,
+            now=now_of(args),
+            session=args.session,
+            timeline_turns=max(0, args.turns),
+        )
+        if args.export or args.json:
+            session = args.session or _only_session(store)
+            data.session = session
+            answers = export_answers(data, session)
+            if args.json:
+                print_json({"session": session, "answers": answers})
+            if args.export:
+                html = export_html(answers, session)
+                Path(args.export).write_text(html, encoding="utf-8")
+                if not args.json:
+                    print(f"wrote {args.export} ({len(html.encode()):,} bytes): session {session}")
+            return 0
+        server = ViewerServer(data, args.host, args.port)
+        url = server.url + (f"#session={quote(args.session)}" if args.session else "")
+        print(f"ctxrules view: serving {url} (this machine only; Ctrl-C stops)", flush=True)
+        if args.open:
+            import webbrowser
+
+            webbrowser.open(url)
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            print("ctxrules view: stopped", file=sys.stderr)
+        finally:
+            server.server_close()
+    return 0
+
+
+def _only_session(store: Any) -> str:
+    sessions = store.list_sessions()
+    if len(sessions) != 1:
+        raise ConfigError(
+            f"the store holds {len(sessions)} sessions: name the one to export",
+            where=store.location,
+            hint="`ctxrules sessions` lists them",
+        )
+    return str(sessions[0].id)
