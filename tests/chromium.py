@@ -76,7 +76,7 @@ class Chromium:
         self.profile = Path(tempfile.mkdtemp(prefix="ctxrules-chromium-"))
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
-        # The child's ends moved above 3 and 4; the shell puts them on 3 and 4 and then
+        # The child's ends moved above 3 and 4; bash (dash takes one-digit descriptors only) puts them on 3 and 4 and then
         # runs the browser (no preexec_fn, which is unsafe in a process with threads).
         to_browser_r, from_browser_w = _above(to_browser_r), _above(from_browser_w)
         argv = [binary, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe"]
@@ -85,7 +85,7 @@ class Chromium:
         argv.append("about:blank")
         self.log = open(self.profile / "stderr.log", "wb")
         self.proc = subprocess.Popen(
-            ["/bin/sh", "-c", f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}', *argv],
+            ["/bin/bash", "-c", f'exec "$0" "$@" 3<&{to_browser_r} 4>&{from_browser_w}', *argv],
             stdin=subprocess.DEVNULL,
             stdout=self.log,
             stderr=self.log,
