@@ -76,8 +76,8 @@ class Chromium:
         self.profile = Path(tempfile.mkdtemp(prefix="ctxrules-chromium-"))
         to_browser_r, self._to_browser = os.pipe()
         self._from_browser, from_browser_w = os.pipe()
-        # The child's ends moved above 3 and 4; bash (dash takes one-digit descriptors only) puts them on 3 and 4 and then
-        # runs the browser (no preexec_fn, which is unsafe in a process with threads).
+        # The child's ends move above 3 and 4; bash puts them there and runs the browser
+        # (no preexec_fn, unsafe with threads; dash takes one-digit descriptors only).
         to_browser_r, from_browser_w = _above(to_browser_r), _above(from_browser_w)
         argv = [binary, *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe"]
         if os.geteuid() == 0:
@@ -157,7 +157,7 @@ class Chromium:
         session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})[
             "sessionId"
         ]
-        page = Page(self, session)
+        page = Page(self, session, target)
         for domain in ("Page", "Runtime", "Log", "Network"):
             page.call(f"{domain}.enable")
         return page
@@ -193,9 +193,10 @@ class Chromium:
 class Page:
     """One tab of a ``Chromium``."""
 
-    def __init__(self, browser: Chromium, session: str):
+    def __init__(self, browser: Chromium, session: str, target: str):
         self.browser = browser
         self.session = session
+        self.target = target
 
     def call(self, method: str, params: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
         """A command to this tab."""

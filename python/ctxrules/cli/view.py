@@ -313,11 +313,11 @@ def export_answers(data: ViewData, session: str) -> dict[str, Any]:
     answers["sessions"] = {
         "ok": [s for s in data.answer("sessions", {}) if s["id"] == session]
     }  # the file shares one session, not the names of the store's others
-    graph = ask("graph", session=session)
-    head = graph["head"] or ""
+    head = data.store.get_session(session).head or ""
+    timeline = ask("timeline", session=session, head=head)
+    graph = ask("graph", session=session)  # after the timeline: it shows the commits made
     for node in graph["nodes"]:
         ask("node", session=session, id=node["id"])
-    timeline = ask("timeline", session=session, head=head)
     before = None
     for commit in timeline["commits"] if timeline else []:
         ask("commit", session=session, id=commit["id"])

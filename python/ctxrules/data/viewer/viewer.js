@@ -134,8 +134,9 @@
     return flat.length <= width ? flat : flat.slice(0, width - 1) + "…";
   }
 
+  // A node's time; 0 is what importers store when a transcript has none.
   function when(epoch) {
-    if (typeof epoch !== "number" || !isFinite(epoch)) return "";
+    if (typeof epoch !== "number" || !isFinite(epoch) || epoch === 0) return "";
     return new Date(epoch * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
   }
 
@@ -330,8 +331,10 @@
           { class: "node-head" },
           el("span", { class: "role " + roleClass(node.role), text: node.role }),
           node.name ? el("b", { text: " " + node.name }) : null,
-          el("span", { class: "muted", text: " " + node.id + " · seq " + node.seq + " · " }),
-          el("span", { class: "muted", text: when(node.created_at) })
+          el("span", {
+            class: "muted",
+            text: [" " + node.id, "seq " + node.seq, when(node.created_at)].filter(Boolean).join(" · "),
+          })
         ),
         node.input !== null && node.input !== undefined
           ? el("details", {}, el("summary", { text: "input" }), pre(node.input))
