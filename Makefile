@@ -8,7 +8,7 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/m
 LINT_PATHS := $(wildcard python tests benches plugins) conftest.py
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
-.PHONY: run test setup build lint fmt pytest cargo-test bench fuzz clean
+.PHONY: run test setup browser build lint fmt pytest cargo-test bench fuzz clean
 
 run: setup
 	$(BIN)/ctxrules demo
@@ -26,7 +26,26 @@ $(STAMP): $(BIN)/python pyproject.toml Cargo.toml $(wildcard rust/*.rs rust/*/*.
 	for p in $(dir $(PLUGINS)); do $(BIN)/pip install -q -e $$p || exit 1; done
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) browser
+
+# The viewer's page is tested in a real headless Chromium: Debian's package, installed
+# here when missing (as root with apt-get; with sudo when it needs no password).  Where
+# neither works the browser tests skip and say why; a failed install does not stop setup.
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+		if ! command -v apt-get >/dev/null 2>&1; then \
+			echo "make: no chromium and no apt-get: the viewer's browser tests will skip" >&2; \
+		elif [ "$$(id -u)" = 0 ]; then \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+				--no-install-recommends chromium \
+			|| echo "make: installing chromium failed: the viewer's browser tests will skip" >&2; \
+		elif sudo -n true 2>/dev/null; then \
+			sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+				--no-install-recommends chromium \
+			|| echo "make: installing chromium failed: the viewer's browser tests will skip" >&2; \
+		else \
+			echo "make: chromium is missing (apt-get install chromium as root): the viewer's browser tests will skip" >&2; \
+		fi; }
 
 # Re-build only the extension after editing Rust (faster than a full setup).
 build: $(BIN)/python
@@ -81,4 +100,4 @@ bench: setup
 	$(BIN)/pytest benches --benchmark-enable --benchmark-autosave --benchmark-columns=min,median,mean,ops -q
 
 clean:
-	rm -rf $(VENV) target .ctxrules
+	rm -rf $(VENV) target .ctxrules test-artifacts
