@@ -132,6 +132,17 @@ def test_alternatives_and_forks_come_from_the_dag(imported, data):
     assert all(n["inherited"] for n in forked["nodes"])
 
 
+def test_a_compaction_boundary_carries_its_record(imported, data, capsys):
+    store, sid = imported
+    done = run_json(capsys, "compact", sid, "--store", store, "--now", NOW, "--json")
+    graph = answer(data, "graph", session=sid)
+    marked = [n for n in graph["nodes"] if "compaction" in n]
+    assert [n["id"] for n in marked] == [done["boundary"]]
+    record = dict(done["record"])
+    del record["summary"]  # on the node itself, not repeated in the graph
+    assert marked[0]["compaction"] == record
+
+
 def test_bad_requests_are_typed_errors(data):
     from ctxrules.errors import NotFoundError, ValidationError
 

@@ -274,6 +274,27 @@ def test_usage_and_request_show_the_commands_numbers(page, serve, subagents, cap
     )
 
 
+def test_a_compaction_shows_its_boundary_and_summary(page, serve, subagents, capsys):
+    store, sid = subagents
+    done = run_json(capsys, "compact", sid, "--store", store, "--now", NOW, "--json")
+    url = serve(store)
+    open_session(page, url, sid)
+    r = done["record"]
+    assert count(page, "#graph .boundary") == 1
+    assert text(page, "#graph .boundary") == (
+        f"compaction ({r['trigger']}): {r['tokens_before']:,} → {r['tokens_after']:,} tokens, "
+        f"{r['folded_items']} items folded"
+    )
+    printed = run_json(capsys, "commit", sid, "--store", store, "--preset", "default", "--json")
+    by_state = printed["totals"]["by_state"]
+    assert (
+        by_state["summary"]["items"] == 1 and by_state["summarized"]["items"] == r["folded_items"]
+    )
+    for state in ("summary", "summarized"):
+        assert count(page, f"#commit tr.item.state-{state}") == by_state[state]["items"]
+    shot(page, "compaction")
+
+
 def test_retries_get_a_switcher_that_moves_nothing(page, serve, subagents):
     from ctxrules import dag
     from ctxrules.store import open_store

@@ -102,10 +102,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "self-contained HTML file of the session at its HEAD for sharing instead.",
         examples="""
 ctxrules view                                  # pick a session on the page
-ctxrules view s_67f3 --port 8800               # http://127.0.0.1:8800/ (Ctrl-C stops)
-ctxrules view s_67f3 --preset aggressive --now 2026-01-01T00:00:00Z
-ctxrules view s_67f3 --export s_67f3.html      # one file: the page and its data, no server
-ctxrules view s_67f3 --json                    # the data an export embeds
+ctxrules view s_a5a2 --port 8800               # http://127.0.0.1:8800/ (Ctrl-C stops)
+ctxrules view s_a5a2 --preset aggressive --now 2026-01-01T00:00:00Z
+ctxrules view s_a5a2 --export s_a5a2.html      # one file: the page and its data, no server
+ctxrules view s_a5a2 --json                    # the data an export embeds
 """,
     )
     add_id_argument(

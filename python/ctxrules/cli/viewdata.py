@@ -31,9 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-from ..commit import load_commit
+import msgspec
+
+from ..commit import boundary_of, load_commit
 from ..config import PipelineConfig
 from ..dag import branch_path, load_graph, resolve_commit, resolve_node, resolve_session
+from ..engine import merged_into
 from ..errors import ValidationError
 from ..model import Call
 from ..store import CommitStore
@@ -73,6 +76,21 @@ def _tool_role(call: Call) -> bool:
     return call.role == "tool"
 
 
+def _boundary(call: Call) -> dict[str, Any] | None:
+    """A boundary node's compaction record as ``ctxrules log`` reads it (its summary left
+    out: the node itself holds it); ``{"invalid": why}`` for a record that does not
+    validate."""
+    try:
+        record = boundary_of(call)
+    except ValidationError as exc:
+        return {"invalid": exc.message}
+    if record is None:
+        return None
+    out: dict[str, Any] = msgspec.to_builtins(record)
+    out.pop("summary", None)
+    return out
+
+
 def graph_json(store: CommitStore, session_id: str) -> dict[str, Any]:
     """The history graph of a session, for drawing.
 
@@ -82,9 +100,11 @@ def graph_json(store: CommitStore, session_id: str) -> dict[str, Any]:
     its ``alternatives`` when it has siblings (``< N/M >``), ``on_branch`` (on the branch
     to HEAD, sub-agents included), ``frame`` (it starts a sub-conversation under a tool
     call), ``inherited`` (a fork's base owns it), ``commits`` (how many commits are
-    stored at it) and the ``compaction`` / ``merge`` / ``attach`` records its metadata
-    holds.  ``roots`` are the conversation's first nodes; ``forks`` the sessions forked
-    from this one (and where); ``counts`` sums it up.
+    stored at it), the ``compaction`` record of a boundary node (``commit.boundary_of``)
+    and the ``merge`` / ``attach`` records its metadata holds.  ``roots`` are the
+    conversation's first nodes; ``forks`` the sessions forked from this one (and where);
+    ``merged`` where this session's heads were merged (``engine.merged_into``); ``counts``
+    sums it up.
     """
     graph = load_graph(store, session_id)
     info = graph.session
@@ -113,7 +133,10 @@ def graph_json(store: CommitStore, session_id: str) -> dict[str, Any]:
             "commits": stored.get(n.id, 0),
             "is_error": bool(n.metadata.get("is_error")),
         }
-        for key in ("compaction", "merge", "attach"):
+        compaction = _boundary(n)
+        if compaction is not None:
+            entry["compaction"] = compaction
+        for key in ("merge", "attach"):
             if isinstance(n.metadata.get(key), Mapping):
                 entry[key] = n.metadata[key]
         nodes.append(entry)
@@ -126,6 +149,7 @@ def graph_json(store: CommitStore, session_id: str) -> dict[str, Any]:
     return {
         "session": session_json(info, session_title(store, info)),
         "head": info.head,
+        "merged": merged_into(store, session_id),
         "roots": [c.id for c in graph.next_by_pred.get(None, [])],
         "nodes": nodes,
         "forks": forks,

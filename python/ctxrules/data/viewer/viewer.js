@@ -290,9 +290,14 @@
 
   function boundary(record) {
     const tokens = (n) => (typeof n === "number" ? fmt(n) : "?");
+    if (record.invalid) {
+      return el("div", { class: "boundary", text: "compaction (invalid record: " + record.invalid + ")" });
+    }
+    const pivot = record.pivot ? " " + record.direction + " " + record.pivot : "";
     const text =
       "compaction (" +
       (record.trigger || "?") +
+      pivot +
       "): " +
       tokens(record.tokens_before) +
       " → " +
@@ -508,35 +513,27 @@
     return out;
   }
 
+  // One row of facts per item, and under it a row with the item's text (what the
+  // model is sent for it) across the table.
   function itemTable(items) {
+    const columns = ["#", "role", "state", "tokens", "reason", "attached", "flags"];
     const head = el(
       "tr",
       {},
-      ["#", "role", "state", "tokens", "reason", "attached from", "flags", "text"].map((h) =>
-        el("th", { text: h })
-      )
+      columns.map((h) => el("th", { text: h, class: "col-" + (h === "#" ? "num" : h) }))
     );
     const body = el("tbody");
     items.forEach((item, i) => {
       const flags = [
         item.locked ? "locked" : "",
         item.is_anchor ? "anchor" : "",
-        item.merged_into ? "→ " + item.merged_into : "",
+        item.merged_into ? "→ " + short(item.merged_into) : "",
       ].filter(Boolean);
-      const text = item.text || "";
-      const cell = el("td", { class: "text", text: cut(text, TEXT_SHOWN) });
-      if (text.length > TEXT_SHOWN) {
-        cell.classList.add("more");
-        cell.title = "click for the whole text";
-        cell.addEventListener("click", () => {
-          const open = cell.classList.toggle("open");
-          cell.textContent = open ? text : cut(text, TEXT_SHOWN);
-        });
-      }
+      const state = stateClass(item.state);
       body.append(
         el(
           "tr",
-          { class: "item " + stateClass(item.state), data: { node: item.source_node_id } },
+          { class: "item " + state, data: { node: item.source_node_id } },
           el("td", { class: "num", text: i }),
           el(
             "td",
@@ -550,12 +547,30 @@
           el("td", { class: "num", text: fmt(item.tokens) }),
           el("td", { class: "reason", text: item.reason }),
           el("td", { class: "attached", text: item.attached_from || "" }),
-          el("td", { class: "flags", text: flags.join(" ") }),
-          cell
-        )
+          el("td", {
+            class: "flags",
+            text: flags.join(" "),
+            title: item.merged_into ? "folded into " + item.merged_into : null,
+          })
+        ),
+        el("tr", { class: "item-text " + state }, el("td"), textCell(item.text || "", columns.length - 1))
       );
     });
-    return el("table", { class: "items" }, el("thead", {}, head), body);
+    return el("div", { class: "table-wrap" }, el("table", { class: "items" }, el("thead", {}, head), body));
+  }
+
+  // An item's text, cut to TEXT_SHOWN characters; a click shows all of it, and again less.
+  function textCell(text, span) {
+    const cell = el("td", { class: "text", colspan: span, text: cut(text, TEXT_SHOWN) });
+    if (text.length > TEXT_SHOWN) {
+      cell.classList.add("more");
+      cell.title = "click for the whole text";
+      cell.addEventListener("click", () => {
+        const open = cell.classList.toggle("open");
+        cell.textContent = open ? text : cut(text, TEXT_SHOWN);
+      });
+    }
+    return cell;
   }
 
   // -- diff ---------------------------------------------------------------------------
@@ -865,6 +880,9 @@
       $("session-title").title = s.title || "";
       const meta = [s.source || "", s.model ? "model " + s.model : ""];
       if (s.base_session) meta.push("forked from " + s.base_session + " at " + s.base_node);
+      for (const m of g.merged) {
+        meta.push("merged: " + m.head + " into " + m.into + " at " + m.node);
+      }
       $("graph-meta").textContent = meta.filter(Boolean).join(" · ");
       setGraph(g);
       const head = g.head && view.byId.get(g.head);
