@@ -210,9 +210,10 @@ class Page:
         ]
 
     def goto(self, url: str, timeout: float = 30) -> None:
-        """Load ``url`` and wait for its load event."""
+        """Load ``url`` and wait for its load event (none when only its fragment changes)."""
         before = len(self._events("Page.loadEventFired"))
-        self.call("Page.navigate", {"url": url})
+        if "loaderId" not in self.call("Page.navigate", {"url": url}):
+            return  # within the document (only the #fragment changed): nothing loads
         deadline = time.monotonic() + timeout
         while len(self._events("Page.loadEventFired")) == before:
             if time.monotonic() > deadline:

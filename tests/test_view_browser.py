@@ -22,6 +22,7 @@ from ctxrules.cli import main
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts" / "viewer"
 NOW = "2026-01-01T00:00:00Z"
+INIT = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 
 #: Text that would run if the page parsed transcript text as HTML: each sets
 #: window.__pwned (or the title) to say where it came from.
@@ -112,6 +113,7 @@ def run_json(capsys, *argv: str):
 def open_session(page: Page, url: str, session: str) -> None:
     """Load the page at a session and wait until its HEAD's commit is shown."""
     page.goto(f"{url}#session={session}")
+    page.wait_for(f"ctxrulesView.view.session === '{session}'")
     page.wait_for("document.querySelectorAll('#commit tr.item').length > 0", timeout=90)
     page.settle()
 
@@ -293,6 +295,53 @@ def test_a_compaction_shows_its_boundary_and_summary(page, serve, subagents, cap
     for state in ("summary", "summarized"):
         assert count(page, f"#commit tr.item.state-{state}") == by_state[state]["items"]
     shot(page, "compaction")
+
+
+MERGE_ANSWER = {
+    "id": "msg_merge",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5-20250929",
+    "content": [{"type": "text", "text": "Merged: one plan from both sessions."}],
+    "stop_reason": "end_turn",
+    "usage": {"input_tokens": 9000, "output_tokens": 12},
+}
+
+
+def test_a_merge_shows_its_pointer_instruction_and_parents(
+    page, serve, cli_import, tmp_path, capsys
+):
+    store, (target, peer) = cli_import(INIT, SUBAGENTS)
+    answer = tmp_path / "answer.json"
+    answer.write_text(json.dumps(MERGE_ANSWER))
+    done = run_json(
+        capsys, "merge", target, peer, "--instruction", "Combine both", "--answer", str(answer),
+        "--store", store, "--now", NOW, "--preset", "default", "--json",
+    )  # fmt: skip
+    url = serve(store)
+    open_session(page, url, target)
+    node = f"#graph .node[data-id='{done['node']}']"
+    assert count(page, f"{node} .merge-badge") == 1
+    assert count(page, "#graph .attach-badge") == len(done["peers"]) == 1
+    # the merge commit is the one at the instruction: its parents and the attached items
+    merge = page.evaluate(
+        f"ctxrulesView.view.timeline.commits.findIndex(c => c.head_node_id === '{done['node']}')"
+    )
+    page.click(f"#timeline .commit-row:nth-child({merge + 1})")
+    page.wait_for("document.querySelector('#commit .merge-note') !== null")
+    assert text(page, "#commit .merge-note") == "merge of " + ", ".join(done["parent_ids"])
+    shown = run_json(capsys, "commit", target, "--head", done["node"], "--store", store, "--json")
+    attached = [it["attached_from"] or "" for it in shown["items"]]
+    assert (
+        page.evaluate(
+            "[...document.querySelectorAll('#commit tr.item td.attached')].map(c => c.textContent)"
+        )
+        == attached
+    )
+    assert any(attached)
+    shot(page, "merge")
+    open_session(page, url, peer)
+    assert f"into {target} at {done['node']}" in text(page, "#graph-meta")
 
 
 def test_retries_get_a_switcher_that_moves_nothing(page, serve, subagents):

@@ -911,6 +911,10 @@
     $("diff-go").addEventListener("click", loadDiff);
     $("provider-select").addEventListener("change", () => view.turn && loadRequest());
     $("session-select").addEventListener("change", (event) => loadSession(event.target.value));
+    window.addEventListener("hashchange", () => {
+      const id = new URLSearchParams(location.hash.slice(1)).get("session");
+      if (!EXPORT && id && id !== view.session) loadSession(id);
+    });
     try {
       const config = await ask("config");
       view.providers = config.providers;
