@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from tests.chromium import Chromium, Page, find_chromium
+from tests.test_cli_merge import ANSWER as MERGE_ANSWER
 from tests.view_oracle import SUBAGENTS, main_chain, tool_uses, transcript
 
 from ctxrules.cli import main
@@ -295,17 +296,6 @@ def test_a_compaction_shows_its_boundary_and_summary(page, serve, subagents, cap
     for state in ("summary", "summarized"):
         assert count(page, f"#commit tr.item.state-{state}") == by_state[state]["items"]
     shot(page, "compaction")
-
-
-MERGE_ANSWER = {
-    "id": "msg_merge",
-    "type": "message",
-    "role": "assistant",
-    "model": "claude-sonnet-4-5-20250929",
-    "content": [{"type": "text", "text": "Merged: one plan from both sessions."}],
-    "stop_reason": "end_turn",
-    "usage": {"input_tokens": 9000, "output_tokens": 12},
-}
 
 
 def test_a_merge_shows_its_pointer_instruction_and_parents(
