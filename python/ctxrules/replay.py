@@ -27,7 +27,7 @@ A replayed request carries what the agent sent and nothing more: the situation l
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -51,6 +51,7 @@ __all__ = [
     "recorded_usage",
     "render_defaults",
     "request_for",
+    "sent_time",
     "session_tool_names",
 ]
 
@@ -113,9 +114,7 @@ def request_for(
         )
     before = store.get_node(answer.predecessor)
     calls = store.children(before.id, session_id=session, edge="caller")
-    sent_at = max(
-        [before.created_at, *(c.created_at for c in calls if c.created_at <= answer.created_at)]
-    )
+    sent_at = sent_time(before, calls, answer.created_at)
     when = sent_at if now is None else now
     if before.caller is not None:
         commit = _first_subagent_commit(session, before, when, config)
@@ -128,6 +127,12 @@ def request_for(
         sent_at=sent_at,
         answer=answer.id,
     )
+
+
+def sent_time(before: Call, calls: Sequence[Call], answered_at: float) -> float:
+    """When the request made at ``before`` was sent: the newest of that node and its tool
+    results ``calls``, leaving out results recorded after the answer (at ``answered_at``)."""
+    return max([before.created_at, *(c.created_at for c in calls if c.created_at <= answered_at)])
 
 
 def _first_subagent_commit(

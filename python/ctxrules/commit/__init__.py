@@ -13,7 +13,8 @@ requests), ``delta`` (the stored format of a commit against its parent),
 ``persist`` (a commit ↔ its stored row, through ``ctxrules.store.CommitStore``),
 ``plan`` (what to derive, from the store), ``generate`` (plan, derive, save),
 ``answers`` (summary answers kept in the store), ``boundary`` (the compaction boundary
-node and the fold it makes when derived) and ``diff`` (two commits compared, in Rust).
+node and the fold it makes when derived), ``diff`` (two commits compared, in Rust) and
+``savings`` (the tokens each rule saved).
 No module here speaks SQL: the store does.
 """
 
@@ -27,6 +28,7 @@ from .derive import Generated, derive_commit, derive_with_summaries
 from .diff import CommitDiff, diff_commits
 from .generate import ensure_latest_commit, generate_commit, load_commit
 from .pipeline import Pipeline, rules_version
+from .savings import reason_rules, rule_savings
 
 __all__ = [
     "Answer",
@@ -46,7 +48,9 @@ __all__ = [
     "is_boundary",
     "item_text_for_tokens",
     "load_commit",
+    "reason_rules",
     "replay",
+    "rule_savings",
     "rules_version",
     "stored_answers",
 ]

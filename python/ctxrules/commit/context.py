@@ -78,6 +78,9 @@ class RuleContext:
         self.full_pass = full_pass
         self.notes: list[str] = []
         self.rule_name = ""
+        #: Which rule wrote each item reason of this derive (reason → rule name): what
+        #: ``ctxrules.commit.savings`` attributes a changed item's tokens by.
+        self.reasons: dict[str, str] = {}
         #: Summary requests no answer was given for, in the order they were made.
         self.requests: list[SummaryRequest] = []
         self._positions = tuple(positions)
@@ -162,6 +165,7 @@ class RuleContext:
             raise RuleError(f"state may only tighten, not {old.state} → {state}", where=where)
         new = msgspec.structs.replace(old, reason=reason, changed_at=self.now, **changes)
         self._swap(pos, new)
+        self._wrote(reason)
         return new
 
     def fold(self, start: int, end: int, text: str, *, reason: str) -> int:
@@ -194,6 +198,7 @@ class RuleContext:
         digest.update(text.encode("utf-8", "surrogatepass"))
         sm_id = f"sm_{digest.hexdigest()}"
         fold_no = len(self._folds)
+        self._wrote(reason)
         self._folds.append((sm_id, reason))
         for pos in positions:
             it = self.items[pos]
@@ -306,6 +311,11 @@ class RuleContext:
         self.notes.append(f"{self.rule_name}: {text}" if self.rule_name else text)
 
     # -- token accounting ----------------------------------------------------------
+
+    def _wrote(self, reason: str) -> None:
+        # The generator's own changes (a cited item made an anchor) run under no rule.
+        if self.rule_name:
+            self.reasons.setdefault(reason, self.rule_name)
 
     def _swap(self, pos: int, new: ContextItem, *, recount: bool = True) -> None:
         old = self.items[pos]

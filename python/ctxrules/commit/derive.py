@@ -25,6 +25,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
 
 import msgspec
@@ -47,12 +48,15 @@ _MARKS = ("seq:", "variants:")
 
 
 class Generated(NamedTuple):
-    """A derived commit, its delta against the parent (what the store keeps), and the
-    summary requests no answer was given for (empty: the commit is final)."""
+    """A derived commit, its delta against the parent (what the store keeps), the
+    summary requests no answer was given for (empty: the commit is final), and which
+    rule wrote each item reason this derive wrote (``RuleContext.reasons``; stored with
+    the commit, not part of its id: ``ctxrules.commit.savings`` reads it)."""
 
     commit: ContextCommit
     delta: bytes
     requests: tuple[SummaryRequest, ...] = ()
+    reasons: Mapping[str, str] = MappingProxyType({})
 
 
 _encoder = msgspec.msgpack.Encoder(order="sorted")
@@ -236,7 +240,7 @@ def derive_commit(
         cursors=cursors,
     )
     _keep_working_list(commit, items)
-    return Generated(commit, delta, tuple(ctx.requests))
+    return Generated(commit, delta, tuple(ctx.requests), ctx.reasons)
 
 
 #: How many rounds of requests ``derive_with_summaries`` answers before it gives up (a

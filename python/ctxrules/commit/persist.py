@@ -28,7 +28,7 @@ from .delta import replay
 if TYPE_CHECKING:
     from .derive import Generated
 
-__all__ = ["CACHE_SIZE", "clear_cache", "load", "save", "stored_bytes"]
+__all__ = ["CACHE_SIZE", "clear_cache", "load", "row_reasons", "save", "stored_bytes"]
 
 #: Commits kept in memory per store object.
 CACHE_SIZE = 8
@@ -41,6 +41,9 @@ class _Meta(msgspec.Struct, frozen=True, omit_defaults=True):
     notes: tuple[str, ...] = ()
     cursors: dict[str, int] = {}
     parent_ids: tuple[str, ...] = ()
+    # Which rule wrote each item reason of this derive (``Generated.reasons``): kept
+    # beside the commit, not in it, so commit ids do not depend on it.
+    reasons: dict[str, str] = {}
 
 
 _meta_decoder = msgspec.msgpack.Decoder(_Meta)
@@ -80,7 +83,14 @@ def save(
     """Store a derived commit; returns it, or ``None`` if ``if_latest`` no longer held
     (another commit took its head first: see ``CommitStore.put_commit``)."""
     c = gen.commit
-    meta = msgspec.msgpack.encode(_Meta(notes=c.notes, cursors=c.cursors, parent_ids=c.parent_ids))
+    meta = msgspec.msgpack.encode(
+        _Meta(
+            notes=c.notes,
+            cursors=c.cursors,
+            parent_ids=c.parent_ids,
+            reasons=dict(gen.reasons),
+        )
+    )
     row = CommitRow(
         id=c.id,
         session_id=c.session_id,
@@ -137,6 +147,12 @@ def load(store: CommitStore, commit_id: str) -> ContextCommit:
     )
     _remember(store, commit)
     return commit
+
+
+def row_reasons(row: CommitRow) -> dict[str, str]:
+    """Which rule wrote each item reason of the derive that made ``row`` (empty for rows
+    stored before this was kept, and for derives no rule changed anything in)."""
+    return dict(_meta_decoder.decode(row.meta).reasons)
 
 
 def stored_bytes(store: CommitStore, commit_id: str) -> int:
