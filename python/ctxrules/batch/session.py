@@ -1,0 +1,517 @@
+"""One recorded session replayed request by request, with no rules and under a rule set.
+
+The session's branch (``dag.branch_path``: the conversation and the tool calls the model
+saw) is rebuilt node by node in two fresh in-memory stores, each node with its recorded
+id, time, content and metadata.  At every point where the agent made a request — before
+each recorded answer, and at the end when the recording holds the response to a last
+request (a cassette) — each store's ``Engine.prepare`` builds the request, so the
+thresholds, the budget and compaction act as they would live; then the recorded answer
+is appended as the answer.  One store runs with no rules and no automatic compaction
+(``plain``: what the agent sent), the other under the rule set (``rules``).
+
+What the engine is set up with comes from the recording: the provider (``provider``,
+else the one the session was recorded for, else the one whose models the session
+used), the model, the tool declarations and parameters (``render.session_defaults``,
+as ``ctxrules render --for`` sends them).  Nothing comes from the machine replaying:
+no context sources (instruction files, git status, date) and no ``@path`` references;
+the recorded system prompt is in the history as a system node, so it is not added
+again.  ``now`` for the rules is when each request was sent (``replay.sent_time``).
+
+A harness may send text its transcript does not hold (Claude Code records neither its
+own system prompt nor its tool schemas).  For a session whose recording holds neither,
+as in ``replay.compare_usage``, that constant prefix is estimated once, from the first
+request with recorded usage (recorded prompt minus the plain estimate, at least 0),
+and added to every request of both replays, cached like the rest.
+
+``replay_session`` returns one plain record (``SessionRecord`` shape, see
+docs/rerender.md); the same data and options always give the same record.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import msgspec
+
+from .. import dag
+from ..commit import Generated, Pipeline, is_boundary, persist, reason_rules, rule_savings
+from ..compaction import boundaries
+from ..config import PipelineConfig
+from ..context_sources import SourcesConfig
+from ..engine import Engine, EngineConfig, TurnPrep
+from ..errors import CtxrulesError, ValidationError
+from ..model import Call, content_text
+from ..providers import (
+    ModelProfile,
+    Provider,
+    Usage,
+    get_provider,
+    model_families,
+    provider_names,
+    resolve_model,
+)
+from ..providers.estimate import PromptEstimate
+from ..quality import assess
+from ..render import check_model, estimate_request, recorded_request, session_defaults
+from ..replay import recorded_usage, sent_time
+from ..store import MemoryStore
+from ..testing import InvariantViolation, check_promises, check_step
+
+__all__ = ["ReplayOptions", "SessionData", "replay_session", "session_data"]
+
+#: No context source reads the replaying machine: the recording holds what was sent.
+_NO_SOURCES = SourcesConfig(git_status=False, instruction_files=False, date=False)
+
+
+class SessionData(msgspec.Struct, frozen=True, kw_only=True):
+    """One session as a worker receives it: its id, its metadata and the nodes of its
+    branch in ``dag.branch_path`` order (encoded with ``msgspec.msgpack``)."""
+
+    id: str
+    metadata: dict[str, Any] = {}
+    nodes: tuple[Call, ...] = ()
+
+
+class ReplayOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The plain settings of a replay, the same for every session (what crosses into a
+    worker): the rule configuration as ``PipelineConfig`` fields, and the provider and
+    model to render for (``None``: each session's own)."""
+
+    config: dict[str, Any]
+    provider: str | None = None
+    model: str | None = None
+
+    def pipeline_config(self) -> PipelineConfig:
+        """The ``PipelineConfig`` these options name."""
+        data = dict(self.config)
+        for key in ("pipeline", "anchor_skip", "anchor_skip_patterns"):
+            if data.get(key) is not None:
+                data[key] = tuple(data[key])
+        return PipelineConfig(**data)
+
+
+def session_data(store: Any, session_id: str) -> SessionData:
+    """The ``SessionData`` of a stored session: its branch as the model saw it."""
+    info = store.get_session(session_id)
+    nodes = tuple(dag.branch_path(store, session_id)) if info.head is not None else ()
+    return SessionData(id=info.id, metadata=dict(info.metadata), nodes=nodes)
+
+
+# -- the requests of a session -------------------------------------------------------
+
+
+class _Point(msgspec.Struct, frozen=True, kw_only=True):
+    """A request the agent made: before the node at ``index`` of the branch (``len``:
+    after the last), sent at ``now``, answered by ``answer`` (``None``: the recording
+    keeps the response, not a node) with ``usage`` as recorded."""
+
+    index: int
+    now: float
+    answer: Call | None
+    usage: Usage | None
+    output_tokens: int | None
+
+
+def _usage(provider: Provider, raw: Any) -> Usage | None:
+    """Recorded usage that measured a prompt (``None``: none, or an empty one)."""
+    usage = recorded_usage(provider, raw)
+    return usage if usage is not None and usage.prompt_tokens > 0 else None
+
+
+def _points(data: SessionData, recorded_as: Provider) -> list[_Point]:
+    """Every request of the branch: before each answer that follows new input (a user
+    message, or an answer's tool results), and the last one when the session metadata
+    keeps its response (``usage``)."""
+    out: list[_Point] = []
+    last: Call | None = None
+    calls: list[Call] = []
+
+    def due() -> bool:
+        return last is not None and (last.role != "assistant" or bool(calls))
+
+    for i, node in enumerate(data.nodes):
+        if node.caller is not None:
+            calls.append(node)
+            continue
+        if node.role == "assistant" and last is not None and due():
+            usage = _usage(recorded_as, node.metadata.get("usage"))
+            out.append(
+                _Point(
+                    index=i,
+                    now=sent_time(last, calls, node.created_at),
+                    answer=node,
+                    usage=usage,
+                    output_tokens=usage.output_tokens if usage is not None else None,
+                )
+            )
+        last, calls = node, []
+    if last is not None and due() and data.metadata.get("usage") is not None:
+        usage = _usage(recorded_as, data.metadata.get("usage"))
+        out.append(
+            _Point(
+                index=len(data.nodes),
+                now=sent_time(last, calls, math.inf),
+                answer=None,
+                usage=usage,
+                output_tokens=usage.output_tokens if usage is not None else 0,
+            )
+        )
+    return out
+
+
+def _family_provider(model: str) -> str | None:
+    """The first registered provider of the family whose model table names ``model``."""
+    for family in model_families(model) if model else ():
+        for name in provider_names():
+            if (get_provider(name).family or name) == family:
+                return name
+    return None
+
+
+def _provider_of(options: ReplayOptions, metadata: Mapping[str, Any], nodes: Sequence[Call]) -> str:
+    """The provider to render for: the option, else the provider of the ``model``
+    option's family, else the one the session was recorded for, else the provider of
+    the family that names the session's model, else Anthropic."""
+    if options.provider:
+        return options.provider
+    if options.model:
+        return _family_provider(options.model) or "anthropic"
+    rec = recorded_request(metadata)
+    if rec.provider:
+        return rec.provider
+    model = rec.model or next((n.name for n in nodes if n.role == "assistant" and n.name), "")
+    return _family_provider(model) or "anthropic"
+
+
+# -- one replay ----------------------------------------------------------------------
+
+
+class _Track:
+    """One of the two replays of a session: its store, engine and running figures."""
+
+    def __init__(
+        self,
+        data: SessionData,
+        pipeline: Pipeline,
+        config: EngineConfig,
+        provider: Provider,
+    ):
+        self.store = MemoryStore()
+        # The recorded system prompt is the history's first node (docs/sessions.md):
+        # the engine would send the metadata's copy as well.
+        meta = {k: v for k, v in data.metadata.items() if k != "system"}
+        self.store.create_session(session_id=data.id, metadata=meta)
+        self.session = data.id
+        self.pipeline = pipeline
+        self.provider = provider
+        self.engine = Engine(self.store, config, pipeline=pipeline)
+        self.preps: list[TurnPrep] = []
+        self.prompt = self.prompt_recorded = self.items = self.body = self.degraded = 0
+        self.read = self.write = 0
+        self.cost: float | None = 0.0
+        self.levels: Counter[str] = Counter()
+        self._before: PromptEstimate | None = None
+        self._before_at = 0.0
+
+    def append(self, node: Call) -> None:
+        dag.append(
+            self.store,
+            self.session,
+            node.role,
+            node.output,
+            name=node.name,
+            input=node.input,
+            caller=node.caller,
+            reads=node.reads,
+            metadata=dict(node.metadata),
+            node_id=node.id,
+            created_at=node.created_at,
+        )
+
+    def prepare(self, now: float) -> TurnPrep:
+        prep = self.engine.prepare(self.session, now=now)
+        self.preps.append(prep)
+        return prep
+
+    def account(self, prep: TurnPrep, point: _Point, prefix: int, output_tokens: int) -> None:
+        """Add one request's figures: its billed-prompt estimate (with the harness
+        prefix), the predicted cache use against the previous request, its cost."""
+        est = estimate_request(prep.request, self.provider, prefix_tokens=prefix)
+        # The engine resolved this model to make the request: it resolves here too.
+        profile = resolve_model(f"{self.provider.family or self.provider.name}:{prep.model}")
+        elapsed = None if self._before is None else max(0.0, point.now - self._before_at)
+        cache = self.provider.predict_cache(self._before, est, elapsed=elapsed, profile=profile)
+        self._before, self._before_at = est, point.now
+        self.prompt += est.input_tokens
+        if point.usage is not None:
+            self.prompt_recorded += est.input_tokens
+        self.read += cache.read_tokens
+        self.write += cache.write_tokens
+        self.items += prep.commit.total_tokens
+        self.body += len(prep.request.body)
+        self.degraded += int(prep.request.meta.get("degraded", 0) or 0)
+        self.levels[prep.level] += 1
+        usage = Usage(
+            input_tokens=max(0, est.input_tokens - cache.read_tokens - cache.write_tokens),
+            cache_read_tokens=cache.read_tokens,
+            cache_write_tokens=cache.write_tokens,
+            output_tokens=output_tokens,
+        )
+        self.cost = _add_cost(self.cost, profile.cost(usage))
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.prompt,
+            "prompt_tokens_where_recorded": self.prompt_recorded,
+            "item_tokens": self.items,
+            "cache_read_tokens": self.read,
+            "cache_write_tokens": self.write,
+            "cost_usd": _round_cost(self.cost),
+            "body_bytes": self.body,
+            "degraded_tool_items": self.degraded,
+        }
+
+    def violations(self) -> list[str]:
+        """Every commit the replay stored, checked by the test kit: the invariants and
+        tool pairing against its parent (``check_step``) and the rules' promises."""
+        nodes = {n.id: n for n in self.store.nodes(self.session)}
+        out: list[str] = []
+        for row in self.store.session_commits(self.session):
+            commit = persist.load(self.store, row.id)
+            parent = persist.load(self.store, row.parent_id) if row.parent_id else None
+            try:
+                check_step(
+                    parent,
+                    Generated(commit, row.delta),
+                    pipeline=self.pipeline,
+                    node_ids=nodes,
+                    parent_bytes=None,
+                    counter=self.pipeline.tokenizer,
+                )
+                check_promises(commit, self.pipeline, nodes)
+            except InvariantViolation as exc:
+                out.append(str(exc))
+        return out
+
+
+def _profile(provider: Provider, model: str) -> ModelProfile | None:
+    try:
+        return resolve_model(f"{provider.family or provider.name}:{model}")
+    except CtxrulesError:
+        return None
+
+
+def _add_cost(total: float | None, cost: float | None) -> float | None:
+    """A sum of costs that is unknown (``None``) once any part is."""
+    return None if total is None or cost is None else total + cost
+
+
+def _round_cost(cost: float | None) -> float | None:
+    # Rounded so the figure prints the same wherever it was summed.
+    return None if cost is None else round(cost, 6)
+
+
+# -- the replay ------------------------------------------------------------------------
+
+
+class _Setup(NamedTuple):
+    pipeline: Pipeline
+    plain: Pipeline  # the same options, no rules
+
+
+_SETUPS: dict[bytes, _Setup] = {}
+
+
+def _setup(options: ReplayOptions) -> _Setup:
+    """The pipelines of ``options``, built once per process."""
+    key = msgspec.json.encode(options.config, order="sorted")
+    found = _SETUPS.get(key)
+    if found is None:
+        pipeline = Pipeline.from_config(options.pipeline_config())
+        found = _SETUPS[key] = _Setup(pipeline, pipeline.with_rules([]))
+    return found
+
+
+def replay_session(data: SessionData, options: ReplayOptions) -> dict[str, Any]:
+    """Replay ``data`` (see the module docstring) and return its record; a session that
+    cannot be replayed (a ``CtxrulesError``) gives a record with ``error``."""
+    setup = _setup(options)
+    try:
+        return _replay(data, options, setup)
+    except CtxrulesError as exc:
+        return {"session": data.id, "rules_version": setup.pipeline.version, "error": str(exc)}
+
+
+def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[str, Any]:
+    provider = get_provider(_provider_of(options, data.metadata, data.nodes))
+    recorded_as = get_provider(recorded_request(data.metadata).provider or provider.name)
+    points = _points(data, recorded_as)
+    defaults = session_defaults(
+        data.metadata,
+        provider,
+        used_tools=sorted({n.name for n in data.nodes if n.role == "tool" and n.caller and n.name}),
+        answer_model=next((n.name for n in data.nodes if n.role == "assistant" and n.name), None),
+        model=options.model,
+    ).options
+    base = EngineConfig(
+        provider=provider.name,
+        model=defaults.get("model"),
+        tools=tuple(defaults.get("tools", ())),
+        max_tokens=defaults.get("max_tokens"),
+        extra=dict(defaults.get("extra", {})),
+        sources=_NO_SOURCES,
+        references=False,
+    )
+    plain = _Track(
+        data,
+        setup.plain,
+        msgspec.structs.replace(base, auto_compact=False, emergency_compact=False),
+        provider,
+    )
+    rules = _Track(data, setup.pipeline, base, provider)
+    rec = recorded_request(data.metadata)
+    first_recorded = (
+        next((k for k, p in enumerate(points) if p.usage is not None), None)
+        if rec.system is None and rec.tools is None
+        else None  # the recording holds the whole request: no harness text to add
+    )
+    prefix: int | None = 0 if first_recorded is None else None
+    waiting: list[tuple[TurnPrep, TurnPrep, _Point, int]] = []
+    recorded = {"requests": 0, "prompt_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
+    recorded_cost: float | None = 0.0
+    output = 0
+    k = 0
+    for i in range(len(data.nodes) + 1):
+        while k < len(points) and points[k].index == i:
+            point = points[k]
+            p, r = plain.prepare(point.now), rules.prepare(point.now)
+            out_tokens = _output_tokens(point, r.model, provider)
+            output += out_tokens
+            if point.usage is not None:
+                recorded["requests"] += 1
+                recorded["prompt_tokens"] += point.usage.prompt_tokens
+                recorded["cache_read_tokens"] += point.usage.cache_read_tokens
+                recorded["cache_write_tokens"] += point.usage.cache_write_tokens
+                model = point.answer.name if point.answer is not None else ""
+                profile = _profile(recorded_as, model or p.model)
+                recorded_cost = _add_cost(
+                    recorded_cost, profile.cost(point.usage) if profile is not None else None
+                )
+            if prefix is None and k == first_recorded and point.usage is not None:
+                prefix = max(0, point.usage.prompt_tokens - p.tokens.estimate)
+            waiting.append((p, r, point, out_tokens))
+            if prefix is not None:
+                for wp, wr, wpoint, wout in waiting:
+                    plain.account(wp, wpoint, prefix, wout)
+                    rules.account(wr, wpoint, prefix, wout)
+                waiting.clear()
+            k += 1
+        if i < len(data.nodes):
+            plain.append(data.nodes[i])
+            rules.append(data.nodes[i])
+    return _record(
+        data, options, setup, provider, plain, rules, recorded, recorded_cost, output, prefix or 0
+    )
+
+
+def _output_tokens(point: _Point, model: str, provider: Provider) -> int:
+    """The answer's output tokens: as recorded, else our count of its text."""
+    if point.output_tokens is not None:
+        return point.output_tokens
+    if point.answer is None:
+        return 0
+    profile = _profile(provider, model)
+    text = content_text(point.answer.output)
+    return profile.estimate_tokens([text]) if profile is not None and text else 0
+
+
+def _record(
+    data: SessionData,
+    options: ReplayOptions,
+    setup: _Setup,
+    provider: Provider,
+    plain: _Track,
+    rules: _Track,
+    recorded: dict[str, int],
+    recorded_cost: float | None,
+    output: int,
+    prefix: int,
+) -> dict[str, Any]:
+    plain_fig, rules_fig = plain.figures(), rules.figures()
+    saved: Counter[str] = Counter()
+    if plain.preps:
+        full = {it.source_node_id: it.tokens for it in plain.preps[-1].commit.items}
+        reasons = reason_rules(rules.store, data.id)
+        for prep in rules.preps:
+            saved.update(rule_savings(prep.commit, full, reasons))
+    recorded_boundaries = sum(1 for n in data.nodes if n.caller is None and is_boundary(n))
+    rules_fig.update(
+        saved_by_rule={k: v for k, v in sorted(saved.items()) if v},
+        compactions=len(boundaries(rules.store, data.id)) - recorded_boundaries,
+        levels=dict(sorted(rules.levels.items())),
+        quality=_quality(rules, plain, setup) if rules.preps else None,
+    )
+    violations = plain.violations() + rules.violations()
+    last = rules.preps[-1] if rules.preps else None
+    return {
+        "session": data.id,
+        "format": str(data.metadata.get("format") or ""),
+        "provider": provider.name,
+        "model": last.model if last is not None else "",
+        "rules_version": setup.pipeline.version,
+        "requests": len(rules.preps),
+        "harness_prefix_tokens": prefix,
+        "output_tokens": output,
+        "recorded": {**recorded, "cost_usd": _round_cost(recorded_cost)},
+        "recorded_compactions": recorded_boundaries,
+        "plain": plain_fig,
+        "rules": rules_fig,
+        "violations": violations,
+    }
+
+
+def _quality(rules: _Track, plain: _Track, setup: _Setup) -> dict[str, Any]:
+    """The context-quality score of the last request under the rules (where the rules
+    have folded the most): facts of the folded history found in its body."""
+    prep = rules.preps[-1]
+    commit = prep.commit
+    nodes = {n.id: n for n in rules.store.nodes(rules.session)}
+    branch = dag.branch_path(rules.store, rules.session, commit.head_node_id)
+    report = assess(
+        commit,
+        nodes,
+        branch,
+        body=prep.request.body,
+        baseline_tokens=plain.preps[-1].commit.total_tokens,
+        provider=prep.provider,
+        model=prep.model,
+        anchor_skip=setup.pipeline.anchor_skip,
+    )
+    return {
+        "found": report.found,
+        "total": report.total,
+        "share": round(report.found / report.total, 4) if report.total else None,
+        "folded_nodes": report.folded_nodes,
+        "retained_ratio": round(report.retained_ratio, 4),
+    }
+
+
+def check_options(options: ReplayOptions) -> None:
+    """Build the pipeline and check the provider and model of ``options`` before any
+    work is handed out: a bad rule, parameter, provider or model is one error here
+    rather than one per session."""
+    _setup(options)
+    if options.provider:
+        get_provider(options.provider)
+    if options.model:
+        name = options.provider or _family_provider(options.model)
+        if name is None:
+            raise ValidationError(
+                f"no provider's models include {options.model!r}",
+                where="--model",
+                hint="name the provider too (--provider)",
+            )
+        check_model(get_provider(name), options.model)
