@@ -1,7 +1,31 @@
-"""Batch work over many sessions: ``rerender`` replays recorded sessions under a rule set."""
+"""Batch work over many recorded sessions, usable without the command line.
+
+``rerender(sources, options)`` replays every session of stores or transcript files
+request by request through the turn engine, with no rules and under a rule set, on a
+local process pool or a Dask cluster, and reports per session and in total what the
+rules change (docs/rerender.md).  ``replay_session`` is the work done per session,
+``run_batch`` the task every backend runs, ``batch.output`` the results file.
+"""
 
 from __future__ import annotations
 
+from .output import OutFile, encode_record, totals
+from .run import BACKENDS, RerenderResult, rerender, run_batch
 from .session import ReplayOptions, SessionData, replay_session, session_data
+from .sources import Sources, open_sources
 
-__all__ = ["ReplayOptions", "SessionData", "replay_session", "session_data"]
+__all__ = [
+    "BACKENDS",
+    "OutFile",
+    "ReplayOptions",
+    "RerenderResult",
+    "SessionData",
+    "Sources",
+    "encode_record",
+    "open_sources",
+    "replay_session",
+    "rerender",
+    "run_batch",
+    "session_data",
+    "totals",
+]

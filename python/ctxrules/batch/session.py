@@ -29,6 +29,7 @@ docs/rerender.md); the same data and options always give the same record.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -83,6 +84,15 @@ class ReplayOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     config: dict[str, Any]
     provider: str | None = None
     model: str | None = None
+
+    @classmethod
+    def of(
+        cls, config: PipelineConfig, *, provider: str | None = None, model: str | None = None
+    ) -> ReplayOptions:
+        """The options of a ``PipelineConfig`` and the provider / model to render for."""
+        fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+        fields["rules"] = {k: dict(v) for k, v in config.rules.items()}
+        return cls(config=fields, provider=provider, model=model)
 
     def pipeline_config(self) -> PipelineConfig:
         """The ``PipelineConfig`` these options name."""

@@ -42,6 +42,7 @@ COMMANDS: tuple[str, ...] = (
     "render",
     "stats",
     "quality",
+    "rerender",
     "view",
     "store",
 )

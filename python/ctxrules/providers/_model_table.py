@@ -10,9 +10,10 @@ overrides any of them, see ``ctxrules.providers.models``):
   Opus 4 / 4.1, 2,048 for Haiku 3 / 3.5, 4,096 for Opus 4.5 / 4.6 and Haiku 4.5).
 * OpenAI: the model pages (windows, output limits), the pricing page (input, cached
   input, output; no premium for cache writes) and the prompt-caching guide (prompts of
-  1,024 tokens or more are cached, on every model that caches).  Prices are attached to
-  the plain model names only: dated snapshots and variants (audio, realtime, search)
-  are priced differently, and no price is better than a wrong one.
+  1,024 tokens or more are cached, on every model that caches); GPT-5.2 and the GPT-5.4
+  line as read on 2026-12-03.  Prices are attached to the plain model names only: dated
+  snapshots and variants (audio, realtime, search) are priced differently, and no price
+  is better than a wrong one.
 * Google: the Gemini models page (windows, output limits) and the context-caching page
   (implicit caching minimum: 2,048 tokens for Gemini 2.5 Flash / Pro, 4,096 for the
   Gemini 3 family).  No Gemini prices: they are tiered by prompt length and cache
@@ -271,6 +272,18 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         name="gpt-5-nano-priced",
         pattern=_O + "gpt-5-nano",
         prices=_openai_prices(0.05, 0.005, 0.40),
+    ),
+    # Read on 2026-12-03 (the 5.2 / 5.4 releases; the corpus cassette's gpt-5.4-mini).
+    ModelInfo(
+        name="gpt-5.2-priced", pattern=_O + "gpt-5.2", prices=_openai_prices(1.75, 0.175, 14.0)
+    ),
+    ModelInfo(
+        name="gpt-5.4-priced", pattern=_O + "gpt-5.4", prices=_openai_prices(2.50, 0.25, 15.0)
+    ),
+    ModelInfo(
+        name="gpt-5.4-mini-priced",
+        pattern=_O + "gpt-5.4-mini",
+        prices=_openai_prices(0.75, 0.075, 4.50),
     ),
     # Google Gemini
     ModelInfo(

@@ -1,0 +1,124 @@
+"""The sessions a rerender reads: stores, and transcripts imported on the fly.
+
+A SOURCE is a store — a ``postgresql://`` URL, ``memory:NAME``, a SQLite file or a
+directory holding one (``ctxrules.db``) — or transcript files and folders, which are
+imported together into one private in-memory store (``importers.import_paths``: the
+same session ids an import into any store gives them).  Sessions are read from the
+stores in the main process, one at a time as they are handed out
+(``Sources.data``), so a worker never opens a store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import msgspec
+
+from ..errors import NotFoundError, ValidationError
+from ..store import DB_NAME, MEMORY_PREFIX, POSTGRES_PREFIXES, CommitStore, MemoryStore, open_store
+from .session import session_data
+
+__all__ = ["Sources", "open_sources"]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _is_store(source: str) -> bool:
+    """Whether ``source`` names a store rather than transcripts (see the module docstring)."""
+    if source.startswith((MEMORY_PREFIX, *POSTGRES_PREFIXES)):
+        return True
+    path = Path(source)
+    if path.is_dir():
+        return (path / DB_NAME).is_file()
+    try:
+        with path.open("rb") as fh:
+            return fh.read(len(_SQLITE_MAGIC)) == _SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+class Sources:
+    """The opened SOURCEs: which store holds each session, sessions sorted by id."""
+
+    def __init__(self, stores: list[CommitStore], where: dict[str, int], names: list[str]):
+        self._stores = stores
+        self._where = where
+        self._names = names
+
+    @property
+    def session_ids(self) -> list[str]:
+        """Every session of every source, sorted by id (the order of the results)."""
+        return sorted(self._where)
+
+    def data(self, session_id: str) -> bytes:
+        """The session as a worker receives it (``SessionData``, MessagePack)."""
+        store = self._stores[self._where[session_id]]
+        return msgspec.msgpack.encode(session_data(store, session_id))
+
+    def close(self) -> None:
+        """Close every store opened."""
+        for store in self._stores:
+            store.close()
+
+
+@contextlib.contextmanager
+def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Iterator[Sources]:
+    """Open every SOURCE (stores read as they are; transcripts imported into a private
+    memory store), closed when the block ends.
+
+    ``sessions`` keeps only those sessions (full ids).  A SOURCE
+    that does not exist, a store that cannot be opened and a transcript no importer
+    reads are errors naming it; so is a session found in two SOURCEs.
+    """
+    if not sources:
+        raise ValidationError("no SOURCE given", hint="name a store or transcript files")
+    stores: list[CommitStore] = []
+    names: list[str] = []
+    try:
+        transcripts: list[str] = []
+        for source in sources:
+            if _is_store(source):
+                stores.append(open_store(source, create=False))
+                names.append(source)
+            elif Path(source).exists():
+                transcripts.append(source)
+            else:
+                raise ValidationError(
+                    "no such file, folder or store",
+                    where=source,
+                    hint="give a store (a directory or .db file, postgresql://…) or "
+                    "transcript files and folders",
+                )
+        if transcripts:
+            from ..importers import import_paths
+
+            memory = MemoryStore()
+            stores.append(memory)
+            names.append(", ".join(transcripts))
+            import_paths(memory, transcripts)
+        where: dict[str, int] = {}
+        for i, store in enumerate(stores):
+            for info in store.list_sessions():
+                if info.id in where:
+                    raise ValidationError(
+                        f"session {info.id} is in two sources: {names[where[info.id]]} "
+                        f"and {names[i]}",
+                        where=names[i],
+                        hint="rerender each source on its own",
+                    )
+                where[info.id] = i
+        for sid in sessions:
+            if sid not in where:
+                raise NotFoundError(
+                    f"no session {sid!r} in the sources",
+                    where="--session",
+                    hint="give full session ids (`ctxrules sessions` lists a store's)",
+                )
+        if sessions:
+            where = {sid: where[sid] for sid in sessions}
+        yield Sources(stores, where, names)
+    finally:
+        for store in stores:
+            store.close()
