@@ -151,8 +151,13 @@ def test_prices_where_known():
     assert resolve_model("openai:gpt-4.1").prices == Prices(
         input=2.0, output=8.0, cache_read=0.50, cache_write=2.0
     )
+    assert resolve_model("openai-chat:gpt-5.4-mini").prices == Prices(
+        input=0.75, output=4.50, cache_read=0.075, cache_write=0.75
+    )
+    assert resolve_model("openai:gpt-5.4").prices.output == 15.0
     # A dated snapshot or an unknown variant has no price rather than a guessed one.
     assert resolve_model("openai:gpt-4o-2024-05-13").prices is None
+    assert resolve_model("openai:gpt-5.4-mini-2026-03-17").prices is None
     assert resolve_model("anthropic:claude-opus-4-7").prices is None
     assert resolve_model("gemini:gemini-2.5-pro").prices is None
 

@@ -134,7 +134,7 @@ def _usage(provider: Provider, raw: Any) -> Usage | None:
 def _points(data: SessionData, recorded_as: Provider) -> list[_Point]:
     """Every request of the branch: before each answer that follows new input (a user
     message, or an answer's tool results), and the last one when the session metadata
-    keeps its response (``usage``)."""
+    keeps its ``response`` (a cassette)."""
     out: list[_Point] = []
     last: Call | None = None
     calls: list[Call] = []
@@ -158,8 +158,11 @@ def _points(data: SessionData, recorded_as: Provider) -> list[_Point]:
                 )
             )
         last, calls = node, []
-    if last is not None and due() and data.metadata.get("usage") is not None:
-        usage = _usage(recorded_as, data.metadata.get("usage"))
+    response = data.metadata.get("response")
+    if last is not None and due() and isinstance(response, Mapping):
+        # A cassette: the response to the request at HEAD, as the vendor sent it.
+        parsed = recorded_as.parse_usage(response)
+        usage = parsed if parsed is not None and parsed.prompt_tokens > 0 else None
         out.append(
             _Point(
                 index=len(data.nodes),

@@ -1,0 +1,44 @@
+"""Fixtures of the rerender tests: a subset of the corpus (every format; 8 of the 200
+tau-bench trajectories, cut from the corpus file at test time) and one reference run
+of it, in this process, that the other runs are compared with byte for byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ctxrules.batch import ReplayOptions, rerender
+from ctxrules.config import PipelineConfig
+
+#: The configuration the tests replay under: every rule fires on the corpus.
+OPTIONS = ReplayOptions.of(PipelineConfig.preset("aggressive"))
+TAU = "openai-chat-json/taubench_gpt-4o-airline.json"
+TAU_KEPT = 8
+
+
+@pytest.fixture(scope="session")
+def subset(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of transcripts: the corpus without most tau-bench runs (19 sessions)."""
+    root = tmp_path_factory.mktemp("subset")
+    for path in sorted(corpus.rglob("*")):
+        rel = path.relative_to(corpus)
+        if path.is_dir() or path.suffix == ".md" or str(rel) == TAU:
+            continue
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, root / rel)
+    runs = json.loads((corpus / TAU).read_text())
+    (root / TAU).parent.mkdir(parents=True, exist_ok=True)
+    (root / TAU).write_text(json.dumps(runs[:TAU_KEPT]))
+    return root
+
+
+@pytest.fixture(scope="session")
+def reference(subset: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """The results file of one uninterrupted run over ``subset`` in this process."""
+    out = tmp_path_factory.mktemp("reference") / "out.jsonl"
+    result = rerender([str(subset)], OPTIONS, jobs=1, out=out)
+    assert not result.interrupted and result.replayed == result.sessions == 19
+    return out.read_bytes()
