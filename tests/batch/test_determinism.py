@@ -41,7 +41,7 @@ def test_a_dask_cluster_of_worker_processes_writes_the_same_bytes(subset, refere
         threads_per_worker=1,
         processes=True,
         host="127.0.0.1",
-        dashboard_address=None,
+        dashboard_address="127.0.0.1:0",
     ) as cluster:
         assert len(cluster.workers) == 2
         result = rerender(

@@ -27,12 +27,13 @@ import os
 import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from ..errors import ConfigError
+from ..errors import ConfigError, CtxrulesError
 from .output import OutFile, encode_record, totals
 from .session import ReplayOptions, SessionData, check_options, replay_session
 from .sources import Sources, open_sources
@@ -221,6 +222,12 @@ def _local(
             for future in done:
                 deliver(future.result())
             submit()
+    except BrokenProcessPool as exc:  # a worker killed (out of memory, a signal)
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise CtxrulesError(
+            f"a worker process stopped unexpectedly: {exc}",
+            hint="the sessions that finished are kept in --out: run again to resume",
+        ) from None
     except KeyboardInterrupt:
         stop.set()
         try:
@@ -264,7 +271,8 @@ def _dask(
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
-            dashboard_address=None,
+            # Loopback only, on a free port: two runs on one machine never collide.
+            dashboard_address="127.0.0.1:0",
         )
         client = Client(cluster)
     pending: set[Any] = set()

@@ -112,6 +112,7 @@ ctxrules rerender runs/ --backend dask --scheduler tcp://10.0.0.5:8786 --out a.j
         metavar="ID",
         help="only this session (a full id; repeatable)",
     )
+    p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.add_argument("--json", action="store_true", help="print the totals as JSON")
 
 
@@ -155,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
             scheduler=args.scheduler,
             out=args.out,
             sessions=args.sessions,
-            progress=bar.update,
+            progress=None if args.quiet else bar.update,
         )
     finally:
         bar.close()
