@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from ctxrules.batch import ReplayOptions, rerender
+from ctxrules.batch import ReplayOptions, local_cluster, rerender
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.store import open_store
@@ -40,16 +40,8 @@ def store(corpus, tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def cluster():
-    from distributed import LocalCluster
-
     started = time.perf_counter()
-    with LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-    ) as c:
+    with local_cluster(2) as c:
         yield c, time.perf_counter() - started
 
 

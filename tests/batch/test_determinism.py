@@ -4,8 +4,11 @@ workers or the backend: one process, a local pool of two, a Dask cluster of two.
 from __future__ import annotations
 
 import json
+import os
 
-from ctxrules.batch import rerender
+from distributed import Client
+
+from ctxrules.batch import local_cluster, rerender
 
 from .conftest import OPTIONS
 
@@ -33,17 +36,16 @@ def test_two_local_workers_write_the_same_bytes(subset, reference, tmp_path):
 
 
 def test_a_dask_cluster_of_worker_processes_writes_the_same_bytes(subset, reference, tmp_path):
-    from distributed import LocalCluster
-
     out = tmp_path / "out.jsonl"
-    with LocalCluster(
-        n_workers=2,
-        threads_per_worker=1,
-        processes=True,
-        host="127.0.0.1",
-        dashboard_address="127.0.0.1:0",
-    ) as cluster:
+    with local_cluster(2) as cluster:
+        # Two worker processes of one thread each, on the loopback interface only.
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         assert len(cluster.workers) == 2
+        workers = cluster.scheduler_info["workers"].values()
+        assert [info["nthreads"] for info in workers] == [1, 1]
+        with Client(cluster) as client:  # separate processes, none of them this one
+            pids = set(client.run(os.getpid).values())
+        assert len(pids) == 2 and os.getpid() not in pids
         result = rerender(
             [str(subset)],
             OPTIONS,

@@ -10,7 +10,7 @@ rules change (docs/rerender.md).  ``replay_session`` is the work done per sessio
 from __future__ import annotations
 
 from .output import OutFile, encode_record, totals
-from .run import BACKENDS, RerenderResult, rerender, run_batch
+from .run import BACKENDS, RerenderResult, local_cluster, rerender, run_batch
 from .session import ReplayOptions, SessionData, replay_session, session_data
 from .sources import Sources, open_sources
 
@@ -22,6 +22,7 @@ __all__ = [
     "SessionData",
     "Sources",
     "encode_record",
+    "local_cluster",
     "open_sources",
     "replay_session",
     "rerender",

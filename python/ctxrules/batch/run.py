@@ -38,7 +38,7 @@ from .output import OutFile, encode_record, totals
 from .session import ReplayOptions, SessionData, check_options, replay_session
 from .sources import Sources, open_sources
 
-__all__ = ["BACKENDS", "RerenderResult", "rerender", "run_batch"]
+__all__ = ["BACKENDS", "RerenderResult", "local_cluster", "rerender", "run_batch"]
 
 BACKENDS = ("local", "dask")
 #: The most sessions one batch holds: small enough that progress and a stop come soon.
@@ -255,25 +255,14 @@ def _dask(
     """Run the batches on a Dask cluster (the one at ``scheduler``, else a local one of
     ``jobs`` worker processes); returns whether Ctrl-C stopped it."""
     try:
-        from distributed import Client, LocalCluster, as_completed
+        from distributed import Client, as_completed
     except ImportError:
-        raise ConfigError(
-            "--backend dask needs Dask's distributed package",
-            where="--backend",
-            hint="pip install 'ctxrules[dask]'",
-        ) from None
+        raise _no_dask() from None
     cluster = None
     if scheduler:
         client = Client(scheduler)
     else:
-        cluster = LocalCluster(
-            n_workers=jobs,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            # Loopback only, on a free port: two runs on one machine never collide.
-            dashboard_address="127.0.0.1:0",
-        )
+        cluster = local_cluster(jobs)
         client = Client(cluster)
     pending: set[Any] = set()
     try:
@@ -302,3 +291,28 @@ def _dask(
         if cluster is not None:
             cluster.close()
     return False
+
+
+def _no_dask() -> ConfigError:
+    return ConfigError(
+        "--backend dask needs Dask's distributed package",
+        where="--backend",
+        hint="pip install 'ctxrules[dask]'",
+    )
+
+
+def local_cluster(workers: int) -> Any:
+    """A Dask ``LocalCluster`` of ``workers`` worker processes, one thread each, listening
+    on 127.0.0.1 only (its HTTP server on a free port: two runs never collide): what
+    ``--backend dask`` starts without a scheduler.  Close it after use."""
+    try:
+        from distributed import LocalCluster
+    except ImportError:
+        raise _no_dask() from None
+    return LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    )
