@@ -10,8 +10,9 @@ rules change (docs/rerender.md).  ``replay_session`` is the work done per sessio
 from __future__ import annotations
 
 from .output import OutFile, encode_record, totals
+from .requests import SessionData, session_data
 from .run import BACKENDS, RerenderResult, local_cluster, rerender, run_batch
-from .session import ReplayOptions, SessionData, replay_session, session_data
+from .session import ReplayOptions, replay_session
 from .sources import Sources, open_sources
 
 __all__ = [

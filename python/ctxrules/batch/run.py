@@ -35,7 +35,8 @@ import msgspec
 
 from ..errors import ConfigError, CtxrulesError
 from .output import OutFile, encode_record, totals
-from .session import ReplayOptions, SessionData, check_options, replay_session
+from .requests import SessionData
+from .session import ReplayOptions, check_options, replay_session
 from .sources import Sources, open_sources
 
 __all__ = ["BACKENDS", "RerenderResult", "local_cluster", "rerender", "run_batch"]

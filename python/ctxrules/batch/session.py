@@ -23,16 +23,15 @@ as in ``replay.compare_usage``, that constant prefix is estimated once, from the
 request with recorded usage (recorded prompt minus the plain estimate, at least 0),
 and added to every request of both replays, cached like the rest.
 
-``replay_session`` returns one plain record (``SessionRecord`` shape, see
-docs/rerender.md); the same data and options always give the same record.
+Where the requests are and what the recording says of them is ``batch.requests``.
+``replay_session`` returns one plain record (its keys: docs/rerender.md); the same data
+and options always give the same record.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
@@ -50,30 +49,19 @@ from ..providers import (
     Provider,
     Usage,
     get_provider,
-    model_families,
-    provider_names,
     resolve_model,
 )
 from ..providers.estimate import PromptEstimate
 from ..quality import assess
 from ..render import check_model, estimate_request, recorded_request, session_defaults
-from ..replay import recorded_usage, sent_time
 from ..store import MemoryStore
 from ..testing import InvariantViolation, check_promises, check_step
+from .requests import RequestPoint, SessionData, family_provider, render_provider, request_points
 
-__all__ = ["ReplayOptions", "SessionData", "replay_session", "session_data"]
+__all__ = ["ReplayOptions", "check_options", "replay_session"]
 
 #: No context source reads the replaying machine: the recording holds what was sent.
 _NO_SOURCES = SourcesConfig(git_status=False, instruction_files=False, date=False)
-
-
-class SessionData(msgspec.Struct, frozen=True, kw_only=True):
-    """One session as a worker receives it: its id, its metadata and the nodes of its
-    branch in ``dag.branch_path`` order (encoded with ``msgspec.msgpack``)."""
-
-    id: str
-    metadata: dict[str, Any] = {}
-    nodes: tuple[Call, ...] = ()
 
 
 class ReplayOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -101,102 +89,6 @@ class ReplayOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
             if data.get(key) is not None:
                 data[key] = tuple(data[key])
         return PipelineConfig(**data)
-
-
-def session_data(store: Any, session_id: str) -> SessionData:
-    """The ``SessionData`` of a stored session: its branch as the model saw it."""
-    info = store.get_session(session_id)
-    nodes = tuple(dag.branch_path(store, session_id)) if info.head is not None else ()
-    return SessionData(id=info.id, metadata=dict(info.metadata), nodes=nodes)
-
-
-# -- the requests of a session -------------------------------------------------------
-
-
-class _Point(msgspec.Struct, frozen=True, kw_only=True):
-    """A request the agent made: before the node at ``index`` of the branch (``len``:
-    after the last), sent at ``now``, answered by ``answer`` (``None``: the recording
-    keeps the response, not a node) with ``usage`` as recorded."""
-
-    index: int
-    now: float
-    answer: Call | None
-    usage: Usage | None
-    output_tokens: int | None
-
-
-def _usage(provider: Provider, raw: Any) -> Usage | None:
-    """Recorded usage that measured a prompt (``None``: none, or an empty one)."""
-    usage = recorded_usage(provider, raw)
-    return usage if usage is not None and usage.prompt_tokens > 0 else None
-
-
-def _points(data: SessionData, recorded_as: Provider) -> list[_Point]:
-    """Every request of the branch: before each answer that follows new input (a user
-    message, or an answer's tool results), and the last one when the session metadata
-    keeps its ``response`` (a cassette)."""
-    out: list[_Point] = []
-    last: Call | None = None
-    calls: list[Call] = []
-
-    def due() -> bool:
-        return last is not None and (last.role != "assistant" or bool(calls))
-
-    for i, node in enumerate(data.nodes):
-        if node.caller is not None:
-            calls.append(node)
-            continue
-        if node.role == "assistant" and last is not None and due():
-            usage = _usage(recorded_as, node.metadata.get("usage"))
-            out.append(
-                _Point(
-                    index=i,
-                    now=sent_time(last, calls, node.created_at),
-                    answer=node,
-                    usage=usage,
-                    output_tokens=usage.output_tokens if usage is not None else None,
-                )
-            )
-        last, calls = node, []
-    response = data.metadata.get("response")
-    if last is not None and due() and isinstance(response, Mapping):
-        # A cassette: the response to the request at HEAD, as the vendor sent it.
-        parsed = recorded_as.parse_usage(response)
-        usage = parsed if parsed is not None and parsed.prompt_tokens > 0 else None
-        out.append(
-            _Point(
-                index=len(data.nodes),
-                now=sent_time(last, calls, math.inf),
-                answer=None,
-                usage=usage,
-                output_tokens=usage.output_tokens if usage is not None else 0,
-            )
-        )
-    return out
-
-
-def _family_provider(model: str) -> str | None:
-    """The first registered provider of the family whose model table names ``model``."""
-    for family in model_families(model) if model else ():
-        for name in provider_names():
-            if (get_provider(name).family or name) == family:
-                return name
-    return None
-
-
-def _provider_of(options: ReplayOptions, metadata: Mapping[str, Any], nodes: Sequence[Call]) -> str:
-    """The provider to render for: the option, else the provider of the ``model``
-    option's family, else the one the session was recorded for, else the provider of
-    the family that names the session's model, else Anthropic."""
-    if options.provider:
-        return options.provider
-    if options.model:
-        return _family_provider(options.model) or "anthropic"
-    rec = recorded_request(metadata)
-    if rec.provider:
-        return rec.provider
-    model = rec.model or next((n.name for n in nodes if n.role == "assistant" and n.name), "")
-    return _family_provider(model) or "anthropic"
 
 
 # -- one replay ----------------------------------------------------------------------
@@ -249,7 +141,7 @@ class _Track:
         self.preps.append(prep)
         return prep
 
-    def account(self, prep: TurnPrep, point: _Point, prefix: int, output_tokens: int) -> None:
+    def account(self, prep: TurnPrep, point: RequestPoint, prefix: int, output_tokens: int) -> None:
         """Add one request's figures: its billed-prompt estimate (with the harness
         prefix), the predicted cache use against the previous request, its cost."""
         est = estimate_request(prep.request, self.provider, prefix_tokens=prefix)
@@ -359,9 +251,11 @@ def replay_session(data: SessionData, options: ReplayOptions) -> dict[str, Any]:
 
 
 def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[str, Any]:
-    provider = get_provider(_provider_of(options, data.metadata, data.nodes))
+    provider = get_provider(
+        render_provider(options.provider, options.model, data.metadata, data.nodes)
+    )
     recorded_as = get_provider(recorded_request(data.metadata).provider or provider.name)
-    points = _points(data, recorded_as)
+    points = request_points(data, recorded_as)
     defaults = session_defaults(
         data.metadata,
         provider,
@@ -392,7 +286,7 @@ def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[st
         else None  # the recording holds the whole request: no harness text to add
     )
     prefix: int | None = 0 if first_recorded is None else None
-    waiting: list[tuple[TurnPrep, TurnPrep, _Point, int]] = []
+    waiting: list[tuple[TurnPrep, TurnPrep, RequestPoint, int]] = []
     recorded = {"requests": 0, "prompt_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
     recorded_cost: float | None = 0.0
     output = 0
@@ -430,7 +324,7 @@ def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[st
     )
 
 
-def _output_tokens(point: _Point, model: str, provider: Provider) -> int:
+def _output_tokens(point: RequestPoint, model: str, provider: Provider) -> int:
     """The answer's output tokens: as recorded, else our count of its text."""
     if point.output_tokens is not None:
         return point.output_tokens
@@ -520,7 +414,7 @@ def check_options(options: ReplayOptions) -> None:
     if options.provider:
         get_provider(options.provider)
     if options.model:
-        name = options.provider or _family_provider(options.model)
+        name = options.provider or family_provider(options.model)
         if name is None:
             raise ValidationError(
                 f"no provider's models include {options.model!r}",

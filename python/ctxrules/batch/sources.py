@@ -18,7 +18,7 @@ import msgspec
 
 from ..errors import NotFoundError, ValidationError
 from ..store import DB_NAME, MEMORY_PREFIX, POSTGRES_PREFIXES, CommitStore, MemoryStore, open_store
-from .session import session_data
+from .requests import session_data
 
 __all__ = ["Sources", "open_sources"]
 
@@ -42,10 +42,9 @@ def _is_store(source: str) -> bool:
 class Sources:
     """The opened SOURCEs: which store holds each session, sessions sorted by id."""
 
-    def __init__(self, stores: list[CommitStore], where: dict[str, int], names: list[str]):
+    def __init__(self, stores: list[CommitStore], where: dict[str, int]):
         self._stores = stores
         self._where = where
-        self._names = names
 
     @property
     def session_ids(self) -> list[str]:
@@ -118,7 +117,7 @@ def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Ite
                 )
         if sessions:
             where = {sid: where[sid] for sid in sessions}
-        yield Sources(stores, where, names)
+        yield Sources(stores, where)
     finally:
         for store in stores:
             store.close()
