@@ -353,3 +353,20 @@ def test_a_session_already_over_the_window_compacts(any_store):
     assert result.record.tokens_after < 20_000
     commit = ensure_latest_commit(info.id, now=NOW, store=any_store, config=off)
     assert "never touch tests" in commit.items[0].rendered  # the task statement stays
+
+
+def test_the_same_compaction_makes_the_same_nodes_and_commit(imported, summarizers):
+    """Replayed on a copy of the session (as ``ctxrules rerender`` does in each worker),
+    a compaction gives the same boundary and restore ids and the same commit; asked again
+    at the old HEAD of the same session, it gets nodes of its own."""
+    opts = CompactOptions(summarizer="test-counting")
+    (s1, sid1), (s2, sid2) = imported(CC), imported(CC)
+    assert sid1 == sid2
+    head = s1.get_session(sid1).head
+    a = compact(s1, sid1, now=NOW, options=opts)
+    b = compact(s2, sid2, now=NOW, options=opts)
+    assert (a.boundary, a.restore, a.commit) == (b.boundary, b.restore, b.commit)
+    s1.set_head(sid1, head)
+    again = compact(s1, sid1, now=NOW, options=opts)
+    assert again.boundary != a.boundary and again.restore != a.restore
+    assert s1.get_node(again.boundary).predecessor == head

@@ -30,6 +30,7 @@ commit's item tokens without a provider.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable
 from typing import Any
@@ -48,8 +49,15 @@ from ..commit import (
 from ..commit.boundary import COMPACTION_KEY, RESTORE_KEY, STEP
 from ..commit.items import find_native
 from ..config import PipelineConfig
-from ..dag import branch_path, new_id
-from ..errors import CompactionError, ConfigError, DagError, PluginError, ValidationError
+from ..dag import branch_path
+from ..errors import (
+    CompactionError,
+    ConfigError,
+    DagError,
+    NotFoundError,
+    PluginError,
+    ValidationError,
+)
 from ..model import Call, ContextCommit
 from ..plugins import call_hook, registry
 from ..providers import Provider, get_provider
@@ -241,7 +249,7 @@ def compact(
         keep_tail_tokens=opts.keep_tail_tokens,
     )
     boundary = Call(
-        id=new_id(),
+        id=_node_id(store, session_id, head, record, now, "boundary"),
         seq=0,
         created_at=now,
         role="system",
@@ -306,7 +314,7 @@ def compact(
     if text:
         nodes.append(
             Call(
-                id=new_id(),
+                id=_node_id(store, session_id, head, record, now, "restore"),
                 seq=0,
                 created_at=now,
                 role="user",
@@ -403,6 +411,24 @@ def _check_pivot(session_id: str, commit: ContextCommit, pivot: str) -> None:
             where=f"session {session_id}",
             hint="pick a node the current request still shows in full or compressed",
         )
+
+
+def _node_id(
+    store: CommitStore, session_id: str, head: str, record: Compaction, now: float, part: str
+) -> str:
+    """The id of a compaction's boundary or restore node: a digest of what it compacts
+    (session, HEAD, the record as asked, the time), so the same compaction replayed gives
+    the same nodes and commits (``ctxrules rerender`` output is byte-identical run to
+    run).  The same compaction asked again at that HEAD (after checking it out again)
+    gets the next free digest."""
+    for attempt in range(1000):
+        content = msgspec.json.encode([session_id, head, record.to_metadata(), now, part, attempt])
+        node_id = f"n_{hashlib.blake2b(content, digest_size=14).hexdigest()}"
+        try:
+            store.get_node(node_id)
+        except NotFoundError:
+            return node_id
+    raise CompactionError(f"no free node id for the compaction at {head}", where=session_id)
 
 
 def _append(store: CommitStore, session_id: str, head: str, nodes: list[Call]) -> None:
