@@ -479,6 +479,20 @@ impl<'a> Item<'a> {
     pub fn text_len(&self) -> usize {
         self.d.text.1 as usize
     }
+
+    /// Whether `other` is provably the same item: the same prepared item, or one
+    /// prepared from the same MessagePack bytes (which determine everything read from
+    /// an item, see `cache`).  Items decoded without their bytes (the identity path of
+    /// the Python bindings) are the same only as the same prepared item.  `false` is
+    /// no proof of a difference.
+    pub fn same(&self, other: &Item<'_>) -> bool {
+        if std::ptr::eq(self.d, other.d) {
+            return true;
+        }
+        let (a, n) = self.d.key;
+        let (b, m) = other.d.key;
+        n != 0 && n == m && self.batch.keys[a..a + n] == other.batch.keys[b..b + m]
+    }
 }
 
 /// Builds a batch: items are added one by one, then the batch is frozen.
