@@ -94,7 +94,6 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
         sys: sys.clone(),
         sys_bps,
         opening,
-        ..Head::default()
     };
     let mut p = Plan::empty(Wire::Anthropic, head, sys, v);
     p.tool_bp = tool_bp;
