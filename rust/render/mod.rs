@@ -13,6 +13,7 @@ pub mod input;
 pub mod neutral;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod session;
 
 use crate::commit::{self, ImageSource, Shared};
 use crate::json::Json;
