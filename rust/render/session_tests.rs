@@ -188,7 +188,7 @@ fn a_compaction_moves_the_start_of_its_vendors_request() {
 fn gemini_merged_contents_and_signatures() {
     // A model turn of signatures only is dropped, which puts two user turns side by
     // side: one content.  The next request adds to the merged content.
-    let items = vec![
+    let items = [
         json!({"source_node_id": "u1", "role": "user", "rendered": "hi"}),
         json!({"source_node_id": "a1", "role": "assistant", "rendered": "",
             "blocks": [{"type": "thinking", "thinking": "", "signature": "S1", "vendor": "gemini"}]}),
