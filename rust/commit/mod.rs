@@ -782,8 +782,8 @@ pub fn decode_commit(bytes: &[u8]) -> Result<Items, String> {
 
 /// Decode a bare item list as `msgspec.msgpack.encode(commit.items)` writes it, without
 /// the content cache (the caller keeps the items by identity, see the Python bindings);
-/// `index_of(k)` gives the index an error names for the k-th item.
-pub fn decode_items(bytes: &[u8], index_of: impl Fn(usize) -> usize) -> Result<Items, String> {
+/// `name_of(k)` is how an error names the k-th item (`items[k]` in a commit).
+pub fn decode_items(bytes: &[u8], name_of: impl Fn(usize) -> String) -> Result<Items, String> {
     let mut made: Vec<(usize, u32)> = Vec::new();
     let mut batches: Vec<Arc<Batch>> = Vec::new();
     let mut b = Builder::default();
@@ -797,7 +797,7 @@ pub fn decode_items(bytes: &[u8], index_of: impl Fn(usize) -> usize) -> Result<I
         made.push((batches.len(), idx));
         Ok(())
     });
-    r.map_err(|e| format!("items[{}]: {e}", index_of(made.len())))?;
+    r.map_err(|e| format!("{}: {e}", name_of(made.len())))?;
     batches.push(b.finish());
     Ok(made
         .into_iter()

@@ -208,8 +208,9 @@ pub fn unit(
     st.count += 1;
 }
 
-/// The end of the message list, the tools and the extra fields.
-pub fn tail(w: &mut Json, opts: &Options<'_>, p: &Plan<'_>) {
+/// The end of the message list, the tools (the last with a breakpoint: `tool_bp`) and
+/// the extra fields.
+pub fn tail(w: &mut Json, opts: &Options<'_>, tool_bp: bool) {
     w.raw("]");
     if !opts.tools.is_empty() {
         w.raw(",\"tools\":[");
@@ -222,7 +223,7 @@ pub fn tail(w: &mut Json, opts: &Options<'_>, p: &Plan<'_>) {
             w.field_str("description", &t.description);
             w.raw(",\"input_schema\":");
             w.raw(t.schema_or_empty());
-            if p.tool_bp && i == last {
+            if tool_bp && i == last {
                 cache_control(w, opts.cache_ttl.as_deref());
             }
             w.raw("}");

@@ -293,9 +293,9 @@ impl<'a> Plan<'a> {
         }
     }
 
-    /// Write the parts from `from.0` on and then the tail into `w`, which holds what
-    /// comes after the body's first `from.1.at` bytes (the parts before `from.0`,
-    /// written before and reused); `marks` gets where the body stands after each part.
+    /// Write the parts from `from.0` on and then the tail at the end of `w`: what comes
+    /// after the body's first `from.1.at` bytes (the parts before `from.0`, written
+    /// before and reused); `marks` gets where the body stands after each part.
     /// Returns the writer's final state.
     pub fn write(
         &self,
@@ -304,21 +304,54 @@ impl<'a> Plan<'a> {
         from: (usize, Mark),
         marks: &mut Vec<Mark>,
     ) -> State {
+        let st = self.write_parts(w, from, marks);
+        self.write_tail(w, opts);
+        st
+    }
+
+    /// `write` without the tail.
+    pub fn write_parts(&self, w: &mut Json, from: (usize, Mark), marks: &mut Vec<Mark>) -> State {
         let (start, Mark { at: base, mut st }) = from;
+        let origin = w.buf.len();
         for k in start..=self.units.len() {
             self.write_part(w, k, &mut st);
             marks.push(Mark {
-                at: base + w.buf.len(),
+                at: base + (w.buf.len() - origin),
                 st,
             });
         }
+        st
+    }
+
+    /// The tail: the end of the message list and what follows it (tools, parameters,
+    /// Gemini's system instruction).
+    pub fn write_tail(&self, w: &mut Json, opts: &Options<'_>) {
         match self.wire {
-            Wire::Anthropic => anthropic::tail(w, opts, self),
+            Wire::Anthropic => anthropic::tail(w, opts, self.tool_bp),
             Wire::OpenAiChat => openai_chat::tail(w, opts),
             Wire::OpenAiResponses => openai_responses::tail(w, opts),
             Wire::Gemini => gemini::tail(w, opts, &self.sys),
         }
-        st
+    }
+
+    /// Whether `self` with `opts` and `other` with `other_opts` provably have the same
+    /// tail: the same wire and options (the very same parsed options), and what else a
+    /// tail writer reads — Anthropic's tool breakpoint, Gemini's system blocks.
+    pub fn same_tail(
+        &self,
+        opts: &Options<'_>,
+        other: &Plan<'_>,
+        other_opts: &Options<'_>,
+    ) -> bool {
+        self.wire == other.wire
+            && std::ptr::eq(
+                (opts as *const Options<'_>).cast::<u8>(),
+                (other_opts as *const Options<'_>).cast::<u8>(),
+            )
+            && self.tool_bp == other.tool_bp
+            && (self.wire != Wire::Gemini
+                || (self.sys.len() == other.sys.len()
+                    && self.sys.iter().zip(&other.sys).all(|(a, b)| a.same(b))))
     }
 }
 
@@ -385,7 +418,7 @@ pub fn write_context(items: &[Shared], options_bytes: &[u8]) -> Result<Vec<u8>, 
 }
 
 /// Room to reserve for a body written from `items`: their texts, escaped.
-fn body_estimate(items: &[Shared]) -> usize {
+pub fn body_estimate(items: &[Shared]) -> usize {
     items.iter().map(|i| i.get().text_len()).sum::<usize>() + 1024
 }
 
@@ -561,8 +594,12 @@ pub fn write_request(
     let mut w = Json::reusing(buf, body_estimate(items));
     let st = plan.write(&mut w, &opts, (0, Mark::default()), &mut Vec::new());
     let body = w.finish();
-    let meta = meta(&plan, &n, st, body.len());
-    Ok(Rendered { body, meta })
+    let mut meta = Json::with_capacity(256);
+    write_meta(&mut meta, &plan, &n, st, body.len());
+    Ok(Rendered {
+        body,
+        meta: meta.finish(),
+    })
 }
 
 /// The neutral messages of a request: `neutral::build`, with the opening placeholder
@@ -581,8 +618,7 @@ pub fn neutral_of(items: &[Shared]) -> Neutral<'_> {
 
 /// The breakdown of a body written from `plan` (for `--explain`): messages, degraded
 /// tool items, size, system blocks, breakpoints, token sums by category.
-pub fn meta(plan: &Plan<'_>, n: &Neutral<'_>, st: State, body_bytes: usize) -> Vec<u8> {
-    let mut m = Json::with_capacity(256);
+pub fn write_meta(m: &mut Json, plan: &Plan<'_>, n: &Neutral<'_>, st: State, body_bytes: usize) {
     m.raw("{\"messages\":");
     m.uint(st.count as u64);
     m.raw(",\"degraded\":");
@@ -609,7 +645,6 @@ pub fn meta(plan: &Plan<'_>, n: &Neutral<'_>, st: State, body_bytes: usize) -> V
     m.raw(",\"summary\":");
     m.uint(t.summary);
     m.raw("}}");
-    m.finish()
 }
 
 #[cfg(test)]

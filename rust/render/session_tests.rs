@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use super::render_session;
+use super::{render_session, Reuse};
 use crate::commit::{decode_commit, decode_items, Items, Shared};
 use crate::render::input::{parse_options, Options};
 use crate::render::{render_request, Wire};
@@ -21,21 +21,34 @@ fn commit(items: &[Value]) -> Vec<u8> {
 const OPTS: &str = r#"{"model":"m","max_tokens":100,"system":[{"text":"You are terse.","layer":0}],"tools":[{"name":"ls","description":"list","input_schema":{"type":"object"}}]}"#;
 
 /// Render `commits` as one session with `opts[k]` for request k, check every body and
-/// breakdown against a full render, and return how many bytes each request reused.
+/// breakdown against a full render, and return how many leading bytes each request
+/// reused.
 fn check(wire: Wire, commits: &[Vec<u8>], opts: &[&str]) -> Vec<usize> {
     let items: Vec<Items> = commits.iter().map(|c| decode_commit(c).unwrap()).collect();
     check_items(wire, commits, &items, opts)
+        .iter()
+        .map(|r| r.head)
+        .collect()
 }
 
-fn check_items(wire: Wire, commits: &[Vec<u8>], items: &[Items], opts: &[&str]) -> Vec<usize> {
-    let options: Vec<Options<'_>> = opts
+/// `check` of prepared items, returning what each request reused.  Equal option texts
+/// are parsed once (as the bindings do), so a tail can be reused.
+fn check_items(wire: Wire, commits: &[Vec<u8>], items: &[Items], opts: &[&str]) -> Vec<Reuse> {
+    let mut texts: Vec<&str> = opts.to_vec();
+    texts.dedup();
+    let options: Vec<Options<'_>> = texts
         .iter()
         .map(|o| parse_options(o.as_bytes()).unwrap())
         .collect();
     let requests: Vec<(&[Shared], &Options<'_>)> = items
         .iter()
-        .zip(&options)
-        .map(|(i, o)| (i.as_slice(), o))
+        .zip(opts)
+        .map(|(i, o)| {
+            (
+                i.as_slice(),
+                &options[texts.iter().position(|t| t == o).unwrap()],
+            )
+        })
         .collect();
     let got = render_session(wire, &requests);
     assert_eq!(got.len(), commits.len());
@@ -217,7 +230,7 @@ fn items_prepared_apart_are_the_same_only_by_their_bytes() {
         })
         .collect();
     let reuse = check_items(Wire::OpenAiChat, &commits, &apart, &opts);
-    assert!(reuse[1..].iter().all(|&r| r > 0), "{reuse:?}");
+    assert!(reuse[1..].iter().all(|r| r.head > 0), "{reuse:?}");
     // A bare item list keeps no bytes (the bindings find such items by identity):
     // items prepared apart prove nothing, so only the head and the first question
     // (a text block, equal as a string) are reused, never the first tool call.
@@ -225,10 +238,16 @@ fn items_prepared_apart_are_the_same_only_by_their_bytes() {
         .iter()
         .map(|c| {
             let v: Value = rmp_serde::from_slice(c).unwrap();
-            decode_items(&rmp_serde::to_vec_named(&v["items"]).unwrap(), |k| k).unwrap()
+            decode_items(&rmp_serde::to_vec_named(&v["items"]).unwrap(), |k| {
+                format!("items[{k}]")
+            })
+            .unwrap()
         })
         .collect();
-    let reuse = check_items(Wire::OpenAiChat, &commits, &bare, &opts);
+    let reuse: Vec<usize> = check_items(Wire::OpenAiChat, &commits, &bare, &opts)
+        .iter()
+        .map(|r| r.head)
+        .collect();
     let first = render_request(Wire::OpenAiChat, &commits[1], OPTS.as_bytes()).unwrap();
     let question = String::from_utf8(first.body)
         .unwrap()
@@ -250,5 +269,42 @@ fn an_empty_session_and_repeated_requests() {
             .len();
         // The same request again reuses every message (only the tail is written).
         assert!(reuse[2] > whole / 2, "{wire:?} {reuse:?}");
+    }
+}
+
+#[test]
+fn the_tail_is_reused_while_its_options_and_inputs_stay() {
+    let items = turns(3);
+    let mut commits = growing(&items);
+    // A leading system item joins L0: Anthropic's tools lose their breakpoint (it goes
+    // to the system block), Gemini's system instruction changes; the tails of the
+    // others stay.
+    let mut with_system =
+        vec![json!({"source_node_id": "s0", "role": "system", "rendered": "rules"})];
+    with_system.extend(items.iter().cloned());
+    commits.push(commit(&with_system));
+    commits.push(commit(&with_system));
+    let no_system = r#"{"model":"m","tools":[{"name":"ls","input_schema":{"type":"object"}}]}"#;
+    let mut opts = vec![no_system; commits.len()];
+    let other = no_system.replace("\"m\"", "\"m\" ");
+    opts.push(&other); // the same options in another text: not proven the same
+    commits.push(commit(&with_system));
+    let last = commits.len() - 1;
+    for wire in ALL {
+        let items: Vec<Items> = commits.iter().map(|c| decode_commit(c).unwrap()).collect();
+        let reuse = check_items(wire, &commits, &items, &opts);
+        assert!(reuse[0].tail.is_none());
+        assert!(
+            reuse[1..last - 2].iter().all(|r| r.tail.is_some()),
+            "{wire:?} {reuse:?}"
+        );
+        let changed = matches!(wire, Wire::Anthropic | Wire::Gemini);
+        assert_eq!(
+            reuse[last - 2].tail.is_none(),
+            changed,
+            "{wire:?} {reuse:?}"
+        );
+        assert!(reuse[last - 1].tail.is_some(), "{wire:?} {reuse:?}");
+        assert!(reuse[last].tail.is_none(), "{wire:?} {reuse:?}");
     }
 }
