@@ -45,7 +45,7 @@ def render_batch(
 def render_sessions(
     sessions: list[list[_Commit]],
     options: list[bytes],
-    chains: list[tuple[str, int, list[tuple[int, int]]]],
+    chains: list[tuple[str, int, list[int]]],
     threads: int | None = None,
     meta: bool = True,
 ) -> list[tuple[list[bytes] | str, list[bytes], list[int]]]: ...

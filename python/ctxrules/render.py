@@ -829,36 +829,36 @@ def render_sessions(
     provs = [get_provider(p) if isinstance(p, str) else p for p in providers]
     sessions = [list(commits) for commits in sessions]
     per_request = _session_options(options, sessions)
-    encoded = [[_encode(c) for c in commits] for commits in sessions]
+    # Handed over as they are (item tuples or bytes), without a container per commit:
+    # a call for a whole corpus must not feed the cyclic GC thousands of objects.
+    data = [[_commit_data(c) for c in commits] for commits in sessions]
     out: list[list[Any]] = [[None] * len(provs) for _ in sessions]
     index: dict[bytes, int] = {}
-    chains: list[tuple[str, int, list[tuple[int, int]]]] = []
+    chains: list[tuple[str, int, list[int]]] = []
     slots: list[tuple[int, int, Provider, list[RequestOptions]]] = []
     for i, (commits, kws) in enumerate(zip(sessions, per_request)):
         for j, prov in enumerate(provs):
             prepared: dict[int, tuple[RequestOptions, int]] = {}
-            requests: list[tuple[int, int]] = []
+            which: list[int] = []
             opts_of: list[RequestOptions] = []
-            for k, kw in enumerate(kws):
+            for kw in kws:
                 if id(kw) not in prepared:
                     rest = dict(kw)
                     opts = request_options(prov, rest.pop("model", None), **rest)
                     if prov.wire is not None:
                         opts = prov.wire_options(opts)
-                    data = msgspec.json.encode(opts)
-                    prepared[id(kw)] = (opts, index.setdefault(data, len(index)))
+                    encoded = msgspec.json.encode(opts)
+                    prepared[id(kw)] = (opts, index.setdefault(encoded, len(index)))
                 opts, o = prepared[id(kw)]
-                requests.append((k, o))
+                which.append(o)
                 opts_of.append(opts)
             if prov.wire is None:
                 out[i][j] = [prov.render(c, o) for c, o in zip(commits, opts_of)]
                 continue
-            chains.append((prov.wire, i, requests))
+            chains.append((prov.wire, i, which))
             slots.append((i, j, prov, opts_of))
     try:
-        results = _core.render_sessions(
-            [[data for data, _ in e] for e in encoded], list(index), chains, threads, meta
-        )
+        results = _core.render_sessions(data, list(index), chains, threads, meta)
     except (ValueError, TypeError) as exc:
         raise RenderError(str(exc), where="render_sessions", hint=BAD_COMMIT) from None
     decode = msgspec.json.decode
@@ -868,12 +868,20 @@ def render_sessions(
             if errors == "raise":
                 raise err
             out[i][j] = err
-            continue
-        out[i][j] = [
-            prov.rendered(opts, body, decode(metas[k]) if meta else {})
-            for k, (opts, body) in enumerate(zip(opts_of, bodies))
-        ]
+        elif meta:
+            out[i][j] = [
+                prov.rendered(o, body, decode(m)) for o, body, m in zip(opts_of, bodies, metas)
+            ]
+        else:
+            out[i][j] = [prov.rendered(o, body, {}) for o, body in zip(opts_of, bodies)]
     return out
+
+
+def _commit_data(commit: ContextCommit | bytes) -> bytes | tuple[ContextItem, ...]:
+    """What the core is handed for a commit (as ``_encode``, without its name)."""
+    if isinstance(commit, ContextCommit):
+        return commit.items
+    return commit if isinstance(commit, bytes) else _encode(commit)[0]
 
 
 def render_session(

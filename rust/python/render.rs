@@ -179,10 +179,6 @@ fn render_batch<'py>(
         .collect()
 }
 
-/// A request of a chain: its commit (index into the session's commits) and options
-/// (index into the options list).
-type Request = (usize, usize);
-
 /// A chain after the first pass of `render_sessions`: request `k`'s body is made from
 /// the previous body as `reuse[k]` says, around `suffixes[ends[k - 1]..ends[k]]`; its
 /// breakdown is `metas[meta_ends[k - 1]..meta_ends[k]]` (when asked for).  One buffer
@@ -242,9 +238,9 @@ type ChainResult<'py> = (Bound<'py, PyAny>, Vec<Py<PyBytes>>, Vec<usize>);
 ///
 /// `sessions` are lists of commits (bytes or item tuples, see `render_batch`); each
 /// item object is read once per session however many of its commits hold it.
-/// `options` are option JSONs; `chains` are `(provider, session index, requests)`, each
-/// request `(commit index in that session, options index)`: one chain is one
-/// provider's view of a session's requests in order.  With the GIL released the
+/// `options` are option JSONs; `chains` are `(provider, session index, options)`: one
+/// provider's view of a session's requests in order, request `k` the session's commit
+/// `k` rendered with the options at index `options[k]`.  With the GIL released the
 /// sessions are decoded, then each chain is rendered in order by
 /// `render::session::Session` (every body exactly its full render, starting from the
 /// previous body's bytes where that is proven the same), chains in parallel (see
@@ -259,12 +255,12 @@ fn render_sessions<'py>(
     py: Python<'py>,
     sessions: Vec<Vec<Bound<'py, PyAny>>>,
     options: Vec<PyBackedBytes>,
-    chains: Vec<(PyBackedStr, usize, Vec<Request>)>,
+    chains: Vec<(PyBackedStr, usize, Vec<usize>)>,
     threads: Option<usize>,
     meta: bool,
 ) -> PyResult<Vec<ChainResult<'py>>> {
     let pool = pool_of(threads)?;
-    for (k, (provider, s, requests)) in chains.iter().enumerate() {
+    for (k, (provider, s, which)) in chains.iter().enumerate() {
         let bad = |e: String| PyValueError::new_err(format!("chains[{k}]: {e}"));
         wire(provider).map_err(bad)?;
         let Some(commits) = sessions.get(*s) else {
@@ -273,14 +269,18 @@ fn render_sessions<'py>(
                 sessions.len()
             )));
         };
-        for &(c, o) in requests {
-            if c >= commits.len() || o >= options.len() {
-                return Err(bad(format!(
-                    "request ({c}, {o}) out of range ({} commits, {} options)",
-                    commits.len(),
-                    options.len()
-                )));
-            }
+        if which.len() != commits.len() {
+            return Err(bad(format!(
+                "{} options for the {} commits of session {s}",
+                which.len(),
+                commits.len()
+            )));
+        }
+        if let Some(o) = which.iter().find(|&&o| o >= options.len()) {
+            return Err(bad(format!(
+                "options index {o} out of range ({} options)",
+                options.len()
+            )));
         }
     }
     let mut pending: Vec<_> = sessions
@@ -306,16 +306,16 @@ fn render_sessions<'py>(
                 .collect();
             *written_ref = chains_ref
                 .par_iter()
-                .map(|(provider, s, requests)| {
+                .map(|(provider, s, which)| {
                     let items = decoded_ref[*s].as_ref().map_err(|e| e.clone())?;
                     let mut session = Session::new(wire(provider)?);
                     let mut w = Written::default();
-                    for (k, &(c, o)) in requests.iter().enumerate() {
+                    for (k, (c, &o)) in items.iter().zip(which).enumerate() {
                         let opts = parsed[o]
                             .as_ref()
                             .map_err(|e| format!("request {k}: {e}"))?;
                         let metas = meta.then_some(&mut w.metas);
-                        let reuse = session.next(&items[c], opts, &mut w.suffixes, metas);
+                        let reuse = session.next(c, opts, &mut w.suffixes, metas);
                         w.reuse.push(reuse);
                         w.ends.push(w.suffixes.len());
                         w.meta_ends.push(w.metas.len());

@@ -12,7 +12,9 @@
 
 use super::input::Options;
 use super::neutral::{NBlock, NRole, Neutral, Txt};
-use super::{open_block, view, Fields, Head, Plan, State, Sys, Unit, Wire, OPENING_PLACEHOLDER};
+use super::{
+    open_block, view, Breakpoint, Fields, Head, Plan, State, Sys, Unit, Wire, OPENING_PLACEHOLDER,
+};
 use crate::json::Json;
 
 /// Most breakpoints a request may carry.
@@ -91,7 +93,7 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
         model: &opts.model,
         max_tokens: Some(opts.max_tokens.unwrap_or(4096)),
         cache_ttl: opts.cache_ttl.as_deref(),
-        sys: sys.clone(),
+        sys: true,
         sys_bps,
         opening,
     };
@@ -136,30 +138,29 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
         u.marks.1 = p.marks.len();
     }
     for &i in &p.head.sys_bps {
-        let layer = p.head.sys[i].layer.min(1);
-        p.breakpoints.push(format!("system[{i}] (end of L{layer})"));
+        let layer = p.sys[i].layer.min(1);
+        p.breakpoints.push(Breakpoint::System { i, layer });
     }
     let shift = usize::from(opening);
     for (mi, _) in &msg_bps {
-        p.breakpoints.push(format!("messages[{}] (L2)", mi + shift));
+        p.breakpoints.push(Breakpoint::Message(mi + shift));
     }
     if tool_bp {
-        p.breakpoints
-            .push(format!("tools[{}] (end of L0)", opts.tools.len() - 1));
+        p.breakpoints.push(Breakpoint::Tool(opts.tools.len() - 1));
     }
     p
 }
 
 /// Model, output limit, the system blocks and the opening of the message list.
-pub fn head(w: &mut Json, h: &Head<'_>, st: &mut State) {
+pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.raw("{\"model\":");
     w.str(h.model);
     w.raw(",\"max_tokens\":");
     w.uint(h.max_tokens.unwrap_or(4096));
-    if !h.sys.is_empty() {
+    if !sys.is_empty() {
         w.raw(",\"system\":[");
         let mut first = true;
-        for (i, s) in h.sys.iter().enumerate() {
+        for (i, s) in sys.iter().enumerate() {
             w.sep(&mut first);
             w.raw("{\"type\":\"text\",\"text\":");
             s.text.write(w);

@@ -54,16 +54,17 @@ pub struct Rendered {
 }
 
 /// One system-prompt block and its layer (0 = session constant, 1 = situation).
-#[derive(Clone)]
 pub struct Sys<'a> {
     pub text: Txt<'a>,
     pub layer: u8,
 }
 
-impl Sys<'_> {
-    fn same(&self, other: &Sys<'_>) -> bool {
-        self.layer == other.layer && self.text.same(&other.text)
-    }
+/// Whether two lists of system blocks are provably written the same.
+fn same_sys(a: &[Sys<'_>], b: &[Sys<'_>]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.layer == y.layer && x.text.same(&y.text))
 }
 
 /// System blocks in request order: L0 (the caller's session-constant blocks, then the
@@ -161,17 +162,19 @@ pub fn view<'c>(n: &Neutral<'c>, keep: impl Fn(NRole, &NBlock<'c>) -> bool) -> V
     View { blocks, spans }
 }
 
-/// What a wire writes before its first message, as the values it writes it from: the
-/// head writers read nothing else, so two heads that are `same` are the same bytes.
-/// Each wire fills only the fields its head writes (the rest stay empty).
+/// What a wire writes before its first message, as the values it writes it from (and
+/// the plan's system blocks when `sys` says so): the head writers read nothing else, so
+/// two heads that are the same (`Plan::shared_parts`) are the same bytes.  Each wire
+/// fills only the fields its head writes (the rest stay empty).
 #[derive(Default)]
 pub struct Head<'a> {
     pub model: &'a str,
     pub max_tokens: Option<u64>,
     /// The `ttl` of Anthropic's breakpoints (the head's and the messages').
     pub cache_ttl: Option<&'a str>,
-    pub sys: Vec<Sys<'a>>,
-    /// Indices in `sys` of the blocks that carry a breakpoint (Anthropic).
+    /// The head writes the system blocks (`Plan::sys`).
+    pub sys: bool,
+    /// Indices in `Plan::sys` of the blocks that carry a breakpoint (Anthropic).
     pub sys_bps: Vec<usize>,
     /// The conversation opens with the assistant: a placeholder user turn goes first.
     pub opening: bool,
@@ -182,10 +185,9 @@ impl Head<'_> {
         self.model == o.model
             && self.max_tokens == o.max_tokens
             && self.cache_ttl == o.cache_ttl
+            && self.sys == o.sys
             && self.sys_bps == o.sys_bps
             && self.opening == o.opening
-            && self.sys.len() == o.sys.len()
-            && self.sys.iter().zip(&o.sys).all(|(a, b)| a.same(b))
     }
 }
 
@@ -210,12 +212,33 @@ pub struct Plan<'a> {
     pub blocks: Vec<NBlock<'a>>,
     pub units: Vec<Unit>,
     pub marks: Vec<usize>,
-    /// Every system block (the meta counts them; Gemini writes them after the messages).
+    /// The system blocks (written in the head, or by Gemini after the messages).
     pub sys: Vec<Sys<'a>>,
     /// Anthropic: the last tool carries a breakpoint.
     pub tool_bp: bool,
     /// Where the cache breakpoints are, in the body's order, for the breakdown.
-    pub breakpoints: Vec<String>,
+    pub breakpoints: Vec<Breakpoint>,
+}
+
+/// Where a cache breakpoint is (named for the breakdown only when one is made).
+#[derive(Clone, Copy, Debug)]
+pub enum Breakpoint {
+    /// `system[i]`, the end of layer L0 or L1.
+    System { i: usize, layer: u8 },
+    /// `messages[i]` as sent (L2).
+    Message(usize),
+    /// `tools[i]`, the end of L0.
+    Tool(usize),
+}
+
+impl std::fmt::Display for Breakpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Breakpoint::System { i, layer } => write!(f, "system[{i}] (end of L{layer})"),
+            Breakpoint::Message(i) => write!(f, "messages[{i}] (L2)"),
+            Breakpoint::Tool(i) => write!(f, "tools[{i}] (end of L0)"),
+        }
+    }
 }
 
 impl<'a> Plan<'a> {
@@ -257,7 +280,10 @@ impl<'a> Plan<'a> {
     /// How many leading parts (the head, then units) `self` and `other` provably write
     /// as the same bytes: 0 when their wires or heads differ.
     pub fn shared_parts(&self, other: &Plan<'_>) -> usize {
-        if self.wire != other.wire || !self.head.same(&other.head) {
+        if self.wire != other.wire
+            || !self.head.same(&other.head)
+            || (self.head.sys && !same_sys(&self.sys, &other.sys))
+        {
             return 0;
         }
         let units = (0..self.units.len().min(other.units.len()))
@@ -277,9 +303,9 @@ impl<'a> Plan<'a> {
     fn write_part(&self, w: &mut Json, k: usize, st: &mut State) {
         if k == 0 {
             match self.wire {
-                Wire::Anthropic => anthropic::head(w, &self.head, st),
-                Wire::OpenAiChat => openai_chat::head(w, &self.head, st),
-                Wire::OpenAiResponses => openai_responses::head(w, &self.head, st),
+                Wire::Anthropic => anthropic::head(w, &self.head, &self.sys, st),
+                Wire::OpenAiChat => openai_chat::head(w, &self.head, &self.sys, st),
+                Wire::OpenAiResponses => openai_responses::head(w, &self.head, &self.sys, st),
                 Wire::Gemini => gemini::head(w, &self.head, st),
             }
             return;
@@ -349,9 +375,7 @@ impl<'a> Plan<'a> {
                 (other_opts as *const Options<'_>).cast::<u8>(),
             )
             && self.tool_bp == other.tool_bp
-            && (self.wire != Wire::Gemini
-                || (self.sys.len() == other.sys.len()
-                    && self.sys.iter().zip(&other.sys).all(|(a, b)| a.same(b))))
+            && (self.wire != Wire::Gemini || same_sys(&self.sys, &other.sys))
     }
 }
 
@@ -631,7 +655,7 @@ pub fn write_meta(m: &mut Json, plan: &Plan<'_>, n: &Neutral<'_>, st: State, bod
     let mut first = true;
     for b in &plan.breakpoints {
         m.sep(&mut first);
-        m.str(b);
+        m.str(&b.to_string());
     }
     let t = n.tokens;
     m.raw("],\"item_tokens\":{\"system\":");

@@ -548,7 +548,12 @@ const PREFETCH_AHEAD: usize = 4;
 /// unique (`wire_id`); an id is never dropped.
 pub fn build<'c>(items: &'c [Shared]) -> Neutral<'c> {
     let mut b = Builder {
-        out: Neutral::default(),
+        // Sized once: about a block per item (a tool item gives two), a message per two.
+        out: Neutral {
+            blocks: Vec::with_capacity(items.len() + items.len() / 2 + 1),
+            messages: Vec::with_capacity(items.len() / 2 + 1),
+            ..Neutral::default()
+        },
         pending: Vec::new(),
         open_assistants: Owners::default(),
         seen_ids: HashMap::with_capacity_and_hasher(

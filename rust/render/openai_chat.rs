@@ -119,21 +119,21 @@ pub fn content_parts(w: &mut Json, blocks: &[NBlock<'_>], shape: PartShapes) {
 pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Plan<'a> {
     let head = Head {
         model: &opts.model,
-        sys: sys.clone(),
+        sys: true,
         ..Head::default()
     };
     Plan::empty(Wire::OpenAiChat, head, sys, view(n, keep))
 }
 
 /// The model and the system text as the leading `system` message.
-pub fn head(w: &mut Json, h: &Head<'_>, st: &mut State) {
+pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.raw("{\"model\":");
     w.str(h.model);
     w.raw(",\"messages\":[");
-    if !h.sys.is_empty() {
+    if !sys.is_empty() {
         w.sep(&mut st.first);
         w.raw("{\"role\":\"system\",\"content\":");
-        write_joined(w, h.sys.iter().map(|s| &s.text), TEXT_JOIN);
+        write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
         w.raw("}");
         st.count += 1;
     }

@@ -33,19 +33,19 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
     v.from_last(|b| matches!(b, NBlock::Compaction(_)));
     let head = Head {
         model: &opts.model,
-        sys: sys.clone(),
+        sys: true,
         ..Head::default()
     };
     Plan::empty(Wire::OpenAiResponses, head, sys, v)
 }
 
 /// The model, the instructions and the opening of the input list.
-pub fn head(w: &mut Json, h: &Head<'_>, _st: &mut State) {
+pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], _st: &mut State) {
     w.raw("{\"model\":");
     w.str(h.model);
-    if !h.sys.is_empty() {
+    if !sys.is_empty() {
         w.raw(",\"instructions\":");
-        write_joined(w, h.sys.iter().map(|s| &s.text), TEXT_JOIN);
+        write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
     }
     w.raw(",\"input\":[");
 }
