@@ -165,7 +165,9 @@ def alternate(workloads: dict[str, Workload], rounds: int) -> dict[str, dict[Any
     for _ in range(rounds):
         for provider, w in workloads.items():
             for v in VARIANTS:
-                samples[provider][v].append(_time(lambda v=v: run(w, provider, *v)))
+                samples[provider][v].append(
+                    _time(lambda w=w, provider=provider, v=v: run(w, provider, *v))
+                )
     return samples
 
 
@@ -189,8 +191,9 @@ def main() -> None:
             cpu = [c * 1e3 for c, _ in xs]
             wall = [t for _, t in xs]
             best, med = min(wall), statistics.median(wall)
+            name = " / ".join(map(str, v))
             print(
-                f"  {' / '.join(map(str, v)):<22} cpu {min(cpu):6.1f} / {statistics.median(cpu):6.1f}"
+                f"  {name:<22} cpu {min(cpu):6.1f} / {statistics.median(cpu):6.1f}"
                 f"  wall {best * 1e3:6.1f} / {med * 1e3:6.1f}"
                 f"  {w.bytes / best / 1e9:5.2f} GB/s ({w.bytes / med / 1e9:.2f})"
                 f"  {w.requests / best:8,.0f} req/s ({w.requests / med:,.0f})"
