@@ -1,5 +1,7 @@
 # Hand-written stub of the compiled extension; checked by `python -m mypy.stubtest ctxrules._core`.
 
+from collections.abc import Sequence
+
 from .model import ContextItem
 
 __all__ = [
@@ -43,7 +45,7 @@ def render_batch(
     commits: list[_Commit], jobs: list[tuple[str, int, bytes]], threads: int | None = None
 ) -> list[tuple[bytes, bytes] | str]: ...
 def render_sessions(
-    sessions: list[list[_Commit]],
+    sessions: Sequence[Sequence[_Commit]],
     options: list[bytes],
     chains: list[tuple[str, int, list[int]]],
     threads: int | None = None,
