@@ -836,6 +836,10 @@ def render_sessions(
     index: dict[bytes, int] = {}
     chains: list[tuple[str, int, list[int]]] = []
     slots: list[tuple[int, int, Provider, list[RequestOptions]]] = []
+    # Options are prepared once per provider and distinct value (sessions of one
+    # harness carry the same tools and system text), found by the mapping's identity
+    # first, then by its contents.
+    by_value: list[dict[bytes, tuple[RequestOptions, int]]] = [{} for _ in provs]
     for i, (commits, kws) in enumerate(zip(sessions, per_request)):
         for j, prov in enumerate(provs):
             prepared: dict[int, tuple[RequestOptions, int]] = {}
@@ -843,12 +847,7 @@ def render_sessions(
             opts_of: list[RequestOptions] = []
             for kw in kws:
                 if id(kw) not in prepared:
-                    rest = dict(kw)
-                    opts = request_options(prov, rest.pop("model", None), **rest)
-                    if prov.wire is not None:
-                        opts = prov.wire_options(opts)
-                    encoded = msgspec.json.encode(opts)
-                    prepared[id(kw)] = (opts, index.setdefault(encoded, len(index)))
+                    prepared[id(kw)] = _prepared(prov, kw, by_value[j], index)
                 opts, o = prepared[id(kw)]
                 which.append(o)
                 opts_of.append(opts)
@@ -875,6 +874,33 @@ def render_sessions(
         else:
             out[i][j] = [prov.rendered(o, body, {}) for o, body in zip(opts_of, bodies)]
     return out
+
+
+def _prepared(
+    prov: Provider,
+    kw: Mapping[str, Any],
+    by_value: dict[bytes, tuple[RequestOptions, int]],
+    index: dict[bytes, int],
+) -> tuple[RequestOptions, int]:
+    """The ``RequestOptions`` of the ``render`` options ``kw`` for ``prov`` and the index
+    of their JSON in ``index`` (added if new); ``by_value`` remembers them by the
+    options' MessagePack (which tells str from bytes, so equal bytes are equal
+    arguments of the pure ``request_options``)."""
+    try:
+        key: bytes | None = msgspec.msgpack.encode(kw)
+    except (TypeError, msgspec.EncodeError):
+        key = None  # values msgspec cannot encode: prepared each time
+    if key is not None and key in by_value:
+        return by_value[key]
+    rest = dict(kw)
+    opts = request_options(prov, rest.pop("model", None), **rest)
+    if prov.wire is not None:
+        opts = prov.wire_options(opts)
+    encoded = msgspec.json.encode(opts)
+    done = (opts, index.setdefault(encoded, len(index)))
+    if key is not None:
+        by_value[key] = done
+    return done
 
 
 def _commit_data(commit: ContextCommit | bytes) -> bytes | tuple[ContextItem, ...]:
