@@ -628,6 +628,17 @@ def set_cache_capacity(capacity: int) -> None:
 MAX_THREADS = 1024
 
 
+def _check_threads(threads: int | None, where: str) -> None:
+    """``RenderError`` unless ``threads`` is None or an int from 1 to ``MAX_THREADS``."""
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
+    ):
+        raise RenderError(
+            f"threads must be an int from 1 to {MAX_THREADS} or None, not {threads!r}",
+            where=where,
+        )
+
+
 @overload
 def render_batch(
     commits: Sequence[ContextCommit | bytes],
@@ -677,13 +688,7 @@ def render_batch(
     """
     from .providers import get_provider
 
-    if threads is not None and (
-        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
-    ):
-        raise RenderError(
-            f"threads must be an int from 1 to {MAX_THREADS} or None, not {threads!r}",
-            where="render_batch",
-        )
+    _check_threads(threads, "render_batch")
     provs = [get_provider(p) if isinstance(p, str) else p for p in providers]
     encoded = [_encode(c) for c in commits]
     if options is None or isinstance(options, Mapping):
@@ -819,13 +824,7 @@ def render_sessions(
     """
     from .providers import get_provider
 
-    if threads is not None and (
-        isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= MAX_THREADS
-    ):
-        raise RenderError(
-            f"threads must be an int from 1 to {MAX_THREADS} or None, not {threads!r}",
-            where="render_sessions",
-        )
+    _check_threads(threads, "render_sessions")
     provs = [get_provider(p) if isinstance(p, str) else p for p in providers]
     sessions = [list(commits) for commits in sessions]
     per_request = _session_options(options, sessions)

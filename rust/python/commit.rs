@@ -91,21 +91,33 @@ pub enum Pending {
     },
 }
 
+/// A commit argument as its bytes (`Ok`) or its item tuple (`Err`); a `TypeError`
+/// (naming the session's commit `index` if given) for anything else.
+fn commit_arg<'py>(
+    commit: &Bound<'py, PyAny>,
+    index: Option<usize>,
+) -> PyResult<Result<PyBackedBytes, Bound<'py, PyTuple>>> {
+    if let Ok(b) = commit.cast::<PyBytes>() {
+        Ok(Ok(b.clone().into()))
+    } else if let Ok(t) = commit.cast::<PyTuple>() {
+        Ok(Err(t.clone()))
+    } else if let Ok(l) = commit.cast::<PyList>() {
+        Ok(Err(l.to_tuple()))
+    } else {
+        let prefix = index.map(|c| format!("commit {c}: ")).unwrap_or_default();
+        Err(PyTypeError::new_err(format!(
+            "{prefix}a commit is bytes (its MessagePack) or a tuple of ContextItem, not {}",
+            commit.get_type().name()?
+        )))
+    }
+}
+
 /// Read a commit argument: `bytes` (a whole commit, as `msgspec.msgpack.encode(commit)`
 /// writes it) or a tuple or list of items (a commit's `items`).
 pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
-    if let Ok(b) = commit.cast::<PyBytes>() {
-        return Ok(Pending::Bytes(b.clone().into()));
-    }
-    let tuple = if let Ok(t) = commit.cast::<PyTuple>() {
-        t.clone()
-    } else if let Ok(l) = commit.cast::<PyList>() {
-        l.to_tuple()
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "a commit is bytes (its MessagePack) or a tuple of ContextItem, not {}",
-            commit.get_type().name()?
-        )));
+    let tuple = match commit_arg(commit, None)? {
+        Ok(bytes) => return Ok(Pending::Bytes(bytes)),
+        Err(tuple) => tuple,
     };
     let item_type = ITEM_TYPE
         .import(py, "ctxrules.model", "ContextItem")?
@@ -280,19 +292,12 @@ pub fn gather_session(py: Python<'_>, commits: &[Bound<'_, PyAny>]) -> PyResult<
     let mut first_seen = Vec::new();
     let mut sources = Vec::with_capacity(commits.len());
     for (c, commit) in commits.iter().enumerate() {
-        if let Ok(b) = commit.cast::<PyBytes>() {
-            sources.push(Source::Bytes(b.clone().into()));
-            continue;
-        }
-        let tuple = if let Ok(t) = commit.cast::<PyTuple>() {
-            t.clone()
-        } else if let Ok(l) = commit.cast::<PyList>() {
-            l.to_tuple()
-        } else {
-            return Err(PyTypeError::new_err(format!(
-                "commit {c}: a commit is bytes (its MessagePack) or a tuple of ContextItem, not {}",
-                commit.get_type().name()?
-            )));
+        let tuple = match commit_arg(commit, Some(c))? {
+            Ok(bytes) => {
+                sources.push(Source::Bytes(bytes));
+                continue;
+            }
+            Err(tuple) => tuple,
         };
         let mut idx = Vec::with_capacity(tuple.len());
         for (i, obj) in tuple.iter_borrowed().enumerate() {
