@@ -702,21 +702,26 @@ def render_batch(
                 hint="pass one mapping for all commits, or one per commit",
             )
     out: list[list[Any]] = [[None] * len(provs) for _ in encoded]
-    jobs: list[tuple[str, int, bytes]] = []
+    index: dict[bytes, int] = {}
+    by_value: list[dict[bytes, tuple[RequestOptions, int]]] = [{} for _ in provs]
+    by_id: list[dict[int, tuple[RequestOptions, int]]] = [{} for _ in provs]
+    jobs: list[tuple[str, int, int]] = []
     slots: list[tuple[int, int, Provider, RequestOptions]] = []
     for i, (commit, kw) in enumerate(zip(commits, per_commit)):
-        kw = dict(kw)
-        model = kw.pop("model", None)
         for j, prov in enumerate(provs):
-            opts = request_options(prov, model, **kw)
+            if id(kw) not in by_id[j]:
+                by_id[j][id(kw)] = _prepared(prov, kw, by_value[j], index)
+            opts, o = by_id[j][id(kw)]
             if prov.wire is None:
                 out[i][j] = prov.render(commit, opts)
                 continue
-            opts = prov.wire_options(opts)
-            jobs.append((prov.wire, i, msgspec.json.encode(opts)))
+            jobs.append((prov.wire, i, o))
             slots.append((i, j, prov, opts))
+    payloads = list(index)
     try:
-        results = _core.render_batch([data for data, _ in encoded], jobs, threads)
+        results = _core.render_batch(
+            [data for data, _ in encoded], [(w, i, payloads[o]) for w, i, o in jobs], threads
+        )
     except (ValueError, TypeError) as exc:
         raise RenderError(str(exc), where="render_batch", hint=BAD_COMMIT) from None
     for (i, j, prov, opts), res in zip(slots, results):
@@ -882,9 +887,10 @@ def _prepared(
     index: dict[bytes, int],
 ) -> tuple[RequestOptions, int]:
     """The ``RequestOptions`` of the ``render`` options ``kw`` for ``prov`` and the index
-    of their JSON in ``index`` (added if new); ``by_value`` remembers them by the
-    options' MessagePack (which tells str from bytes, so equal bytes are equal
-    arguments of the pure ``request_options``)."""
+    of their JSON in ``index`` (added if new), as ``render`` makes them; ``by_value``
+    remembers them by the options' MessagePack (which tells str from bytes, so equal
+    bytes are equal arguments of the pure ``request_options``).  ``render_batch`` and
+    ``render_sessions`` prepare each distinct value once, not once per commit."""
     try:
         key: bytes | None = msgspec.msgpack.encode(kw)
     except (TypeError, msgspec.EncodeError):
