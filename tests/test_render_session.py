@@ -262,6 +262,35 @@ def test_every_form_of_a_commit_gives_the_same_bodies_and_reuses(monkeypatch, fo
     assert spy.reused > (total // 10 if form == "mixed" else total // 2)
 
 
+def test_fewer_sessions_than_threads_are_cut_into_pieces(monkeypatch):
+    # One session on three threads: three pieces of about equal items, each starting
+    # with a request written whole (nothing reused), the bodies unchanged.
+    commits = _growing(6)
+    seen: list[list[int]] = []
+    real = _core.render_sessions
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        out = real(*args, **kwargs)
+        seen.extend(reused for _, _, reused in out)
+        return out
+
+    monkeypatch.setattr(_core, "render_sessions", spy)
+    for threads, pieces in ((1, 1), (2, 2), (3, 3)):
+        seen.clear()
+        got = render_sessions([commits], ["anthropic"], options={"tools": TOOLS}, threads=threads)
+        assert got[0][0] == _full(commits, "anthropic", {"tools": TOOLS})
+        (reused,) = seen
+        assert reused.count(0) == pieces, (threads, reused)
+        # Equal items per piece: the later (longer) commits make shorter pieces.
+        starts = [k for k, r in enumerate(reused) if r == 0]
+        lengths = [b - a for a, b in zip(starts, [*starts[1:], len(reused)])]
+        assert starts[0] == 0 and lengths[0] >= lengths[-1], (threads, reused)
+    # Two sessions on three threads: cut in two each (the ceiling of 3 / 2).
+    seen.clear()
+    render_sessions([commits, commits[:4]], ["gemini"], threads=3)
+    assert [r.count(0) for r in seen] == [2, 2]
+
+
 def test_providers_without_a_wire_format_are_rendered_one_by_one():
     class Echo(Provider):
         name = "echo"

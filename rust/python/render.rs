@@ -244,7 +244,8 @@ type ChainResult<'py> = (Bound<'py, PyAny>, Vec<Py<PyBytes>>, Vec<usize>);
 /// sessions are decoded, then each chain is rendered in order by
 /// `render::session::Session` (every body exactly its full render, starting from the
 /// previous body's bytes where that is proven the same), chains in parallel (see
-/// `render_batch` for `threads`).  Each body is written once into its `bytes`: the new
+/// `render_batch` for `threads`; with fewer chains than threads a chain is cut into
+/// pieces, see `cut`).  Each body is written once into its `bytes`: the new
 /// parts are written first, then all the objects are made with the GIL, then each is
 /// filled without it.  Returns, per chain, `(bodies, metas, reused)` — the breakdowns
 /// only with `meta` — or `(error, [], [])` for a chain that could not be rendered.
@@ -293,10 +294,12 @@ fn render_sessions<'py>(
         Some(p) => p.install(work),
         None => work(),
     };
-    // 1. Decode the sessions and write each request's new part.
+    // 1. Decode the sessions, cut the chains for the workers and write each request's
+    // new part.
     let mut decoded: Vec<Result<Vec<Items>, String>> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
     let mut written: Vec<Result<Written, String>> = Vec::new();
-    let (decoded_ref, written_ref) = (&mut decoded, &mut written);
+    let (decoded_ref, pieces_ref, written_ref) = (&mut decoded, &mut pieces, &mut written);
     py.detach(|| {
         run(&mut || {
             *decoded_ref = pending_ref.par_iter_mut().map(|p| p.resolve()).collect();
@@ -304,18 +307,21 @@ fn render_sessions<'py>(
                 .iter()
                 .map(|o| input::parse_options(o))
                 .collect();
-            *written_ref = chains_ref
+            let threads = rayon::current_num_threads();
+            *pieces_ref = cut(chains_ref, decoded_ref, threads);
+            *written_ref = pieces_ref
                 .par_iter()
-                .map(|(provider, s, which)| {
+                .map(|&(c, start, end)| {
+                    let (provider, s, which) = &chains_ref[c];
                     let items = decoded_ref[*s].as_ref().map_err(|e| e.clone())?;
                     let mut session = Session::new(wire(provider)?);
                     let mut w = Written::default();
-                    for (k, (c, &o)) in items.iter().zip(which).enumerate() {
-                        let opts = parsed[o]
+                    for k in start..end {
+                        let opts = parsed[which[k]]
                             .as_ref()
                             .map_err(|e| format!("request {k}: {e}"))?;
                         let metas = meta.then_some(&mut w.metas);
-                        let reuse = session.next(c, opts, &mut w.suffixes, metas);
+                        let reuse = session.next(&items[k], opts, &mut w.suffixes, metas);
                         w.reuse.push(reuse);
                         w.ends.push(w.suffixes.len());
                         w.meta_ends.push(w.metas.len());
@@ -378,28 +384,76 @@ fn render_sessions<'py>(
                 });
         })
     });
-    made.into_iter()
-        .zip(written)
-        .map(|(bodies, w)| {
-            Ok(match w {
-                Ok(w) => {
-                    let bodies: Vec<Py<PyBytes>> = bodies.into_iter().map(|b| b.obj).collect();
-                    let metas: Vec<Py<PyBytes>> = if meta {
-                        (0..w.reuse.len())
-                            .map(|k| {
-                                PyBytes::new(py, Written::piece(&w.metas, &w.meta_ends, k)).unbind()
-                            })
-                            .collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let reused = w.reuse.iter().map(Reuse::bytes).collect();
-                    (bodies.into_pyobject(py)?.into_any(), metas, reused)
+    // The pieces of a chain are consecutive: put each chain back together.
+    let mut out: Vec<ChainResult<'py>> = Vec::with_capacity(chains.len());
+    let mut parts = pieces.iter().zip(made.into_iter().zip(written)).peekable();
+    for c in 0..chains.len() {
+        let (mut bodies, mut metas, mut reused) = (Vec::new(), Vec::new(), Vec::new());
+        let mut failed: Option<String> = None;
+        while let Some((_, (made, w))) = parts.next_if(|(p, _)| p.0 == c) {
+            match w {
+                Ok(w) if failed.is_none() => {
+                    bodies.extend(made.into_iter().map(|b| b.obj));
+                    if meta {
+                        metas.extend((0..w.reuse.len()).map(|k| {
+                            PyBytes::new(py, Written::piece(&w.metas, &w.meta_ends, k)).unbind()
+                        }));
+                    }
+                    reused.extend(w.reuse.iter().map(Reuse::bytes));
                 }
-                Err(e) => (e.into_pyobject(py)?.into_any(), Vec::new(), Vec::new()),
-            })
-        })
-        .collect()
+                Ok(_) => {}
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        out.push(match failed {
+            None => (bodies.into_pyobject(py)?.into_any(), metas, reused),
+            Some(e) => (e.into_pyobject(py)?.into_any(), Vec::new(), Vec::new()),
+        });
+    }
+    Ok(out)
+}
+
+/// A piece of a chain the workers render on their own: `(chain, first request, end)`.
+type Piece = (usize, usize, usize);
+
+/// Cut the chains into pieces for `threads` workers.  With at least as many chains as
+/// workers each chain is one piece; with fewer, a chain is cut into up to
+/// `threads / chains` pieces of about equal numbers of items (what its bodies grow
+/// with), so one long session uses every worker.  A piece's first request is written
+/// in full: a cut costs one full render.
+fn cut(
+    chains: &[(PyBackedStr, usize, Vec<usize>)],
+    decoded: &[Result<Vec<Items>, String>],
+    threads: usize,
+) -> Vec<Piece> {
+    let per_chain = if chains.len() < threads {
+        threads.div_ceil(chains.len().max(1))
+    } else {
+        1
+    };
+    let mut pieces = Vec::with_capacity(chains.len() * per_chain);
+    for (c, (_, s, which)) in chains.iter().enumerate() {
+        let n = which.len();
+        let weight = |k: usize| match &decoded[*s] {
+            Ok(items) => items[k].len() + 1,
+            Err(_) => 1,
+        };
+        let total: usize = (0..n).map(weight).sum();
+        let parts = per_chain.clamp(1, n.max(1));
+        let (mut start, mut done, mut j) = (0, 0, 1);
+        for k in 0..n {
+            done += weight(k);
+            if j < parts && k + 1 < n && done * parts >= total * j {
+                pieces.push((c, start, k + 1));
+                start = k + 1;
+                j += 1;
+            }
+        }
+        pieces.push((c, start, n));
+    }
+    pieces
 }
 
 /// The pool `threads` asks for (None: rayon's global pool).
