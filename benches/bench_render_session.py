@@ -14,7 +14,12 @@ Compared in the same run, on the same requests:
 
 ``warm``: the core has prepared the items before (the previous call); ``cold``: right
 after ``clear_cache()`` and ``token_cache_clear()``, every item encoded and prepared
-again.  ``T`` is 1 or 2 threads (this VM has two cores).  Both give the same bodies
+again.  ``T`` is 1 or 2 threads (this VM has two cores).
+
+The corpus's sessions are short (at most 30 requests, 11.7 KB a body on average), so a
+second workload is one long session: the 10,000-item conversation of
+``bench_render.py`` cut into 100 successive requests (every 100 items; ~195 MB of
+bodies per provider), warm, the same two ways.  Both give the same bodies
 (checked).  ``make bench`` runs them for real (pytest-benchmark, ``extra_info`` holds
 the bytes and requests); under ``make test`` each runs once as a check.  The figures in
 benches/README.md come from ``python benches/bench_render_session.py``, which alternates
@@ -36,6 +41,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from bench_render import build_big_commit  # the long session's conversation
 from ctxrules import _core
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
@@ -130,6 +136,43 @@ def test_corpus_requests(benchmark, workloads, provider, how, cache, threads):
     assert len(bodies) == w.requests and sum(map(len, bodies)) == w.bytes
 
 
+def build_long(corpus: Path, store_dir: Path) -> dict[str, Workload]:
+    """One long session per provider: the 10k-item conversation cut every 100 items
+    (never inside a tool group), no options."""
+    big = build_big_commit(corpus, store_dir)
+    commits = []
+    for k in range(100, len(big.items) + 1, 100):
+        while k < len(big.items) and big.items[k - 1].role == "tool":
+            k += 1
+        commits.append(msgspec.structs.replace(big, id=f"cc_{k}", items=big.items[:k]))
+    out = {}
+    for provider in PROVIDERS:
+        w = Workload([commits], [[{}] * len(commits)])
+        bodies = incremental(w, provider, 2)
+        w.requests, w.bytes = len(bodies), sum(map(len, bodies))
+        assert bodies == full(w, provider, 2)
+        out[provider] = w
+    return out
+
+
+@pytest.fixture(scope="module")
+def long_session(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Workload]:
+    """Every provider's long session (see ``build_long``)."""
+    return build_long(corpus, tmp_path_factory.mktemp("bench-long-session"))
+
+
+@pytest.mark.parametrize(
+    ("how", "threads"), [(h, t) for h in ("incremental", "full") for t in (1, 2)]
+)
+@pytest.mark.parametrize("provider", ["anthropic", "openai-chat"])
+def test_long_session(benchmark, long_session, provider, how, threads):
+    benchmark.group = f"one long session: {provider}"
+    w = long_session[provider]
+    benchmark.extra_info.update(bytes=w.bytes, requests=w.requests)
+    bodies = benchmark(run, w, provider, how, "warm", threads)
+    assert len(bodies) == w.requests and sum(map(len, bodies)) == w.bytes
+
+
 # -- the alternating run behind benches/README.md -----------------------------------------
 
 
@@ -158,29 +201,23 @@ def reused_share(w: Workload, provider: str) -> float:
     return sum(seen) / w.bytes
 
 
-def alternate(workloads: dict[str, Workload], rounds: int) -> dict[str, dict[Any, list[Any]]]:
+def alternate(
+    workloads: dict[str, Workload], rounds: int, variants: list[tuple[str, str, int]]
+) -> dict[str, dict[Any, list[Any]]]:
     """Per provider and variant, (CPU, wall) samples of one call each per round, the
     variants in turn."""
-    samples: dict[str, dict[Any, list[Any]]] = {p: {v: [] for v in VARIANTS} for p in PROVIDERS}
+    samples: dict[str, dict[Any, list[Any]]] = {p: {v: [] for v in variants} for p in workloads}
     for _ in range(rounds):
         for provider, w in workloads.items():
-            for v in VARIANTS:
+            for v in variants:
                 samples[provider][v].append(
                     _time(lambda w=w, provider=provider, v=v: run(w, provider, *v))
                 )
     return samples
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=20)
-    args = ap.parse_args()
-    corpus = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
-    with tempfile.TemporaryDirectory() as tmp:
-        workloads = build(corpus, Path(tmp) / "store")
-    samples = alternate(workloads, args.rounds)
-    print(f"{args.rounds} alternating rounds; CPU and wall ms, min / median; GB/s and requests/s")
-    print("from the wall minimum (median in brackets)")
+def report(workloads: dict[str, Workload], samples: dict[str, dict[Any, list[Any]]]) -> None:
+    """Print each provider's variants: CPU and wall ms, GB/s and requests/s."""
     for provider, w in workloads.items():
         share = reused_share(w, provider)
         print(
@@ -198,6 +235,23 @@ def main() -> None:
                 f"  {w.bytes / best / 1e9:5.2f} GB/s ({w.bytes / med / 1e9:.2f})"
                 f"  {w.requests / best:8,.0f} req/s ({w.requests / med:,.0f})"
             )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--long-rounds", type=int, default=10)
+    args = ap.parse_args()
+    corpus = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
+    with tempfile.TemporaryDirectory() as tmp:
+        workloads = build(corpus, Path(tmp) / "store")
+        long = build_long(corpus, Path(tmp) / "long")
+    print(f"{args.rounds} alternating rounds; CPU and wall ms, min / median; GB/s and requests/s")
+    print("from the wall minimum (median in brackets)")
+    report(workloads, alternate(workloads, args.rounds, VARIANTS))
+    print(f"\none long session, {args.long_rounds} alternating rounds")
+    long_variants = [(h, "warm", t) for h in ("incremental", "full") for t in (1, 2)]
+    report(long, alternate(long, args.long_rounds, long_variants))
     sys.stdout.flush()
 
 

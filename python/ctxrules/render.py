@@ -819,7 +819,9 @@ def render_sessions(
     With the GIL released, each session is decoded once (an item object is read once
     however many of its commits hold it) for all its providers, and the (session,
     provider) chains are rendered in parallel — in order within a chain — on rayon's
-    global pool or a pool of ``threads`` threads (as ``render_batch``).  Every body is
+    global pool or a pool of ``threads`` threads (as ``render_batch``); with fewer
+    chains than threads, a chain is cut into pieces that each start with a full render,
+    so a single long session uses every thread.  Every body is
     held until the call returns: pass as many sessions as fit in memory.  ``meta=False``
     leaves each ``RenderedRequest.meta`` empty (the breakdown is not made: for callers
     that only need the bodies).  Providers without a built-in wire format are rendered
