@@ -109,7 +109,10 @@ mod tests {
                 v
             })
             .collect();
-        commit::decode_items(&rmp_serde::to_vec_named(&items).unwrap(), |k| k).unwrap()
+        commit::decode_items(&rmp_serde::to_vec_named(&items).unwrap(), |k| {
+            format!("items[{k}]")
+        })
+        .unwrap()
     }
 
     fn list(spec: &[(&str, &str, &str, u64)]) -> Vec<Shared> {

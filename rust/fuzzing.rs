@@ -3,7 +3,8 @@
 //! Shared by the libFuzzer targets (`fuzz/`, `make fuzz`) and the mutation test
 //! (`rust/tests/fuzz_commits.rs`, part of `cargo test`), so both check the same thing:
 //! whatever the bytes, each call returns (an error or a body), never panics, aborts or
-//! overflows the stack, and every body it returns is valid JSON.
+//! overflows the stack, and every body it returns is valid JSON (and, rendered as part
+//! of a session, the same as rendered alone).
 
 use crate::commit;
 use crate::diff;
@@ -106,9 +107,48 @@ pub fn commit(data: &[u8]) -> Outcome {
             .count();
         assert!(d.added.is_empty() && d.removed.is_empty());
         assert_eq!(d.prefix_items, rendered);
+        session(items, opts);
     }
     out.count(&items);
     out
+}
+
+/// Render requests made from `items` as one session — growing prefixes, the list with
+/// an item in the middle dropped, the whole list twice — and check every body and
+/// breakdown against its full render, on every wire.
+pub fn session(items: &[commit::Shared], opts: &[u8]) {
+    let Ok(options) = render::input::parse_options(opts) else {
+        return;
+    };
+    let n = items.len();
+    let mut dropped = items.to_vec();
+    if n > 2 {
+        dropped.remove(n / 2);
+    }
+    let lists: [&[commit::Shared]; 6] = [
+        &items[..n / 4],
+        &items[..n / 2],
+        &items[..(n / 2 + 1).min(n)],
+        &dropped,
+        items,
+        items,
+    ];
+    let requests: Vec<_> = lists.iter().map(|l| (*l, &options)).collect();
+    for wire in WIRES {
+        for ((r, _), list) in render::session::render_session(wire, &requests)
+            .into_iter()
+            .zip(lists)
+        {
+            let full = render::write_request(wire, list, opts, Vec::new())
+                .unwrap_or_else(|e| panic!("{wire:?}: {e}"));
+            assert!(
+                r.body == full.body && r.meta == full.meta,
+                "{wire:?}: an incremental render differs from the full one:\n{}\n{}",
+                String::from_utf8_lossy(&r.body),
+                String::from_utf8_lossy(&full.body)
+            );
+        }
+    }
 }
 
 /// Read `data` as render options for a small valid commit, on every wire.

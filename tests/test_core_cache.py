@@ -147,10 +147,12 @@ def test_the_caches_stay_within_their_bound(capacity):
 def test_render_batch_equals_one_by_one():
     names = sorted(SEEDS)[:12]
     commits = [_seed(n) for n in names]
-    per_commit = [
+    distinct = [
         {"model": f"m{i}", "system": f"system {i}", "max_tokens": 50 + i} for i in range(12)
     ]
-    for threads in (None, 1, 3):
+    # Equal values in other mappings (prepared once), interleaved with other values.
+    repeated = [{"model": f"m{i % 3}", "system": f"system {i % 2}"} for i in range(12)]
+    for threads, per_commit in ((None, distinct), (1, distinct), (3, distinct), (2, repeated)):
         out = render_batch(commits, WIRES, options=per_commit, threads=threads)
         for i, row in enumerate(out):
             for j, got in enumerate(row):

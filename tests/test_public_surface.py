@@ -34,11 +34,14 @@ EXPECTED = {
     "Usage": providers,
     "render_request": render,
     "render_batch": render,
+    "render_sessions": render,
     "render_commit": render,
     "render_context": render,
     "explain": render,
     "request_for": replay,
     "next_request": replay,
+    "session_requests": replay,
+    "render_requests": replay,
 }
 
 

@@ -45,8 +45,15 @@ from .providers import (
     get_provider,
     resolve_model,
 )
-from .render import explain, render_batch, render_commit, render_context, render_request
-from .replay import Request, next_request, request_for
+from .render import (
+    explain,
+    render_batch,
+    render_commit,
+    render_context,
+    render_request,
+    render_sessions,
+)
+from .replay import Request, next_request, render_requests, request_for, session_requests
 from .rules import Rule
 from .store import CommitStore, Store, open_store
 from .tokenizers import count, count_batch, get_tokenizer
@@ -105,6 +112,9 @@ __all__ = [
     "render_commit",
     "render_context",
     "render_request",
+    "render_requests",
+    "render_sessions",
     "request_for",
     "resolve_model",
+    "session_requests",
 ]

@@ -1,5 +1,7 @@
 # Hand-written stub of the compiled extension; checked by `python -m mypy.stubtest ctxrules._core`.
 
+from collections.abc import Sequence
+
 from .model import ContextItem
 
 __all__ = [
@@ -15,6 +17,7 @@ __all__ = [
     "render_batch",
     "render_context",
     "render_request",
+    "render_sessions",
     "set_item_cache_capacity",
     "token_cache_clear",
     "token_cache_len",
@@ -41,6 +44,13 @@ def render_request(provider: str, commit: _Commit, options: bytes) -> tuple[byte
 def render_batch(
     commits: list[_Commit], jobs: list[tuple[str, int, bytes]], threads: int | None = None
 ) -> list[tuple[bytes, bytes] | str]: ...
+def render_sessions(
+    sessions: Sequence[Sequence[_Commit]],
+    options: list[bytes],
+    chains: list[tuple[str, int, list[int]]],
+    threads: int | None = None,
+    meta: bool = True,
+) -> list[tuple[list[bytes] | str, list[bytes], list[int]]]: ...
 def item_cache_stats() -> dict[str, int]: ...
 def item_cache_clear() -> None: ...
 def set_item_cache_capacity(capacity: int) -> None: ...

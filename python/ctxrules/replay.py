@@ -28,7 +28,7 @@ A replayed request carries what the agent sent and nothing more: the situation l
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import msgspec
 
@@ -36,8 +36,8 @@ from .commit import Pipeline, ensure_latest_commit
 from .config import PipelineConfig, find_config
 from .errors import DagError, RenderError
 from .model import Call, ContextCommit
-from .providers import Provider, Usage, get_provider
-from .render import RenderDefaults, explain, render_context, session_defaults
+from .providers import Provider, RenderedRequest, Usage, get_provider
+from .render import RenderDefaults, explain, render_context, render_sessions, session_defaults
 from .situation import commit_situation
 from .store import CommitStore
 
@@ -50,8 +50,10 @@ __all__ = [
     "previous_request",
     "recorded_usage",
     "render_defaults",
+    "render_requests",
     "request_for",
     "sent_time",
+    "session_requests",
     "session_tool_names",
 ]
 
@@ -241,17 +243,35 @@ def session_tool_names(store: CommitStore, session: str) -> list[str]:
     )
 
 
-def _answer_model(store: CommitStore, session: str, node_id: str) -> str | None:
+def _answer_model(
+    store: CommitStore, session: str, node_id: str, memo: dict[str, str | None] | None = None
+) -> str | None:
     """The model recorded on the nearest assistant node at or before ``node_id`` in its
-    frame (an answer node's ``name``); before the first answer, the session's first."""
+    frame (an answer node's ``name``); before the first answer, the session's first.
+
+    ``memo`` (one per session) keeps the answer of every node walked, so the requests
+    of a session cost one walk in all rather than one each."""
+    memo = {} if memo is None else memo
+    walked: list[str] = []
     node: Call | None = store.get_node(node_id)
-    while node is not None:
+    while node is not None and node.id not in memo:
+        walked.append(node.id)
         if node.role == "assistant" and node.name:
-            return node.name
+            memo[node.id] = node.name
+            break
         node = store.get_node(node.predecessor) if node.predecessor else None
-    return next(
-        (n.name for n in store.iter_nodes(session) if n.role == "assistant" and n.name), None
-    )
+    if node is not None:
+        found = memo[node.id]
+    else:
+        if "" not in memo:  # node ids are never empty: the session's first answer
+            memo[""] = next(
+                (n.name for n in store.iter_nodes(session) if n.role == "assistant" and n.name),
+                None,
+            )
+        found = memo[""]
+    for n in walked:
+        memo[n] = found
+    return found
 
 
 def render_defaults(
@@ -278,8 +298,17 @@ def render_defaults(
         info.metadata,
         provider,
         used_tools=names,
-        answer_model=_answer_model(store, info.id, request.answer or request.commit.head_node_id),
+        answer_model=_request_model(store, request),
         **{k: v for k, v in overrides.items() if v is not None},
+    )
+
+
+def _request_model(
+    store: CommitStore, request: Request, memo: dict[str, str | None] | None = None
+) -> str | None:
+    """The recorded model ``render_defaults`` starts from for ``request``."""
+    return _answer_model(
+        store, request.session_id, request.answer or request.commit.head_node_id, memo
     )
 
 
@@ -446,3 +475,115 @@ def compare_usage(
             )
         )
     return rows
+
+
+def session_requests(
+    store: CommitStore,
+    session: str,
+    *,
+    config: PipelineConfig | Pipeline | None = None,
+    situation: bool = False,
+) -> list[Request]:
+    """The request of every answer of ``session``, in the session's order.
+
+    Each is ``request_for`` of an assistant answer of the session's own nodes (its
+    sub-agents' answers too): what the agent sent, request by request, with commits
+    generated (and stored) where missing at the time of the recording.  Render them
+    with ``render_requests``.
+    """
+    return [
+        request_for(store, session, n.id, config=config, situation=situation)
+        for n in store.nodes(session)
+        if n.role == "assistant" and n.caller is None and n.predecessor is not None
+    ]
+
+
+@overload
+def render_requests(
+    store: CommitStore,
+    sessions: Sequence[Sequence[Request]],
+    provider: str | Provider,
+    *,
+    threads: int | None = None,
+    meta: bool = True,
+    cache: bool = True,
+    cache_ttl: str | None = None,
+    errors: Literal["raise"] = "raise",
+    **overrides: Any,
+) -> list[list[RenderedRequest]]: ...
+
+
+@overload
+def render_requests(
+    store: CommitStore,
+    sessions: Sequence[Sequence[Request]],
+    provider: str | Provider,
+    *,
+    threads: int | None = None,
+    meta: bool = True,
+    cache: bool = True,
+    cache_ttl: str | None = None,
+    errors: Literal["return"],
+    **overrides: Any,
+) -> list[list[RenderedRequest] | RenderError]: ...
+
+
+def render_requests(
+    store: CommitStore,
+    sessions: Sequence[Sequence[Request]],
+    provider: str | Provider,
+    *,
+    threads: int | None = None,
+    meta: bool = True,
+    cache: bool = True,
+    cache_ttl: str | None = None,
+    errors: Literal["raise", "return"] = "raise",
+    **overrides: Any,
+) -> list[list[RenderedRequest]] | list[list[RenderedRequest] | RenderError]:
+    """Render stored requests as ``render --for`` renders each, all in one crossing.
+
+    ``sessions`` are lists of requests in the order they were sent (one session's
+    each, as ``session_requests`` gives them); ``result[i][k]`` is request ``k`` of
+    list ``i`` rendered for ``provider`` with its ``render_defaults`` options
+    (``overrides``: model, system, tools, max_tokens, extra, as there) and its
+    situation text: the same ``RenderedRequest``, byte for byte, as rendering it alone.
+    They are rendered incrementally (``ctxrules.render.render_sessions``: each body
+    starts from the previous one's bytes, in parallel across lists, ``threads``,
+    ``meta`` and ``errors`` as there); ``cache`` / ``cache_ttl`` are the render options
+    of the same names.  What ``ctxrules rerender`` renders a batch of sessions with.
+    """
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    chosen = {k: v for k, v in overrides.items() if v is not None}
+    # The defaults depend on the session and the answer's model only: made once per
+    # pair, the same mapping then serves every request that shares it.
+    made: dict[tuple[str, str | None], dict[str, Any]] = {}
+    tools: dict[str, list[str]] = {}
+    models: dict[str, dict[str, str | None]] = {}
+    options: list[list[dict[str, Any]]] = []
+    for requests in sessions:
+        per_request: list[dict[str, Any]] = []
+        for r in requests:
+            key = (r.session_id, _request_model(store, r, models.setdefault(r.session_id, {})))
+            if key not in made:
+                if r.session_id not in tools:
+                    tools[r.session_id] = session_tool_names(store, r.session_id)
+                defaults = session_defaults(
+                    store.get_session(r.session_id).metadata,
+                    prov,
+                    used_tools=tools[r.session_id],
+                    answer_model=key[1],
+                    **chosen,
+                )
+                made[key] = {**defaults.options, "cache": cache, "cache_ttl": cache_ttl}
+            kw = made[key]
+            per_request.append({**kw, "situation": r.situation} if r.situation else kw)
+        options.append(per_request)
+    out = render_sessions(
+        [[r.commit for r in requests] for requests in sessions],
+        [prov],
+        options=options,
+        threads=threads,
+        meta=meta,
+        errors=errors,
+    )
+    return [per_provider[0] for per_provider in out]

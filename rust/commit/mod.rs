@@ -479,6 +479,20 @@ impl<'a> Item<'a> {
     pub fn text_len(&self) -> usize {
         self.d.text.1 as usize
     }
+
+    /// Whether `other` is provably the same item: the same prepared item, or one
+    /// prepared from the same MessagePack bytes (which determine everything read from
+    /// an item, see `cache`).  Items decoded without their bytes (the identity path of
+    /// the Python bindings) are the same only as the same prepared item.  `false` is
+    /// no proof of a difference.
+    pub fn same(&self, other: &Item<'_>) -> bool {
+        if std::ptr::eq(self.d, other.d) {
+            return true;
+        }
+        let (a, n) = self.d.key;
+        let (b, m) = other.d.key;
+        n != 0 && n == m && self.batch.keys[a..a + n] == other.batch.keys[b..b + m]
+    }
 }
 
 /// Builds a batch: items are added one by one, then the batch is frozen.
@@ -768,8 +782,8 @@ pub fn decode_commit(bytes: &[u8]) -> Result<Items, String> {
 
 /// Decode a bare item list as `msgspec.msgpack.encode(commit.items)` writes it, without
 /// the content cache (the caller keeps the items by identity, see the Python bindings);
-/// `index_of(k)` gives the index an error names for the k-th item.
-pub fn decode_items(bytes: &[u8], index_of: impl Fn(usize) -> usize) -> Result<Items, String> {
+/// `name_of(k)` is how an error names the k-th item (`items[k]` in a commit).
+pub fn decode_items(bytes: &[u8], name_of: impl Fn(usize) -> String) -> Result<Items, String> {
     let mut made: Vec<(usize, u32)> = Vec::new();
     let mut batches: Vec<Arc<Batch>> = Vec::new();
     let mut b = Builder::default();
@@ -783,7 +797,7 @@ pub fn decode_items(bytes: &[u8], index_of: impl Fn(usize) -> usize) -> Result<I
         made.push((batches.len(), idx));
         Ok(())
     });
-    r.map_err(|e| format!("items[{}]: {e}", index_of(made.len())))?;
+    r.map_err(|e| format!("{}: {e}", name_of(made.len())))?;
     batches.push(b.finish());
     Ok(made
         .into_iter()

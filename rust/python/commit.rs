@@ -91,21 +91,33 @@ pub enum Pending {
     },
 }
 
+/// A commit argument as its bytes (`Ok`) or its item tuple (`Err`); a `TypeError`
+/// (naming the session's commit `index` if given) for anything else.
+fn commit_arg<'py>(
+    commit: &Bound<'py, PyAny>,
+    index: Option<usize>,
+) -> PyResult<Result<PyBackedBytes, Bound<'py, PyTuple>>> {
+    if let Ok(b) = commit.cast::<PyBytes>() {
+        Ok(Ok(b.clone().into()))
+    } else if let Ok(t) = commit.cast::<PyTuple>() {
+        Ok(Err(t.clone()))
+    } else if let Ok(l) = commit.cast::<PyList>() {
+        Ok(Err(l.to_tuple()))
+    } else {
+        let prefix = index.map(|c| format!("commit {c}: ")).unwrap_or_default();
+        Err(PyTypeError::new_err(format!(
+            "{prefix}a commit is bytes (its MessagePack) or a tuple of ContextItem, not {}",
+            commit.get_type().name()?
+        )))
+    }
+}
+
 /// Read a commit argument: `bytes` (a whole commit, as `msgspec.msgpack.encode(commit)`
 /// writes it) or a tuple or list of items (a commit's `items`).
 pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
-    if let Ok(b) = commit.cast::<PyBytes>() {
-        return Ok(Pending::Bytes(b.clone().into()));
-    }
-    let tuple = if let Ok(t) = commit.cast::<PyTuple>() {
-        t.clone()
-    } else if let Ok(l) = commit.cast::<PyList>() {
-        l.to_tuple()
-    } else {
-        return Err(PyTypeError::new_err(format!(
-            "a commit is bytes (its MessagePack) or a tuple of ContextItem, not {}",
-            commit.get_type().name()?
-        )));
+    let tuple = match commit_arg(commit, None)? {
+        Ok(bytes) => return Ok(Pending::Bytes(bytes)),
+        Err(tuple) => tuple,
     };
     let item_type = ITEM_TYPE
         .import(py, "ctxrules.model", "ContextItem")?
@@ -165,6 +177,11 @@ pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
 impl Pending {
     /// Decode what `gather` left (no GIL needed): the commit's prepared items.
     pub fn resolve(&mut self) -> Result<Items, String> {
+        self.resolve_named(&|i| format!("items[{i}]"))
+    }
+
+    /// `resolve`, an error naming the `i`-th item of the gathered sequence `name_of(i)`.
+    pub fn resolve_named(&mut self, name_of: &dyn Fn(usize) -> String) -> Result<Items, String> {
         match self {
             Pending::Bytes(b) => commit::decode_commit(b),
             Pending::Items {
@@ -176,7 +193,7 @@ impl Pending {
                 if let Some(bytes) = encoded {
                     // Positions in the encoding of the missing items mean nothing to
                     // the caller: errors name the item by its index in the commit.
-                    let index_of = |k: usize| missing.get(k).map_or(k, |m| m.0);
+                    let index_of = |k: usize| name_of(missing.get(k).map_or(k, |m| m.0));
                     let decoded = commit::decode_items(bytes, index_of)?;
                     if decoded.len() != missing.len() {
                         return Err("commit items: the encoding does not list every item".into());
@@ -243,4 +260,101 @@ pub fn table_clear(_py: Python<'_>) {
     t.hits = 0;
     drop(t);
     drop(dropped);
+}
+
+/// Where one commit of a session is, between gathering and decoding.
+enum Source {
+    /// A whole commit's MessagePack.
+    Bytes(PyBackedBytes),
+    /// Indices into the session's distinct item objects.
+    Objects(Vec<u32>),
+}
+
+/// The commits of one session between reading them (with the GIL) and decoding them
+/// (without).  Successive commits of a session hold mostly the same item objects, so
+/// each distinct object is looked up (and, if new, encoded and decoded) once, however
+/// many of the commits hold it.
+pub struct SessionPending {
+    commits: Vec<Source>,
+    /// The distinct objects, in the order first seen.
+    objects: Option<Pending>,
+    /// `(commit, position)` where each distinct object was first seen (errors name it).
+    first_seen: Vec<(usize, usize)>,
+    /// The distinct objects' items, once resolved.
+    distinct: Items,
+}
+
+/// Read a session's commits (each as `gather` takes it).
+pub fn gather_session(py: Python<'_>, commits: &[Bound<'_, PyAny>]) -> PyResult<SessionPending> {
+    let mut seen: std::collections::HashMap<usize, u32, BuildHasherDefault<AddrHasher>> =
+        Default::default();
+    let mut distinct: Vec<Bound<'_, PyAny>> = Vec::new();
+    let mut first_seen = Vec::new();
+    let mut sources = Vec::with_capacity(commits.len());
+    for (c, commit) in commits.iter().enumerate() {
+        let tuple = match commit_arg(commit, Some(c))? {
+            Ok(bytes) => {
+                sources.push(Source::Bytes(bytes));
+                continue;
+            }
+            Err(tuple) => tuple,
+        };
+        let mut idx = Vec::with_capacity(tuple.len());
+        for (i, obj) in tuple.iter_borrowed().enumerate() {
+            // The tuple keeps each object alive for the call, so an address seen here
+            // is the same object wherever it is seen again.
+            let k = *seen.entry(obj.as_ptr() as usize).or_insert_with(|| {
+                distinct.push(obj.to_owned());
+                first_seen.push((c, i));
+                (distinct.len() - 1) as u32
+            });
+            idx.push(k);
+        }
+        sources.push(Source::Objects(idx));
+    }
+    let objects = if distinct.is_empty() {
+        None
+    } else {
+        Some(gather(py, PyList::new(py, distinct)?.as_any())?)
+    };
+    Ok(SessionPending {
+        commits: sources,
+        objects,
+        first_seen,
+        distinct: Vec::new(),
+    })
+}
+
+impl SessionPending {
+    /// Decode what `gather_session` left (no GIL needed): each commit's prepared items.
+    pub fn resolve(&mut self) -> Result<Vec<Items>, String> {
+        let first_seen = &self.first_seen;
+        if let Some(p) = &mut self.objects {
+            self.distinct = p.resolve_named(&|k| {
+                let (c, i) = first_seen[k];
+                format!("commit {c}: items[{i}]")
+            })?;
+        }
+        let objects = &self.distinct;
+        self.commits
+            .iter()
+            .enumerate()
+            .map(|(c, src)| match src {
+                Source::Bytes(b) => {
+                    commit::decode_commit(b).map_err(|e| format!("commit {c}: {e}"))
+                }
+                Source::Objects(idx) => {
+                    Ok(idx.iter().map(|&k| objects[k as usize].clone()).collect())
+                }
+            })
+            .collect()
+    }
+
+    /// List the item objects that were not yet listed (see `Pending::remember`); call
+    /// with the GIL held after a successful `resolve`.
+    pub fn remember(self, py: Python<'_>) {
+        if let Some(objects) = self.objects {
+            objects.remember(py, &self.distinct);
+        }
+    }
 }

@@ -12,9 +12,10 @@ use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyBytes, PyDict};
 use rayon::prelude::*;
 
-use super::commit::{gather, items_of, table_clear, table_stats, Pending};
+use super::commit::{gather, gather_session, items_of, table_clear, table_stats, Pending};
 use crate::commit::{cache, Items, MAX_DEPTH};
-use crate::render::{self, Wire};
+use crate::render::session::{Reuse, Session};
+use crate::render::{self, input, Wire};
 
 fn wire(provider: &str) -> Result<Wire, String> {
     Wire::from_name(provider).ok_or_else(|| {
@@ -116,15 +117,7 @@ fn render_batch<'py>(
     jobs: Vec<(PyBackedStr, usize, PyBackedBytes)>,
     threads: Option<usize>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-    let pool = match threads {
-        None => None,
-        Some(n) if (1..=MAX_THREADS).contains(&n) => Some(pool(n).map_err(PyValueError::new_err)?),
-        Some(n) => {
-            return Err(PyValueError::new_err(format!(
-                "threads must be between 1 and {MAX_THREADS}, not {n}"
-            )))
-        }
-    };
+    let pool = pool_of(threads)?;
     for (k, (provider, c, _)) in jobs.iter().enumerate() {
         wire(provider).map_err(|e| PyValueError::new_err(format!("jobs[{k}]: {e}")))?;
         if *c >= commits.len() {
@@ -186,6 +179,296 @@ fn render_batch<'py>(
         .collect()
 }
 
+/// A chain after the first pass of `render_sessions`: request `k`'s body is made from
+/// the previous body as `reuse[k]` says, around `suffixes[ends[k - 1]..ends[k]]`; its
+/// breakdown is `metas[meta_ends[k - 1]..meta_ends[k]]` (when asked for).  One buffer
+/// each for the whole chain: a buffer per request cost more in allocations and
+/// regrowth than the small new parts of a growing session took to write.
+#[derive(Default)]
+struct Written {
+    reuse: Vec<Reuse>,
+    suffixes: Vec<u8>,
+    ends: Vec<usize>,
+    metas: Vec<u8>,
+    meta_ends: Vec<usize>,
+}
+
+impl Written {
+    /// The `k`-th piece of `buf` cut at `ends`.
+    fn piece<'b>(buf: &'b [u8], ends: &[usize], k: usize) -> &'b [u8] {
+        let start = if k == 0 { 0 } else { ends[k - 1] };
+        &buf[start..ends[k]]
+    }
+}
+
+/// A `bytes` object made with the GIL and filled without it: `ptr` is its buffer.  Only
+/// this call holds a reference to it until it is returned, so nothing else reads or
+/// writes the buffer meanwhile.
+struct Unfilled {
+    obj: Py<PyBytes>,
+    ptr: *mut u8,
+}
+
+// SAFETY: a chain's bodies are handed to one worker (by `&mut`), which fills them in
+// order and reads each back only for the next body of the same chain.
+unsafe impl Send for Unfilled {}
+
+/// A new `bytes` of `len` bytes whose contents are to be written through `ptr`.
+fn unfilled(py: Python<'_>, len: usize) -> PyResult<Unfilled> {
+    let len = pyo3::ffi::Py_ssize_t::try_from(len)
+        .map_err(|_| PyValueError::new_err("a request body too large for bytes"))?;
+    // SAFETY: a NULL source asks CPython for an uninitialised buffer of `len` bytes,
+    // which the caller fills completely before the object reaches Python.
+    unsafe {
+        let raw = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len);
+        let obj = Bound::from_owned_ptr_or_err(py, raw)?;
+        let ptr = pyo3::ffi::PyBytes_AsString(obj.as_ptr()).cast::<u8>();
+        Ok(Unfilled {
+            obj: obj.cast_into_unchecked::<PyBytes>().unbind(),
+            ptr,
+        })
+    }
+}
+
+/// One chain's result: its bodies, breakdowns (empty unless asked for) and the bytes
+/// each body reused; or the error that stopped it.
+type ChainResult<'py> = (Bound<'py, PyAny>, Vec<Py<PyBytes>>, Vec<usize>);
+
+/// Render the successive requests of sessions incrementally, in one crossing.
+///
+/// `sessions` are lists of commits (bytes or item tuples, see `render_batch`); each
+/// item object is read once per session however many of its commits hold it.
+/// `options` are option JSONs; `chains` are `(provider, session index, options)`: one
+/// provider's view of a session's requests in order, request `k` the session's commit
+/// `k` rendered with the options at index `options[k]`.  With the GIL released the
+/// sessions are decoded, then each chain is rendered in order by
+/// `render::session::Session` (every body exactly its full render, starting from the
+/// previous body's bytes where that is proven the same), chains in parallel (see
+/// `render_batch` for `threads`; with fewer chains than threads a chain is cut into
+/// pieces, see `cut`).  Each body is written once into its `bytes`: the new
+/// parts are written first, then all the objects are made with the GIL, then each is
+/// filled without it.  Returns, per chain, `(bodies, metas, reused)` — the breakdowns
+/// only with `meta` — or `(error, [], [])` for a chain that could not be rendered.
+/// Every body is held until the call returns: batch by what fits in memory.
+#[pyfunction]
+#[pyo3(signature = (sessions, options, chains, threads = None, meta = true))]
+fn render_sessions<'py>(
+    py: Python<'py>,
+    sessions: Vec<Vec<Bound<'py, PyAny>>>,
+    options: Vec<PyBackedBytes>,
+    chains: Vec<(PyBackedStr, usize, Vec<usize>)>,
+    threads: Option<usize>,
+    meta: bool,
+) -> PyResult<Vec<ChainResult<'py>>> {
+    let pool = pool_of(threads)?;
+    for (k, (provider, s, which)) in chains.iter().enumerate() {
+        let bad = |e: String| PyValueError::new_err(format!("chains[{k}]: {e}"));
+        wire(provider).map_err(bad)?;
+        let Some(commits) = sessions.get(*s) else {
+            return Err(bad(format!(
+                "session index {s} out of range ({} sessions)",
+                sessions.len()
+            )));
+        };
+        if which.len() != commits.len() {
+            return Err(bad(format!(
+                "{} options for the {} commits of session {s}",
+                which.len(),
+                commits.len()
+            )));
+        }
+        if let Some(o) = which.iter().find(|&&o| o >= options.len()) {
+            return Err(bad(format!(
+                "options index {o} out of range ({} options)",
+                options.len()
+            )));
+        }
+    }
+    let mut pending: Vec<_> = sessions
+        .iter()
+        .map(|s| gather_session(py, s))
+        .collect::<PyResult<_>>()?;
+    let pending_ref = &mut pending;
+    let (options_ref, chains_ref) = (&options, &chains);
+    let run = |work: &mut (dyn FnMut() + Send)| match &pool {
+        Some(p) => p.install(work),
+        None => work(),
+    };
+    // 1. Decode the sessions, cut the chains for the workers and write each request's
+    // new part.
+    let mut decoded: Vec<Result<Vec<Items>, String>> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
+    let mut written: Vec<Result<Written, String>> = Vec::new();
+    let (decoded_ref, pieces_ref, written_ref) = (&mut decoded, &mut pieces, &mut written);
+    py.detach(|| {
+        run(&mut || {
+            *decoded_ref = pending_ref.par_iter_mut().map(|p| p.resolve()).collect();
+            let parsed: Vec<Result<input::Options<'_>, String>> = options_ref
+                .iter()
+                .map(|o| input::parse_options(o))
+                .collect();
+            let threads = rayon::current_num_threads();
+            *pieces_ref = cut(chains_ref, decoded_ref, threads);
+            *written_ref = pieces_ref
+                .par_iter()
+                .map(|&(c, start, end)| {
+                    let (provider, s, which) = &chains_ref[c];
+                    let items = decoded_ref[*s].as_ref().map_err(|e| e.clone())?;
+                    let mut session = Session::new(wire(provider)?);
+                    let mut w = Written::default();
+                    for k in start..end {
+                        let opts = parsed[which[k]]
+                            .as_ref()
+                            .map_err(|e| format!("request {k}: {e}"))?;
+                        let metas = meta.then_some(&mut w.metas);
+                        let reuse = session.next(&items[k], opts, &mut w.suffixes, metas);
+                        w.reuse.push(reuse);
+                        w.ends.push(w.suffixes.len());
+                        w.meta_ends.push(w.metas.len());
+                    }
+                    Ok(w)
+                })
+                .collect();
+        })
+    });
+    for (p, items) in pending.into_iter().zip(&decoded) {
+        if items.is_ok() {
+            p.remember(py);
+        }
+    }
+    // 2. Make every body's object (with the GIL), then 3. fill them (without).
+    let mut made: Vec<Vec<Unfilled>> = Vec::with_capacity(written.len());
+    for w in &written {
+        let Ok(w) = w else {
+            made.push(Vec::new());
+            continue;
+        };
+        let mut bodies = Vec::with_capacity(w.reuse.len());
+        for (k, reuse) in w.reuse.iter().enumerate() {
+            let new = Written::piece(&w.suffixes, &w.ends, k).len();
+            bodies.push(unfilled(py, reuse.bytes() + new)?);
+        }
+        made.push(bodies);
+    }
+    let made_ref = &mut made;
+    py.detach(|| {
+        run(&mut || {
+            written
+                .par_iter()
+                .zip(made_ref.par_iter_mut())
+                .for_each(|(w, bodies)| {
+                    let Ok(w) = w else {
+                        return;
+                    };
+                    // No previous body yet: nothing is copied from it (a copy of zero
+                    // bytes still needs a non-null pointer).
+                    let mut prev: *const u8 = std::ptr::NonNull::dangling().as_ptr();
+                    for (k, body) in bodies.iter_mut().enumerate() {
+                        let (reuse, new) = (w.reuse[k], Written::piece(&w.suffixes, &w.ends, k));
+                        // SAFETY: `body.ptr` has room for `reuse.bytes() + new.len()`
+                        // bytes (its length); `prev` is the previous body of this chain,
+                        // fully written, and `reuse` names only bytes of it
+                        // (`Session::next`); the buffers are distinct.
+                        unsafe {
+                            let mut at = body.ptr;
+                            std::ptr::copy_nonoverlapping(prev, at, reuse.head);
+                            at = at.add(reuse.head);
+                            std::ptr::copy_nonoverlapping(new.as_ptr(), at, new.len());
+                            at = at.add(new.len());
+                            if let Some((a, b)) = reuse.tail {
+                                std::ptr::copy_nonoverlapping(prev.add(a), at, b - a);
+                            }
+                        }
+                        prev = body.ptr;
+                    }
+                });
+        })
+    });
+    // The pieces of a chain are consecutive: put each chain back together.
+    let mut out: Vec<ChainResult<'py>> = Vec::with_capacity(chains.len());
+    let mut parts = pieces.iter().zip(made.into_iter().zip(written)).peekable();
+    for c in 0..chains.len() {
+        let (mut bodies, mut metas, mut reused) = (Vec::new(), Vec::new(), Vec::new());
+        let mut failed: Option<String> = None;
+        while let Some((_, (made, w))) = parts.next_if(|(p, _)| p.0 == c) {
+            match w {
+                Ok(w) if failed.is_none() => {
+                    bodies.extend(made.into_iter().map(|b| b.obj));
+                    if meta {
+                        metas.extend((0..w.reuse.len()).map(|k| {
+                            PyBytes::new(py, Written::piece(&w.metas, &w.meta_ends, k)).unbind()
+                        }));
+                    }
+                    reused.extend(w.reuse.iter().map(Reuse::bytes));
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        out.push(match failed {
+            None => (bodies.into_pyobject(py)?.into_any(), metas, reused),
+            Some(e) => (e.into_pyobject(py)?.into_any(), Vec::new(), Vec::new()),
+        });
+    }
+    Ok(out)
+}
+
+/// A piece of a chain the workers render on their own: `(chain, first request, end)`.
+type Piece = (usize, usize, usize);
+
+/// Cut the chains into pieces for `threads` workers.  With at least as many chains as
+/// workers each chain is one piece; with fewer, a chain is cut into up to
+/// `threads / chains` pieces of about equal numbers of items (what its bodies grow
+/// with), so one long session uses every worker.  A piece's first request is written
+/// in full: a cut costs one full render.
+fn cut(
+    chains: &[(PyBackedStr, usize, Vec<usize>)],
+    decoded: &[Result<Vec<Items>, String>],
+    threads: usize,
+) -> Vec<Piece> {
+    let per_chain = if chains.len() < threads {
+        threads.div_ceil(chains.len().max(1))
+    } else {
+        1
+    };
+    let mut pieces = Vec::with_capacity(chains.len() * per_chain);
+    for (c, (_, s, which)) in chains.iter().enumerate() {
+        let n = which.len();
+        let weight = |k: usize| match &decoded[*s] {
+            Ok(items) => items[k].len() + 1,
+            Err(_) => 1,
+        };
+        let total: usize = (0..n).map(weight).sum();
+        let parts = per_chain.clamp(1, n.max(1));
+        let (mut start, mut done, mut j) = (0, 0, 1);
+        for k in 0..n {
+            done += weight(k);
+            if j < parts && k + 1 < n && done * parts >= total * j {
+                pieces.push((c, start, k + 1));
+                start = k + 1;
+                j += 1;
+            }
+        }
+        pieces.push((c, start, n));
+    }
+    pieces
+}
+
+/// The pool `threads` asks for (None: rayon's global pool).
+fn pool_of(threads: Option<usize>) -> PyResult<Option<Arc<rayon::ThreadPool>>> {
+    match threads {
+        None => Ok(None),
+        Some(n) if (1..=MAX_THREADS).contains(&n) => {
+            Ok(Some(pool(n).map_err(PyValueError::new_err)?))
+        }
+        Some(n) => Err(PyValueError::new_err(format!(
+            "threads must be between 1 and {MAX_THREADS}, not {n}"
+        ))),
+    }
+}
+
 /// The item caches: `items` / `bytes` / `hits` / `misses` of the content-keyed cache of
 /// prepared items, `objects` / `object_bytes` / `object_hits` of the identity table in
 /// front of it, and `capacity` (the bound of each, in bytes).
@@ -225,6 +508,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(render_context, m)?)?;
     m.add_function(wrap_pyfunction!(render_request, m)?)?;
     m.add_function(wrap_pyfunction!(render_batch, m)?)?;
+    m.add_function(wrap_pyfunction!(render_sessions, m)?)?;
     m.add_function(wrap_pyfunction!(item_cache_stats, m)?)?;
     m.add_function(wrap_pyfunction!(item_cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(set_item_cache_capacity, m)?)?;

@@ -12,14 +12,16 @@
 
 use super::input::Options;
 use super::neutral::{NBlock, NRole, Neutral, Txt};
-use super::{open_block, view, Fields, Sys, OPENING_PLACEHOLDER};
+use super::{
+    open_block, view, Breakpoint, Fields, Head, Plan, State, Sys, Unit, Wire, OPENING_PLACEHOLDER,
+};
 use crate::json::Json;
 
 /// Most breakpoints a request may carry.
 pub const MAX_BREAKPOINTS: usize = 4;
 
-fn cache_control(w: &mut Json, opts: &Options<'_>) {
-    match opts.cache_ttl.as_deref() {
+fn cache_control(w: &mut Json, ttl: Option<&str>) {
+    match ttl {
         Some(ttl) if !ttl.is_empty() => {
             w.raw(",\"cache_control\":{\"type\":\"ephemeral\",\"ttl\":");
             w.str(ttl);
@@ -29,17 +31,9 @@ fn cache_control(w: &mut Json, opts: &Options<'_>) {
     }
 }
 
-/// Write the body; returns the number of messages.
-pub fn write(
-    w: &mut Json,
-    opts: &Options<'_>,
-    sys: &[Sys<'_>],
-    n: &Neutral<'_>,
-    breakpoints: &mut Vec<String>,
-) -> usize {
-    // Declared before `msgs`, which may borrow them.
-    let placeholder = NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into()));
-    let mut tail: Option<NBlock<'_>> = None;
+/// Lay out the body: the view, the trimmed prefill, the opening turn and where the
+/// breakpoints go (decided before writing, so the count is known).
+pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Plan<'a> {
     let mut v = view(n, |role, b| match b {
         // Another vendor's signature (a Gemini thought signature) means nothing here.
         NBlock::Thinking(t) => {
@@ -70,12 +64,9 @@ pub fn write(
             let kept = (!kept.is_empty()).then(|| kept.to_string());
             v.blocks.pop();
             if let Some(kept) = kept {
-                tail = Some(NBlock::Text(Txt::Own(kept.into())));
+                v.blocks.push(NBlock::Text(Txt::Own(kept.into())));
                 break;
             }
-        }
-        if let Some(t) = tail.as_ref() {
-            v.blocks.push(t);
         }
         if v.blocks.len() == start {
             v.spans.pop();
@@ -83,14 +74,13 @@ pub fn write(
             last.2 = v.blocks.len();
         }
     }
-    let mut msgs = v.msgs();
-    let opening_blocks = [&placeholder];
-    if msgs.is_empty() {
-        msgs.push((NRole::User, &opening_blocks));
+    if v.spans.is_empty() {
+        v.blocks
+            .push(NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into())));
+        v.spans.push((NRole::User, 0, 1));
     }
-    let opening = matches!(msgs.first(), Some((NRole::Assistant, _)));
+    let opening = matches!(v.spans.first(), Some((NRole::Assistant, _, _)));
 
-    // Where the breakpoints go (decided before writing, so the count is known).
     let last_l0 = sys.iter().rposition(|s| s.layer == 0);
     let last_l1 = sys.iter().rposition(|s| s.layer >= 1);
     let tool_bp = opts.cache && last_l0.is_none() && !opts.tools.is_empty();
@@ -99,7 +89,19 @@ pub fn write(
     } else {
         Vec::new()
     };
-    let mut msg_bps: Vec<(usize, usize)> = Vec::new(); // (message, block) in `msgs`
+    let head = Head {
+        model: &opts.model,
+        max_tokens: Some(opts.max_tokens.unwrap_or(4096)),
+        cache_ttl: opts.cache_ttl.as_deref(),
+        sys: true,
+        sys_bps,
+        opening,
+    };
+    let mut p = Plan::empty(Wire::Anthropic, head, sys, v);
+    p.tool_bp = tool_bp;
+    // (message, block) of the messages' breakpoints: the end of this request and of
+    // the one before it.
+    let mut msg_bps: Vec<(usize, usize)> = Vec::new();
     if opts.cache {
         // A top-level `cache_control` among the extra fields (automatic caching, as a
         // recorded request may carry it) is a breakpoint of its own.
@@ -109,8 +111,8 @@ pub fn write(
             )
             .is_ok_and(|m| m.contains_key("cache_control"))
         });
-        let used = sys_bps.len() + usize::from(tool_bp) + usize::from(auto);
-        let last = msgs.len() - 1;
+        let used = p.head.sys_bps.len() + usize::from(tool_bp) + usize::from(auto);
+        let last = p.units.len() - 1;
         let mut targets = vec![last];
         if last >= 2 {
             targets.push(last - 2);
@@ -119,16 +121,42 @@ pub fn write(
             if used + msg_bps.len() >= MAX_BREAKPOINTS {
                 break;
             }
-            if let Some(bi) = msgs[mi].1.iter().rposition(|b| b.cacheable()) {
+            let (_, blocks, _) = p.unit(mi);
+            if let Some(bi) = blocks.iter().rposition(|b| b.cacheable()) {
                 msg_bps.push((mi, bi));
             }
         }
     }
+    // Marks in message order (targets were taken last first).
+    msg_bps.sort_unstable();
+    for (mi, bi) in &msg_bps {
+        let u: &mut Unit = &mut p.units[*mi];
+        if u.marks == (0, 0) {
+            u.marks = (p.marks.len(), p.marks.len());
+        }
+        p.marks.push(*bi);
+        u.marks.1 = p.marks.len();
+    }
+    for &i in &p.head.sys_bps {
+        let layer = p.sys[i].layer.min(1);
+        p.breakpoints.push(Breakpoint::System { i, layer });
+    }
+    let shift = usize::from(opening);
+    for (mi, _) in &msg_bps {
+        p.breakpoints.push(Breakpoint::Message(mi + shift));
+    }
+    if tool_bp {
+        p.breakpoints.push(Breakpoint::Tool(opts.tools.len() - 1));
+    }
+    p
+}
 
+/// Model, output limit, the system blocks and the opening of the message list.
+pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.raw("{\"model\":");
-    w.str(&opts.model);
+    w.str(h.model);
     w.raw(",\"max_tokens\":");
-    w.uint(opts.max_tokens.unwrap_or(4096));
+    w.uint(h.max_tokens.unwrap_or(4096));
     if !sys.is_empty() {
         w.raw(",\"system\":[");
         let mut first = true;
@@ -136,40 +164,54 @@ pub fn write(
             w.sep(&mut first);
             w.raw("{\"type\":\"text\",\"text\":");
             s.text.write(w);
-            if sys_bps.contains(&i) {
-                cache_control(w, opts);
-                breakpoints.push(format!("system[{i}] (end of L{})", s.layer.min(1)));
+            if h.sys_bps.contains(&i) {
+                cache_control(w, h.cache_ttl);
             }
             w.raw("}");
         }
         w.raw("]");
     }
     w.raw(",\"messages\":[");
-    let mut first = true;
-    if opening {
-        w.sep(&mut first);
+    if h.opening {
+        w.sep(&mut st.first);
         w.raw("{\"role\":\"user\",\"content\":[");
-        block(w, &placeholder, false, opts);
+        block(
+            w,
+            &NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into())),
+            false,
+            h.cache_ttl,
+        );
         w.raw("]}");
+        st.count += 1;
     }
-    let shift = usize::from(opening);
-    for (mi, (role, blocks)) in msgs.iter().enumerate() {
-        w.sep(&mut first);
-        w.raw(match role {
-            NRole::User => "{\"role\":\"user\",\"content\":[",
-            NRole::Assistant => "{\"role\":\"assistant\",\"content\":[",
-        });
-        let mut fb = true;
-        for (bi, b) in blocks.iter().enumerate() {
-            w.sep(&mut fb);
-            let bp = msg_bps.contains(&(mi, bi));
-            if bp {
-                breakpoints.push(format!("messages[{}] (L2)", mi + shift));
-            }
-            block(w, b, bp, opts);
-        }
-        w.raw("]}");
+}
+
+/// One message; `bps` are the offsets of its blocks that carry a breakpoint.
+pub fn unit(
+    w: &mut Json,
+    h: &Head<'_>,
+    role: NRole,
+    blocks: &[NBlock<'_>],
+    bps: &[usize],
+    st: &mut State,
+) {
+    w.sep(&mut st.first);
+    w.raw(match role {
+        NRole::User => "{\"role\":\"user\",\"content\":[",
+        NRole::Assistant => "{\"role\":\"assistant\",\"content\":[",
+    });
+    let mut fb = true;
+    for (bi, b) in blocks.iter().enumerate() {
+        w.sep(&mut fb);
+        block(w, b, bps.contains(&bi), h.cache_ttl);
     }
+    w.raw("]}");
+    st.count += 1;
+}
+
+/// The end of the message list, the tools (the last with a breakpoint: `tool_bp`) and
+/// the extra fields.
+pub fn tail(w: &mut Json, opts: &Options<'_>, tool_bp: bool) {
     w.raw("]");
     if !opts.tools.is_empty() {
         w.raw(",\"tools\":[");
@@ -183,8 +225,7 @@ pub fn write(
             w.raw(",\"input_schema\":");
             w.raw(t.schema_or_empty());
             if tool_bp && i == last {
-                cache_control(w, opts);
-                breakpoints.push(format!("tools[{i}] (end of L0)"));
+                cache_control(w, opts.cache_ttl.as_deref());
             }
             w.raw("}");
         }
@@ -194,13 +235,12 @@ pub fn write(
         w.splice_object(extra);
     }
     w.raw("}");
-    msgs.len() + shift
 }
 
-fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, opts: &Options<'_>) {
+fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, ttl: Option<&str>) {
     open_block(w, b, Fields::Wire);
     if bp {
-        cache_control(w, opts);
+        cache_control(w, ttl);
     }
     w.raw("}");
 }

@@ -13,7 +13,7 @@
 
 use super::input::Options;
 use super::neutral::{NBlock, NRole, Neutral};
-use super::{view, Sys, OPENING_PLACEHOLDER};
+use super::{view, Head, Plan, State, Sys, Unit, Wire, OPENING_PLACEHOLDER};
 use crate::json::Json;
 
 fn is_signature(b: &NBlock<'_>) -> bool {
@@ -26,98 +26,138 @@ fn is_signature(b: &NBlock<'_>) -> bool {
     }
 }
 
-/// Write the body; returns the number of contents.
-pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
+/// Lay out the body: the view without model turns of signatures only (nothing to
+/// attach them to), neighbours of one role that this leaves side by side merged into
+/// one content (marks: where each merged message begins), the opening user turn.
+pub fn plan<'a>(sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Plan<'a> {
     let v = view(n, |role, b| match b {
         NBlock::Thinking(_) => role == NRole::Assistant && is_signature(b),
         NBlock::Redacted(_) | NBlock::Compaction(_) => false,
         NBlock::Image(_) => role == NRole::User,
         _ => true,
     });
-    // A model turn of signatures only has nothing to attach them to.
-    let msgs: Vec<_> = v
-        .msgs()
-        .into_iter()
-        .filter(|(_, blocks)| blocks.iter().any(|b| !is_signature(b)))
-        .collect();
-    let opening = matches!(msgs.first(), Some((NRole::Assistant, _)));
+    let mut blocks: Vec<NBlock<'a>> = Vec::with_capacity(v.blocks.len());
+    let mut units: Vec<Unit> = Vec::with_capacity(v.spans.len());
+    let mut marks: Vec<usize> = Vec::new();
+    for &(role, a, b) in &v.spans {
+        let msg = &v.blocks[a..b];
+        if msg.iter().all(is_signature) {
+            continue;
+        }
+        let at = blocks.len();
+        blocks.extend(msg.iter().cloned());
+        match units.last_mut() {
+            Some(u) if u.role == role => {
+                marks.push(at - u.blocks.0);
+                u.blocks.1 = blocks.len();
+                u.marks.1 = marks.len();
+            }
+            _ => units.push(Unit {
+                role,
+                blocks: (at, blocks.len()),
+                marks: (marks.len(), marks.len()),
+            }),
+        }
+    }
+    let head = Head {
+        opening: matches!(units.first(), Some(u) if u.role == NRole::Assistant),
+        ..Head::default()
+    };
+    Plan {
+        wire: Wire::Gemini,
+        head,
+        blocks,
+        units,
+        marks,
+        sys,
+        tool_bp: false,
+        breakpoints: Vec::new(),
+    }
+}
+
+/// The opening of the contents, with the placeholder user turn when needed.
+pub fn head(w: &mut Json, h: &Head<'_>, st: &mut State) {
     w.raw("{\"contents\":[");
-    let mut first = true;
-    if opening {
-        w.sep(&mut first);
+    if h.opening {
+        w.sep(&mut st.first);
         w.raw("{\"role\":\"user\",\"parts\":[{\"text\":");
         w.str(OPENING_PLACEHOLDER);
         w.raw("}]}");
+        st.count += 1;
     }
-    // Merging after the signature filter may have put two same-role turns side by side.
-    let mut prev: Option<NRole> = if opening { Some(NRole::User) } else { None };
-    for (role, blocks) in &msgs {
-        if prev == Some(*role) {
-            // Continue the previous content: reopen its parts list (drop its `]}`).
-            w.buf.truncate(w.buf.len() - 2);
-        } else {
-            w.sep(&mut first);
-            w.raw(match role {
-                NRole::User => "{\"role\":\"user\",\"parts\":[",
-                NRole::Assistant => "{\"role\":\"model\",\"parts\":[",
-            });
+}
+
+/// One content: the parts of its messages (`merged`: offsets where a message after
+/// the first begins).  A thought signature rides on the part after it in its message.
+pub fn unit(w: &mut Json, role: NRole, blocks: &[NBlock<'_>], merged: &[usize], st: &mut State) {
+    w.sep(&mut st.first);
+    w.raw(match role {
+        NRole::User => "{\"role\":\"user\",\"parts\":[",
+        NRole::Assistant => "{\"role\":\"model\",\"parts\":[",
+    });
+    let mut fp = true;
+    let mut signature: Option<&str> = None;
+    for (bi, b) in blocks.iter().enumerate() {
+        if merged.contains(&bi) {
+            // A signature is its own message's: it never rides into the next one.
+            signature = None;
         }
-        prev = Some(*role);
-        let mut fp = prev_parts_open(w);
-        let mut signature: Option<&str> = None;
-        for b in blocks.iter() {
-            if let NBlock::Thinking(t) = b {
-                signature = Some(t.thinking().1.esc);
-                continue;
-            }
-            w.sep(&mut fp);
-            match b {
-                NBlock::Text(t) => {
-                    w.raw("{\"text\":");
-                    t.write(w);
-                }
-                NBlock::Image(img) => {
-                    let src = img.image();
-                    if src.is_url() {
-                        w.raw("{\"fileData\":{\"mimeType\":");
-                        w.pre_str(src.media_type.esc);
-                        w.field_pre("fileUri", src.url.esc);
-                    } else {
-                        w.raw("{\"inlineData\":{\"mimeType\":");
-                        w.pre_str(src.media_type.esc);
-                        w.field_pre("data", src.data.esc);
-                    }
-                    w.raw("}");
-                }
-                NBlock::ToolUse(call) => {
-                    w.raw("{\"functionCall\":{\"id\":");
-                    call.write_id(w);
-                    w.field_pre("name", call.name().esc);
-                    w.raw(",\"args\":");
-                    w.raw(call.item.args_json());
-                    w.raw("}");
-                }
-                NBlock::ToolResult(call) => {
-                    w.raw("{\"functionResponse\":{\"id\":");
-                    call.write_id(w);
-                    w.field_pre("name", call.name().esc);
-                    w.raw(if call.is_error() {
-                        ",\"response\":{\"error\":"
-                    } else {
-                        ",\"response\":{\"output\":"
-                    });
-                    w.pre_str(call.content().esc);
-                    w.raw("}}");
-                }
-                NBlock::Thinking(_) | NBlock::Redacted(_) | NBlock::Compaction(_) => {}
-            }
-            if let Some(s) = signature.take() {
-                w.field_pre("thoughtSignature", s);
-            }
-            w.raw("}");
+        if let NBlock::Thinking(t) = b {
+            signature = Some(t.thinking().1.esc);
+            continue;
         }
-        w.raw("]}");
+        w.sep(&mut fp);
+        match b {
+            NBlock::Text(t) => {
+                w.raw("{\"text\":");
+                t.write(w);
+            }
+            NBlock::Image(img) => {
+                let src = img.image();
+                if src.is_url() {
+                    w.raw("{\"fileData\":{\"mimeType\":");
+                    w.pre_str(src.media_type.esc);
+                    w.field_pre("fileUri", src.url.esc);
+                } else {
+                    w.raw("{\"inlineData\":{\"mimeType\":");
+                    w.pre_str(src.media_type.esc);
+                    w.field_pre("data", src.data.esc);
+                }
+                w.raw("}");
+            }
+            NBlock::ToolUse(call) => {
+                w.raw("{\"functionCall\":{\"id\":");
+                call.write_id(w);
+                w.field_pre("name", call.name().esc);
+                w.raw(",\"args\":");
+                w.raw(call.item.args_json());
+                w.raw("}");
+            }
+            NBlock::ToolResult(call) => {
+                w.raw("{\"functionResponse\":{\"id\":");
+                call.write_id(w);
+                w.field_pre("name", call.name().esc);
+                w.raw(if call.is_error() {
+                    ",\"response\":{\"error\":"
+                } else {
+                    ",\"response\":{\"output\":"
+                });
+                w.pre_str(call.content().esc);
+                w.raw("}}");
+            }
+            NBlock::Thinking(_) | NBlock::Redacted(_) | NBlock::Compaction(_) => {}
+        }
+        if let Some(s) = signature.take() {
+            w.field_pre("thoughtSignature", s);
+        }
+        w.raw("}");
     }
+    w.raw("]}");
+    st.count += 1 + merged.len();
+}
+
+/// The end of the contents, the system instruction, the tools, the extra fields.
+pub fn tail(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>]) {
     w.raw("]");
     if !sys.is_empty() {
         w.raw(",\"systemInstruction\":{\"parts\":[");
@@ -150,10 +190,4 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         w.splice_object(extra);
     }
     w.raw("}");
-    msgs.len() + usize::from(opening)
-}
-
-/// Whether the parts list just opened is empty (true) or continues one (false).
-fn prev_parts_open(w: &Json) -> bool {
-    w.buf.last() == Some(&b'[')
 }

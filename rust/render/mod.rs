@@ -13,6 +13,7 @@ pub mod input;
 pub mod neutral;
 pub mod openai_chat;
 pub mod openai_responses;
+pub mod session;
 
 use crate::commit::{self, ImageSource, Shared};
 use crate::json::Json;
@@ -58,6 +59,14 @@ pub struct Sys<'a> {
     pub layer: u8,
 }
 
+/// Whether two lists of system blocks are provably written the same.
+fn same_sys(a: &[Sys<'_>], b: &[Sys<'_>]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(x, y)| x.layer == y.layer && x.text.same(&y.text))
+}
+
 /// System blocks in request order: L0 (the caller's session-constant blocks, then the
 /// commit's leading system items), then L1 (the caller's situation blocks, then system
 /// items that arrived mid-conversation).  Empty texts are dropped (vendors refuse them).
@@ -90,22 +99,16 @@ pub fn system_blocks<'a>(opts: &'a Options<'a>, n: &Neutral<'a>) -> Vec<Sys<'a>>
 /// that message holds a tool_use, which every view keeps.
 ///
 /// The kept blocks of all messages share one vector (`spans` cuts it into messages), so
-/// a view costs two allocations, not one per message.
-pub struct View<'m, 'c> {
-    pub blocks: Vec<&'m NBlock<'c>>,
+/// a view costs two allocations, not one per message.  The blocks are copies (a few
+/// words each, borrowing the commit), so a plan made from the view outlives the neutral
+/// messages: an incremental render keeps the previous request's plan.
+pub struct View<'c> {
+    pub blocks: Vec<NBlock<'c>>,
     /// Role, first block and end of each message, in order.
     pub spans: Vec<(NRole, usize, usize)>,
 }
 
-impl<'m, 'c> View<'m, 'c> {
-    /// The messages as (role, blocks) pairs.
-    pub fn msgs(&self) -> Vec<(NRole, &[&'m NBlock<'c>])> {
-        self.spans
-            .iter()
-            .map(|&(role, a, b)| (role, &self.blocks[a..b]))
-            .collect()
-    }
-
+impl<'c> View<'c> {
     /// Start the view at its last block `mark` accepts — the vendor's own compaction
     /// block, behind which that vendor reads nothing (Anthropic ignores what comes
     /// before it, OpenAI would read and bill it again): the messages before it and
@@ -113,7 +116,7 @@ impl<'m, 'c> View<'m, 'c> {
     /// compaction block is on an assistant message, whose tool calls come after every
     /// other block of it, and whose predecessors' results were sent before it.
     pub fn from_last(&mut self, mark: impl Fn(&NBlock<'c>) -> bool) {
-        let Some(k) = self.blocks.iter().rposition(|b| mark(b)) else {
+        let Some(k) = self.blocks.iter().rposition(mark) else {
             return;
         };
         if k == 0 {
@@ -126,15 +129,27 @@ impl<'m, 'c> View<'m, 'c> {
             *end -= k;
         }
     }
+
+    /// The messages as units of a plan, each with no marks.
+    pub fn units(&self) -> Vec<Unit> {
+        self.spans
+            .iter()
+            .map(|&(role, a, b)| Unit {
+                role,
+                blocks: (a, b),
+                marks: (0, 0),
+            })
+            .collect()
+    }
 }
 
 /// Build a provider's view (see `View`); `keep` says which blocks it can send.
-pub fn view<'m, 'c>(n: &'m Neutral<'c>, keep: impl Fn(NRole, &NBlock<'c>) -> bool) -> View<'m, 'c> {
-    let mut blocks: Vec<&'m NBlock<'c>> = Vec::with_capacity(n.blocks.len());
+pub fn view<'c>(n: &Neutral<'c>, keep: impl Fn(NRole, &NBlock<'c>) -> bool) -> View<'c> {
+    let mut blocks: Vec<NBlock<'c>> = Vec::with_capacity(n.blocks.len());
     let mut spans: Vec<(NRole, usize, usize)> = Vec::with_capacity(n.messages.len());
     for m in &n.messages {
         let start = blocks.len();
-        blocks.extend(n.blocks_of(m).iter().filter(|b| keep(m.role, b)));
+        blocks.extend(n.blocks_of(m).iter().filter(|b| keep(m.role, b)).cloned());
         let end = blocks.len();
         if end == start {
             continue;
@@ -145,6 +160,247 @@ pub fn view<'m, 'c>(n: &'m Neutral<'c>, keep: impl Fn(NRole, &NBlock<'c>) -> boo
         }
     }
     View { blocks, spans }
+}
+
+/// What a wire writes before its first message, as the values it writes it from (and
+/// the plan's system blocks when `sys` says so): the head writers read nothing else, so
+/// two heads that are the same (`Plan::shared_parts`) are the same bytes.  Each wire
+/// fills only the fields its head writes (the rest stay empty).
+#[derive(Default)]
+pub struct Head<'a> {
+    pub model: &'a str,
+    pub max_tokens: Option<u64>,
+    /// The `ttl` of Anthropic's breakpoints (the head's and the messages').
+    pub cache_ttl: Option<&'a str>,
+    /// The head writes the system blocks (`Plan::sys`).
+    pub sys: bool,
+    /// Indices in `Plan::sys` of the blocks that carry a breakpoint (Anthropic).
+    pub sys_bps: Vec<usize>,
+    /// The conversation opens with the assistant: a placeholder user turn goes first.
+    pub opening: bool,
+}
+
+impl Head<'_> {
+    fn same(&self, o: &Head<'_>) -> bool {
+        self.model == o.model
+            && self.max_tokens == o.max_tokens
+            && self.cache_ttl == o.cache_ttl
+            && self.sys == o.sys
+            && self.sys_bps == o.sys_bps
+            && self.opening == o.opening
+    }
+}
+
+/// One message of a plan as its wire writes it: a role and a range of `Plan::blocks`,
+/// with a range of `Plan::marks` (block offsets in the message that the wire treats
+/// apart: Anthropic's cache breakpoints; where a Gemini content merges a next message).
+#[derive(Clone, Copy, Debug)]
+pub struct Unit {
+    pub role: NRole,
+    pub blocks: (usize, usize),
+    pub marks: (usize, usize),
+}
+
+/// A request body laid out before it is written: the head, the messages (units), and
+/// what the tail needs.  Writing is append-only and each unit is written from its own
+/// role, blocks and marks, the head and the writer `State` before it, so a body is a
+/// function of its plan (and the tail's options); `session` reuses a previous body up
+/// to the first part of the plan that differs.
+pub struct Plan<'a> {
+    pub wire: Wire,
+    pub head: Head<'a>,
+    pub blocks: Vec<NBlock<'a>>,
+    pub units: Vec<Unit>,
+    pub marks: Vec<usize>,
+    /// The system blocks (written in the head, or by Gemini after the messages).
+    pub sys: Vec<Sys<'a>>,
+    /// Anthropic: the last tool carries a breakpoint.
+    pub tool_bp: bool,
+    /// Where the cache breakpoints are, in the body's order, for the breakdown.
+    pub breakpoints: Vec<Breakpoint>,
+}
+
+/// Where a cache breakpoint is (named for the breakdown only when one is made).
+#[derive(Clone, Copy, Debug)]
+pub enum Breakpoint {
+    /// `system[i]`, the end of layer L0 or L1.
+    System { i: usize, layer: u8 },
+    /// `messages[i]` as sent (L2).
+    Message(usize),
+    /// `tools[i]`, the end of L0.
+    Tool(usize),
+}
+
+impl std::fmt::Display for Breakpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Breakpoint::System { i, layer } => write!(f, "system[{i}] (end of L{layer})"),
+            Breakpoint::Message(i) => write!(f, "messages[{i}] (L2)"),
+            Breakpoint::Tool(i) => write!(f, "tools[{i}] (end of L0)"),
+        }
+    }
+}
+
+impl<'a> Plan<'a> {
+    /// Lay out `wire`'s body for the neutral messages `n`.
+    pub fn new(wire: Wire, opts: &'a Options<'a>, n: &Neutral<'a>) -> Plan<'a> {
+        let sys = system_blocks(opts, n);
+        match wire {
+            Wire::Anthropic => anthropic::plan(opts, sys, n),
+            Wire::OpenAiChat => openai_chat::plan(opts, sys, n),
+            Wire::OpenAiResponses => openai_responses::plan(opts, sys, n),
+            Wire::Gemini => gemini::plan(sys, n),
+        }
+    }
+
+    /// A plan with its wire, head and system blocks, and no messages yet.
+    fn empty(wire: Wire, head: Head<'a>, sys: Vec<Sys<'a>>, v: View<'a>) -> Plan<'a> {
+        Plan {
+            wire,
+            head,
+            units: v.units(),
+            blocks: v.blocks,
+            marks: Vec::new(),
+            sys,
+            tool_bp: false,
+            breakpoints: Vec::new(),
+        }
+    }
+
+    /// The blocks and marks of unit `i`.
+    pub fn unit(&self, i: usize) -> (NRole, &[NBlock<'a>], &[usize]) {
+        let u = &self.units[i];
+        (
+            u.role,
+            &self.blocks[u.blocks.0..u.blocks.1],
+            &self.marks[u.marks.0..u.marks.1],
+        )
+    }
+
+    /// How many leading parts (the head, then units) `self` and `other` provably write
+    /// as the same bytes: 0 when their wires or heads differ.
+    pub fn shared_parts(&self, other: &Plan<'_>) -> usize {
+        if self.wire != other.wire
+            || !self.head.same(&other.head)
+            || (self.head.sys && !same_sys(&self.sys, &other.sys))
+        {
+            return 0;
+        }
+        let units = (0..self.units.len().min(other.units.len()))
+            .take_while(|&i| {
+                let (ra, ba, ma) = self.unit(i);
+                let (rb, bb, mb) = other.unit(i);
+                ra == rb
+                    && ma == mb
+                    && ba.len() == bb.len()
+                    && ba.iter().zip(bb).all(|(x, y)| x.same(y))
+            })
+            .count();
+        1 + units
+    }
+
+    /// Write part `k` (0: the head, then unit `k - 1`); returns the state after it.
+    fn write_part(&self, w: &mut Json, k: usize, st: &mut State) {
+        if k == 0 {
+            match self.wire {
+                Wire::Anthropic => anthropic::head(w, &self.head, &self.sys, st),
+                Wire::OpenAiChat => openai_chat::head(w, &self.head, &self.sys, st),
+                Wire::OpenAiResponses => openai_responses::head(w, &self.head, &self.sys, st),
+                Wire::Gemini => gemini::head(w, &self.head, st),
+            }
+            return;
+        }
+        let (role, blocks, marks) = self.unit(k - 1);
+        match self.wire {
+            Wire::Anthropic => anthropic::unit(w, &self.head, role, blocks, marks, st),
+            Wire::OpenAiChat => openai_chat::unit(w, role, blocks, st),
+            Wire::OpenAiResponses => openai_responses::unit(w, role, blocks, st),
+            Wire::Gemini => gemini::unit(w, role, blocks, marks, st),
+        }
+    }
+
+    /// Write the parts from `from.0` on and then the tail at the end of `w`: what comes
+    /// after the body's first `from.1.at` bytes (the parts before `from.0`, written
+    /// before and reused); `marks` gets where the body stands after each part.
+    /// Returns the writer's final state.
+    pub fn write(
+        &self,
+        w: &mut Json,
+        opts: &Options<'_>,
+        from: (usize, Mark),
+        marks: &mut Vec<Mark>,
+    ) -> State {
+        let st = self.write_parts(w, from, marks);
+        self.write_tail(w, opts);
+        st
+    }
+
+    /// `write` without the tail.
+    pub fn write_parts(&self, w: &mut Json, from: (usize, Mark), marks: &mut Vec<Mark>) -> State {
+        let (start, Mark { at: base, mut st }) = from;
+        let origin = w.buf.len();
+        for k in start..=self.units.len() {
+            self.write_part(w, k, &mut st);
+            marks.push(Mark {
+                at: base + (w.buf.len() - origin),
+                st,
+            });
+        }
+        st
+    }
+
+    /// The tail: the end of the message list and what follows it (tools, parameters,
+    /// Gemini's system instruction).
+    pub fn write_tail(&self, w: &mut Json, opts: &Options<'_>) {
+        match self.wire {
+            Wire::Anthropic => anthropic::tail(w, opts, self.tool_bp),
+            Wire::OpenAiChat => openai_chat::tail(w, opts),
+            Wire::OpenAiResponses => openai_responses::tail(w, opts),
+            Wire::Gemini => gemini::tail(w, opts, &self.sys),
+        }
+    }
+
+    /// Whether `self` with `opts` and `other` with `other_opts` provably have the same
+    /// tail: the same wire and options (the very same parsed options), and what else a
+    /// tail writer reads — Anthropic's tool breakpoint, Gemini's system blocks.
+    pub fn same_tail(
+        &self,
+        opts: &Options<'_>,
+        other: &Plan<'_>,
+        other_opts: &Options<'_>,
+    ) -> bool {
+        self.wire == other.wire
+            && std::ptr::eq(
+                (opts as *const Options<'_>).cast::<u8>(),
+                (other_opts as *const Options<'_>).cast::<u8>(),
+            )
+            && self.tool_bp == other.tool_bp
+            && (self.wire != Wire::Gemini || same_sys(&self.sys, &other.sys))
+    }
+}
+
+/// What a writer carries from one part of a body to the next: whether the message
+/// list is still empty (no comma before the next), and how many wire messages it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct State {
+    pub first: bool,
+    pub count: usize,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            first: true,
+            count: 0,
+        }
+    }
+}
+
+/// Where a body stood after one part of its plan: the byte offset and the writer state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Mark {
+    pub at: usize,
+    pub st: State,
 }
 
 /// Render the neutral context as JSON shaped like `ctxrules.model.Context`
@@ -186,7 +442,7 @@ pub fn write_context(items: &[Shared], options_bytes: &[u8]) -> Result<Vec<u8>, 
 }
 
 /// Room to reserve for a body written from `items`: their texts, escaped.
-fn body_estimate(items: &[Shared]) -> usize {
+pub fn body_estimate(items: &[Shared]) -> usize {
     items.iter().map(|i| i.get().text_len()).sum::<usize>() + 1024
 }
 
@@ -357,39 +613,49 @@ pub fn write_request(
     buf: Vec<u8>,
 ) -> Result<Rendered, String> {
     let opts = input::parse_options(options_bytes)?;
+    let n = neutral_of(items);
+    let plan = Plan::new(wire, &opts, &n);
+    let mut w = Json::reusing(buf, body_estimate(items));
+    let st = plan.write(&mut w, &opts, (0, Mark::default()), &mut Vec::new());
+    let body = w.finish();
+    let mut meta = Json::with_capacity(256);
+    write_meta(&mut meta, &plan, &n, st, body.len());
+    Ok(Rendered {
+        body,
+        meta: meta.finish(),
+    })
+}
+
+/// The neutral messages of a request: `neutral::build`, with the opening placeholder
+/// when there is nothing to say yet (e.g. a system-only session: every vendor needs a
+/// first user turn, so the placeholder is it).
+pub fn neutral_of(items: &[Shared]) -> Neutral<'_> {
     let mut n = neutral::build(items);
     if n.messages.is_empty() {
-        // Nothing to say yet (e.g. a system-only session): every vendor needs a first
-        // user turn, so the placeholder is it.
         n.push_message(
             NRole::User,
             NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into())),
         );
     }
-    let sys = system_blocks(&opts, &n);
-    let mut w = Json::reusing(buf, body_estimate(items));
-    let mut breakpoints: Vec<String> = Vec::new();
-    let messages = match wire {
-        Wire::Anthropic => anthropic::write(&mut w, &opts, &sys, &n, &mut breakpoints),
-        Wire::OpenAiChat => openai_chat::write(&mut w, &opts, &sys, &n),
-        Wire::OpenAiResponses => openai_responses::write(&mut w, &opts, &sys, &n),
-        Wire::Gemini => gemini::write(&mut w, &opts, &sys, &n),
-    };
-    let body = w.finish();
-    let mut m = Json::with_capacity(256);
+    n
+}
+
+/// The breakdown of a body written from `plan` (for `--explain`): messages, degraded
+/// tool items, size, system blocks, breakpoints, token sums by category.
+pub fn write_meta(m: &mut Json, plan: &Plan<'_>, n: &Neutral<'_>, st: State, body_bytes: usize) {
     m.raw("{\"messages\":");
-    m.uint(messages as u64);
+    m.uint(st.count as u64);
     m.raw(",\"degraded\":");
     m.uint(n.degraded as u64);
     m.raw(",\"body_bytes\":");
-    m.uint(body.len() as u64);
+    m.uint(body_bytes as u64);
     m.raw(",\"system_blocks\":");
-    m.uint(sys.len() as u64);
+    m.uint(plan.sys.len() as u64);
     m.raw(",\"breakpoints\":[");
     let mut first = true;
-    for b in &breakpoints {
+    for b in &plan.breakpoints {
         m.sep(&mut first);
-        m.str(b);
+        m.str(&b.to_string());
     }
     let t = n.tokens;
     m.raw("],\"item_tokens\":{\"system\":");
@@ -403,10 +669,6 @@ pub fn write_request(
     m.raw(",\"summary\":");
     m.uint(t.summary);
     m.raw("}}");
-    Ok(Rendered {
-        body,
-        meta: m.finish(),
-    })
 }
 
 #[cfg(test)]

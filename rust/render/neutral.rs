@@ -138,6 +138,26 @@ impl Txt<'_> {
         self.write_inner(w);
         w.raw("\"");
     }
+
+    /// Whether `other` is provably written as the same bytes (see `NBlock::same`):
+    /// the same kind of text with the same escaped strings, or of the same item.
+    pub fn same(&self, other: &Txt<'_>) -> bool {
+        match (self, other) {
+            (Txt::Pre(a), Txt::Pre(b)) | (Txt::Summary(a), Txt::Summary(b)) => {
+                same_str(a.esc, b.esc)
+            }
+            (Txt::Degraded(a), Txt::Degraded(b)) => a.same(b),
+            (Txt::Own(a), Txt::Own(b)) => same_str(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// Whether two strings are equal, without reading them when they are the same slice
+/// (the usual case: both renders hold the same prepared item).
+#[inline]
+pub fn same_str(a: &str, b: &str) -> bool {
+    (a.as_ptr() == b.as_ptr() && a.len() == b.len()) || a == b
 }
 
 /// Append one JSON string literal of `parts` joined by `sep` (no joined copy made);
@@ -237,7 +257,7 @@ impl<'c> BlockRef<'c> {
 
 /// A neutral content block, borrowing from the commit (at most five words: building the
 /// messages of a large commit writes and reads one per block).
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum NBlock<'c> {
     Text(Txt<'c>),
     Image(BlockRef<'c>),
@@ -254,6 +274,24 @@ impl NBlock<'_> {
     /// Blocks that may carry a cache breakpoint on Anthropic.
     pub fn cacheable(&self) -> bool {
         !matches!(self, NBlock::Thinking(_) | NBlock::Redacted(_))
+    }
+
+    /// Whether `other` is provably written as the same bytes by every wire format: the
+    /// same kind, of the same item (`Item::same`) and block, call suffix or strings.
+    /// A writer reads nothing of a block but these, so two renders that agree on every
+    /// block of a message (and on what a wire adds around it) write it identically;
+    /// `false` only means "not proven", which costs an incremental render its reuse.
+    pub fn same(&self, other: &NBlock<'_>) -> bool {
+        match (self, other) {
+            (NBlock::Text(a), NBlock::Text(b)) => a.same(b),
+            (NBlock::Image(a), NBlock::Image(b))
+            | (NBlock::Thinking(a), NBlock::Thinking(b))
+            | (NBlock::Compaction(a), NBlock::Compaction(b)) => a.i == b.i && a.item.same(&b.item),
+            (NBlock::Redacted(a), NBlock::Redacted(b)) => same_str(a.esc, b.esc),
+            (NBlock::ToolUse(a), NBlock::ToolUse(b))
+            | (NBlock::ToolResult(a), NBlock::ToolResult(b)) => a.n == b.n && a.item.same(&b.item),
+            _ => false,
+        }
     }
 }
 
@@ -510,7 +548,12 @@ const PREFETCH_AHEAD: usize = 4;
 /// unique (`wire_id`); an id is never dropped.
 pub fn build<'c>(items: &'c [Shared]) -> Neutral<'c> {
     let mut b = Builder {
-        out: Neutral::default(),
+        // Sized once: about a block per item (a tool item gives two), a message per two.
+        out: Neutral {
+            blocks: Vec::with_capacity(items.len() + items.len() / 2 + 1),
+            messages: Vec::with_capacity(items.len() / 2 + 1),
+            ..Neutral::default()
+        },
         pending: Vec::new(),
         open_assistants: Owners::default(),
         seen_ids: HashMap::with_capacity_and_hasher(

@@ -7,7 +7,7 @@
 
 use super::input::Options;
 use super::neutral::{write_joined, NBlock, NRole, Neutral, Txt};
-use super::{view, Sys};
+use super::{view, Head, Plan, State, Sys, Wire};
 use crate::commit::ImageSource;
 use crate::json::Json;
 
@@ -25,7 +25,7 @@ pub fn keep(role: NRole, b: &NBlock<'_>) -> bool {
 }
 
 /// The text blocks of a message, in order.
-pub fn texts<'b, 'c>(blocks: &'b [&NBlock<'c>]) -> impl Iterator<Item = &'b Txt<'c>> + Clone {
+pub fn texts<'b, 'c>(blocks: &'b [NBlock<'c>]) -> impl Iterator<Item = &'b Txt<'c>> + Clone {
     blocks.iter().filter_map(|b| match b {
         NBlock::Text(t) => Some(t),
         _ => None,
@@ -94,7 +94,7 @@ const CHAT_PARTS: PartShapes = PartShapes {
 
 /// Write the text and image blocks of a user message as content parts, comma-separated
 /// (the brackets are the caller's); other blocks are skipped.  Images go as URLs.
-pub fn content_parts(w: &mut Json, blocks: &[&NBlock<'_>], shape: PartShapes) {
+pub fn content_parts(w: &mut Json, blocks: &[NBlock<'_>], shape: PartShapes) {
     let mut first = true;
     for b in blocks {
         match b {
@@ -115,87 +115,100 @@ pub fn content_parts(w: &mut Json, blocks: &[&NBlock<'_>], shape: PartShapes) {
     }
 }
 
-/// Write the body; returns the number of messages.
-pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
-    let v = view(n, keep);
-    let msgs = v.msgs();
-    let mut count = 0usize;
+/// Lay out the body: the view; the head is the model and the system text.
+pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Plan<'a> {
+    let head = Head {
+        model: &opts.model,
+        sys: true,
+        ..Head::default()
+    };
+    Plan::empty(Wire::OpenAiChat, head, sys, view(n, keep))
+}
+
+/// The model and the system text as the leading `system` message.
+pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.raw("{\"model\":");
-    w.str(&opts.model);
+    w.str(h.model);
     w.raw(",\"messages\":[");
-    let mut first = true;
     if !sys.is_empty() {
-        w.sep(&mut first);
+        w.sep(&mut st.first);
         w.raw("{\"role\":\"system\",\"content\":");
         write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
         w.raw("}");
-        count += 1;
+        st.count += 1;
     }
-    for (role, blocks) in &msgs {
-        match role {
-            NRole::User => {
-                for b in blocks.iter() {
-                    if let NBlock::ToolResult(call) = b {
-                        w.sep(&mut first);
-                        w.raw("{\"role\":\"tool\",\"tool_call_id\":");
-                        call.write_id(w);
-                        w.field_pre("content", call.content().esc);
-                        w.raw("}");
-                        count += 1;
-                    }
+}
+
+/// One neutral message: a user message's tool results as `tool` messages, then its
+/// other content; an assistant message's text and its `tool_calls`.
+pub fn unit(w: &mut Json, role: NRole, blocks: &[NBlock<'_>], st: &mut State) {
+    match role {
+        NRole::User => {
+            for b in blocks {
+                if let NBlock::ToolResult(call) = b {
+                    w.sep(&mut st.first);
+                    w.raw("{\"role\":\"tool\",\"tool_call_id\":");
+                    call.write_id(w);
+                    w.field_pre("content", call.content().esc);
+                    w.raw("}");
+                    st.count += 1;
                 }
-                // Counted, not collected: this runs once per message.
-                let mut rest = blocks
-                    .iter()
-                    .filter(|b| !matches!(b, NBlock::ToolResult(_)));
-                let (Some(one), more) = (rest.next(), rest.next().is_some()) else {
-                    continue;
-                };
-                w.sep(&mut first);
-                w.raw("{\"role\":\"user\",\"content\":");
-                if let (NBlock::Text(t), false) = (one, more) {
-                    t.write(w);
-                } else {
-                    w.raw("[");
-                    content_parts(w, blocks, CHAT_PARTS);
-                    w.raw("]");
-                }
-                w.raw("}");
-                count += 1;
             }
-            NRole::Assistant => {
-                w.sep(&mut first);
-                w.raw("{\"role\":\"assistant\",\"content\":");
-                let text = texts(blocks);
-                if text.clone().next().is_none() {
-                    w.raw("null");
-                } else {
-                    write_joined(w, text, TEXT_JOIN);
-                }
-                let mut fc = true;
-                for b in blocks.iter() {
-                    if let NBlock::ToolUse(call) = b {
-                        if fc {
-                            w.raw(",\"tool_calls\":[");
-                        }
-                        w.sep(&mut fc);
-                        w.raw("{\"id\":");
-                        call.write_id(w);
-                        w.raw(",\"type\":\"function\",\"function\":{\"name\":");
-                        w.pre_str(call.name().esc);
-                        w.raw(",\"arguments\":");
-                        w.pre_str(call.item.args().esc);
-                        w.raw("}}");
-                    }
-                }
-                if !fc {
-                    w.raw("]");
-                }
-                w.raw("}");
-                count += 1;
+            // Counted, not collected: this runs once per message.
+            let mut rest = blocks
+                .iter()
+                .filter(|b| !matches!(b, NBlock::ToolResult(_)));
+            let (Some(one), more) = (rest.next(), rest.next().is_some()) else {
+                return;
+            };
+            w.sep(&mut st.first);
+            w.raw("{\"role\":\"user\",\"content\":");
+            if let (NBlock::Text(t), false) = (one, more) {
+                t.write(w);
+            } else {
+                w.raw("[");
+                content_parts(w, blocks, CHAT_PARTS);
+                w.raw("]");
             }
+            w.raw("}");
+            st.count += 1;
+        }
+        NRole::Assistant => {
+            w.sep(&mut st.first);
+            w.raw("{\"role\":\"assistant\",\"content\":");
+            let text = texts(blocks);
+            if text.clone().next().is_none() {
+                w.raw("null");
+            } else {
+                write_joined(w, text, TEXT_JOIN);
+            }
+            let mut fc = true;
+            for b in blocks {
+                if let NBlock::ToolUse(call) = b {
+                    if fc {
+                        w.raw(",\"tool_calls\":[");
+                    }
+                    w.sep(&mut fc);
+                    w.raw("{\"id\":");
+                    call.write_id(w);
+                    w.raw(",\"type\":\"function\",\"function\":{\"name\":");
+                    w.pre_str(call.name().esc);
+                    w.raw(",\"arguments\":");
+                    w.pre_str(call.item.args().esc);
+                    w.raw("}}");
+                }
+            }
+            if !fc {
+                w.raw("]");
+            }
+            w.raw("}");
+            st.count += 1;
         }
     }
+}
+
+/// The end of the message list, the tools, the output limit, the extra fields.
+pub fn tail(w: &mut Json, opts: &Options<'_>) {
     w.raw("]");
     finish(
         w,
@@ -204,5 +217,4 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         "}}",
         "max_completion_tokens",
     );
-    count
 }

@@ -12,7 +12,7 @@
 use super::input::Options;
 use super::neutral::{write_joined, NBlock, NRole, Neutral};
 use super::openai_chat::{content_parts, finish, keep, texts, PartShapes, TEXT_JOIN};
-use super::{view, Sys};
+use super::{view, Head, Plan, State, Sys, Wire};
 use crate::json::Json;
 
 const RESPONSES_PARTS: PartShapes = PartShapes {
@@ -21,8 +21,9 @@ const RESPONSES_PARTS: PartShapes = PartShapes {
     image_end: "}",
 };
 
-/// Write the body; returns the number of input items.
-pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>) -> usize {
+/// Lay out the body: the view from the latest OpenAI compaction item; the head is the
+/// model and the instructions.
+pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Plan<'a> {
     let mut v = view(n, |role, b| match b {
         NBlock::Compaction(c) => role == NRole::Assistant && c.compaction().is_from("openai"),
         _ => keep(role, b),
@@ -30,77 +31,92 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
     // The API reads (and bills) items before a compaction item as well: the request
     // starts at the latest one.
     v.from_last(|b| matches!(b, NBlock::Compaction(_)));
-    let msgs = v.msgs();
-    let mut count = 0usize;
+    let head = Head {
+        model: &opts.model,
+        sys: true,
+        ..Head::default()
+    };
+    Plan::empty(Wire::OpenAiResponses, head, sys, v)
+}
+
+/// The model, the instructions and the opening of the input list.
+pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], _st: &mut State) {
     w.raw("{\"model\":");
-    w.str(&opts.model);
+    w.str(h.model);
     if !sys.is_empty() {
         w.raw(",\"instructions\":");
         write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
     }
     w.raw(",\"input\":[");
-    let mut first = true;
-    for (role, blocks) in &msgs {
-        match role {
-            NRole::User => {
-                let mut parts = 0usize;
-                for b in blocks.iter() {
-                    match b {
-                        NBlock::ToolResult(call) => {
-                            w.sep(&mut first);
-                            w.raw("{\"type\":\"function_call_output\",\"call_id\":");
-                            call.write_id(w);
-                            w.field_pre("output", call.content().esc);
-                            w.raw("}");
-                            count += 1;
-                        }
-                        NBlock::Text(_) | NBlock::Image(_) => parts += 1,
-                        _ => {}
-                    }
-                }
-                if parts == 0 {
-                    continue;
-                }
-                w.sep(&mut first);
-                w.raw("{\"type\":\"message\",\"role\":\"user\",\"content\":[");
-                content_parts(w, blocks, RESPONSES_PARTS);
-                w.raw("]}");
-                count += 1;
-            }
-            NRole::Assistant => {
-                // A compaction item opens the view's first message (`from_last`); it is
-                // sent as Codex sends it back: its encrypted state, without the item id.
-                for b in blocks.iter() {
-                    if let NBlock::Compaction(c) = b {
-                        w.sep(&mut first);
-                        w.raw("{\"type\":\"compaction\",\"encrypted_content\":");
-                        w.pre_str(c.compaction().encrypted_content.esc);
-                        w.raw("}");
-                        count += 1;
-                    }
-                }
-                let text = texts(blocks);
-                if text.clone().next().is_some() {
-                    w.sep(&mut first);
-                    w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
-                    write_joined(w, text, TEXT_JOIN);
-                    w.raw("}");
-                    count += 1;
-                }
-                for b in blocks.iter() {
-                    if let NBlock::ToolUse(call) = b {
-                        w.sep(&mut first);
-                        w.raw("{\"type\":\"function_call\",\"call_id\":");
+}
+
+/// One neutral message as input items: a user message's results as
+/// `function_call_output`s, then its content as a message; an assistant message's
+/// compaction item, its text as a message, then its `function_call`s.
+pub fn unit(w: &mut Json, role: NRole, blocks: &[NBlock<'_>], st: &mut State) {
+    match role {
+        NRole::User => {
+            let mut parts = 0usize;
+            for b in blocks {
+                match b {
+                    NBlock::ToolResult(call) => {
+                        w.sep(&mut st.first);
+                        w.raw("{\"type\":\"function_call_output\",\"call_id\":");
                         call.write_id(w);
-                        w.field_pre("name", call.name().esc);
-                        w.field_pre("arguments", call.item.args().esc);
+                        w.field_pre("output", call.content().esc);
                         w.raw("}");
-                        count += 1;
+                        st.count += 1;
                     }
+                    NBlock::Text(_) | NBlock::Image(_) => parts += 1,
+                    _ => {}
+                }
+            }
+            if parts == 0 {
+                return;
+            }
+            w.sep(&mut st.first);
+            w.raw("{\"type\":\"message\",\"role\":\"user\",\"content\":[");
+            content_parts(w, blocks, RESPONSES_PARTS);
+            w.raw("]}");
+            st.count += 1;
+        }
+        NRole::Assistant => {
+            // A compaction item opens the view's first message (`from_last`); it is
+            // sent as Codex sends it back: its encrypted state, without the item id.
+            for b in blocks {
+                if let NBlock::Compaction(c) = b {
+                    w.sep(&mut st.first);
+                    w.raw("{\"type\":\"compaction\",\"encrypted_content\":");
+                    w.pre_str(c.compaction().encrypted_content.esc);
+                    w.raw("}");
+                    st.count += 1;
+                }
+            }
+            let text = texts(blocks);
+            if text.clone().next().is_some() {
+                w.sep(&mut st.first);
+                w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
+                write_joined(w, text, TEXT_JOIN);
+                w.raw("}");
+                st.count += 1;
+            }
+            for b in blocks {
+                if let NBlock::ToolUse(call) = b {
+                    w.sep(&mut st.first);
+                    w.raw("{\"type\":\"function_call\",\"call_id\":");
+                    call.write_id(w);
+                    w.field_pre("name", call.name().esc);
+                    w.field_pre("arguments", call.item.args().esc);
+                    w.raw("}");
+                    st.count += 1;
                 }
             }
         }
     }
+}
+
+/// The end of the input list, the tools, the output limit, the extra fields.
+pub fn tail(w: &mut Json, opts: &Options<'_>) {
     w.raw("]");
     // Responses makes function tools strict unless told otherwise, and strict mode
     // refuses ordinary JSON schemas (optional fields, open objects).
@@ -111,5 +127,4 @@ pub fn write(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], n: &Neutral<'_>)
         ",\"strict\":false}",
         "max_output_tokens",
     );
-    count
 }

@@ -1,0 +1,310 @@
+//! Incremental rendering gives the full render's bytes, and reuses what it can prove.
+
+use serde_json::{json, Value};
+
+use super::{render_session, Reuse};
+use crate::commit::{decode_commit, decode_items, Items, Shared};
+use crate::render::input::{parse_options, Options};
+use crate::render::{render_request, Wire};
+
+const ALL: [Wire; 4] = [
+    Wire::Anthropic,
+    Wire::OpenAiChat,
+    Wire::OpenAiResponses,
+    Wire::Gemini,
+];
+
+fn commit(items: &[Value]) -> Vec<u8> {
+    rmp_serde::to_vec_named(&json!({"id": "c", "items": items})).unwrap()
+}
+
+const OPTS: &str = r#"{"model":"m","max_tokens":100,"system":[{"text":"You are terse.","layer":0}],"tools":[{"name":"ls","description":"list","input_schema":{"type":"object"}}]}"#;
+
+/// Render `commits` as one session with `opts[k]` for request k, check every body and
+/// breakdown against a full render, and return how many leading bytes each request
+/// reused.
+fn check(wire: Wire, commits: &[Vec<u8>], opts: &[&str]) -> Vec<usize> {
+    let items: Vec<Items> = commits.iter().map(|c| decode_commit(c).unwrap()).collect();
+    check_items(wire, commits, &items, opts)
+        .iter()
+        .map(|r| r.head)
+        .collect()
+}
+
+/// `check` of prepared items, returning what each request reused.  Equal option texts
+/// are parsed once (as the bindings do), so a tail can be reused.
+fn check_items(wire: Wire, commits: &[Vec<u8>], items: &[Items], opts: &[&str]) -> Vec<Reuse> {
+    let mut texts: Vec<&str> = opts.to_vec();
+    texts.dedup();
+    let options: Vec<Options<'_>> = texts
+        .iter()
+        .map(|o| parse_options(o.as_bytes()).unwrap())
+        .collect();
+    let requests: Vec<(&[Shared], &Options<'_>)> = items
+        .iter()
+        .zip(opts)
+        .map(|(i, o)| {
+            (
+                i.as_slice(),
+                &options[texts.iter().position(|t| t == o).unwrap()],
+            )
+        })
+        .collect();
+    let got = render_session(wire, &requests);
+    assert_eq!(got.len(), commits.len());
+    for (k, (r, _)) in got.iter().enumerate() {
+        let full = render_request(wire, &commits[k], opts[k].as_bytes()).unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&r.body),
+            String::from_utf8_lossy(&full.body),
+            "{wire:?} request {k}"
+        );
+        assert_eq!(r.meta, full.meta, "{wire:?} request {k}");
+    }
+    got.iter().map(|(_, reuse)| *reuse).collect()
+}
+
+/// A conversation of `turns` turns, each a question, an answer with a tool call, its
+/// result and a closing answer.
+fn turns(turns: usize) -> Vec<Value> {
+    let mut items = vec![];
+    for i in 0..turns {
+        items.push(json!({"source_node_id": format!("u{i}"), "role": "user", "rendered": format!("question {i}")}));
+        items.push(json!({"source_node_id": format!("a{i}"), "role": "assistant", "rendered": "let me look"}));
+        items.push(
+            json!({"source_node_id": format!("t{i}"), "role": "tool", "name": "ls",
+            "caller": format!("a{i}"), "tool_use_id": format!("c{i}"), "tool_input": "{\"p\":1}",
+            "rendered": format!("result {i} \"quoted\"\n")}),
+        );
+        items.push(json!({"source_node_id": format!("b{i}"), "role": "assistant", "rendered": format!("answer {i}  ")}));
+    }
+    items
+}
+
+/// Every prefix of `items` that ends a request (after a user message or a result).
+fn growing(items: &[Value]) -> Vec<Vec<u8>> {
+    (1..=items.len())
+        .filter(|&k| items[k - 1]["role"] != "assistant" || k == items.len())
+        .map(|k| commit(&items[..k]))
+        .collect()
+}
+
+#[test]
+fn a_growing_session_reuses_its_prefix_on_every_wire() {
+    let commits = growing(&turns(6));
+    let opts = vec![OPTS; commits.len()];
+    for wire in ALL {
+        let reuse = check(wire, &commits, &opts);
+        assert_eq!(reuse[0], 0);
+        // Every later request starts from the one before, and reuses more as the
+        // session grows (Anthropic: up to the message before the breakpoints, which
+        // move to the new tail, so not always more).
+        assert!(reuse[1..].iter().all(|&r| r > 0), "{wire:?} {reuse:?}");
+        if wire != Wire::Anthropic {
+            assert!(
+                reuse.windows(2).skip(1).all(|w| w[1] > w[0]),
+                "{wire:?} {reuse:?}"
+            );
+        }
+        assert!(reuse[reuse.len() - 1] > reuse[1] * 4, "{wire:?} {reuse:?}");
+    }
+}
+
+#[test]
+fn anthropic_breakpoints_and_the_trimmed_prefill_are_written_again() {
+    // The last message carries a breakpoint and the one two before it too; a final
+    // assistant text is trimmed.  None of that may be reused once it is not last.
+    let items = turns(4);
+    let commits: Vec<Vec<u8>> = (1..=items.len()).map(|k| commit(&items[..k])).collect();
+    let opts = vec![OPTS; commits.len()];
+    let reuse = check(Wire::Anthropic, &commits, &opts);
+    assert!(reuse[1..].iter().all(|&r| r > 0), "{reuse:?}");
+    let no_cache = r#"{"model":"m","cache":false}"#;
+    check(Wire::Anthropic, &commits, &vec![no_cache; commits.len()]);
+}
+
+#[test]
+fn a_change_inside_the_conversation_is_written_from_there() {
+    let items = turns(5);
+    let mut aged = items.clone();
+    aged[2]["state"] = json!("aged");
+    aged[2]["rendered"] = json!("[aged]");
+    let commits = vec![commit(&items), commit(&aged), commit(&items)];
+    for wire in ALL {
+        let reuse = check(wire, &commits, &[OPTS; 3]);
+        let whole = render_request(wire, &commits[0], OPTS.as_bytes())
+            .unwrap()
+            .body
+            .len();
+        assert!(reuse[1] > 0 && reuse[1] < whole / 2, "{wire:?} {reuse:?}");
+    }
+}
+
+#[test]
+fn a_new_head_shares_nothing_but_gemini_keeps_its_contents() {
+    // A system item arriving mid-conversation joins the system blocks; another model
+    // changes the head too.  Gemini writes both after its contents.
+    let items = turns(3);
+    let mut with_system = items.clone();
+    with_system.push(json!({"source_node_id": "s1", "role": "system", "rendered": "now in /tmp"}));
+    with_system.push(json!({"source_node_id": "u9", "role": "user", "rendered": "go"}));
+    let other_model = OPTS.replace("\"m\"", "\"m2\"");
+    let commits = vec![commit(&items), commit(&with_system), commit(&with_system)];
+    let opts = [OPTS, OPTS, other_model.as_str()];
+    for wire in ALL {
+        let reuse = check(wire, &commits, &opts);
+        if wire == Wire::Gemini {
+            assert!(reuse[1] > 0 && reuse[2] > 0, "{reuse:?}");
+        } else {
+            assert_eq!(reuse[1..], [0, 0], "{wire:?}");
+        }
+    }
+}
+
+#[test]
+fn a_compaction_moves_the_start_of_its_vendors_request() {
+    let mut items = turns(3);
+    let before = commit(&items);
+    items.push(json!({"source_node_id": "u8", "role": "user", "rendered": "go on"}));
+    items.push(
+        json!({"source_node_id": "a8", "role": "assistant", "rendered": "ok",
+        "blocks": [
+            {"type": "compaction", "content": "SUMMARY", "signature": "sig"},
+            {"type": "compaction", "encrypted_content": "ENC", "vendor": "openai"},
+            {"type": "text", "text": "ok"}]}),
+    );
+    items.push(json!({"source_node_id": "u9", "role": "user", "rendered": "next"}));
+    let after = commit(&items);
+    items.push(json!({"source_node_id": "a9", "role": "assistant", "rendered": "fine"}));
+    items.push(json!({"source_node_id": "u10", "role": "user", "rendered": "more"}));
+    let later = commit(&items);
+    for wire in ALL {
+        let reuse = check(
+            wire,
+            &[before.clone(), after.clone(), later.clone()],
+            &[OPTS; 3],
+        );
+        // The vendor's request starts at its block: Anthropic's now opens with the
+        // placeholder turn (another head), Responses' input list starts again.
+        let body =
+            String::from_utf8(render_request(wire, &after, OPTS.as_bytes()).unwrap().body).unwrap();
+        match wire {
+            Wire::Anthropic => assert_eq!(reuse[1], 0),
+            Wire::OpenAiResponses => assert_eq!(reuse[1], body.find("\"input\":[").unwrap() + 9),
+            _ => assert!(reuse[1] > body.len() / 2, "{wire:?} {reuse:?}"),
+        }
+        assert!(reuse[2] > body.len() / 2, "{wire:?} {reuse:?}");
+    }
+}
+
+#[test]
+fn gemini_merged_contents_and_signatures() {
+    // A model turn of signatures only is dropped, which puts two user turns side by
+    // side: one content.  The next request adds to the merged content.
+    let items = [
+        json!({"source_node_id": "u1", "role": "user", "rendered": "hi"}),
+        json!({"source_node_id": "a1", "role": "assistant", "rendered": "",
+            "blocks": [{"type": "thinking", "thinking": "", "signature": "S1", "vendor": "gemini"}]}),
+        json!({"source_node_id": "u2", "role": "user", "rendered": "again"}),
+        json!({"source_node_id": "a2", "role": "assistant", "rendered": "yes",
+            "blocks": [{"type": "thinking", "thinking": "", "signature": "S2", "vendor": "gemini"},
+                       {"type": "text", "text": "yes"}]}),
+        json!({"source_node_id": "u3", "role": "user", "rendered": "and"}),
+    ];
+    let commits: Vec<Vec<u8>> = (1..=items.len()).map(|k| commit(&items[..k])).collect();
+    let reuse = check(Wire::Gemini, &commits, &vec![OPTS; commits.len()]);
+    assert!(reuse[3] > 0 && reuse[4] > reuse[3], "{reuse:?}");
+}
+
+#[test]
+fn items_prepared_apart_are_the_same_only_by_their_bytes() {
+    let commits = growing(&turns(3));
+    let opts = vec![OPTS; commits.len()];
+    // Decoded from bytes, each commit's items carry their bytes: equal ones are proven
+    // the same even when prepared apart (the content cache cleared between them).
+    let apart: Vec<Items> = commits
+        .iter()
+        .map(|c| {
+            crate::commit::cache::clear();
+            decode_commit(c).unwrap()
+        })
+        .collect();
+    let reuse = check_items(Wire::OpenAiChat, &commits, &apart, &opts);
+    assert!(reuse[1..].iter().all(|r| r.head > 0), "{reuse:?}");
+    // A bare item list keeps no bytes (the bindings find such items by identity):
+    // items prepared apart prove nothing, so only the head and the first question
+    // (a text block, equal as a string) are reused, never the first tool call.
+    let bare: Vec<Items> = commits
+        .iter()
+        .map(|c| {
+            let v: Value = rmp_serde::from_slice(c).unwrap();
+            decode_items(&rmp_serde::to_vec_named(&v["items"]).unwrap(), |k| {
+                format!("items[{k}]")
+            })
+            .unwrap()
+        })
+        .collect();
+    let reuse: Vec<usize> = check_items(Wire::OpenAiChat, &commits, &bare, &opts)
+        .iter()
+        .map(|r| r.head)
+        .collect();
+    let first = render_request(Wire::OpenAiChat, &commits[1], OPTS.as_bytes()).unwrap();
+    let question = String::from_utf8(first.body)
+        .unwrap()
+        .find(",{\"role\":\"assistant\"")
+        .unwrap();
+    assert!(reuse[1..].iter().all(|&r| r == question), "{reuse:?}");
+}
+
+#[test]
+fn an_empty_session_and_repeated_requests() {
+    let empty = commit(&[]);
+    let one = commit(&turns(1));
+    let commits = vec![empty.clone(), one.clone(), one.clone(), empty];
+    for wire in ALL {
+        let reuse = check(wire, &commits, &[OPTS; 4]);
+        let whole = render_request(wire, &one, OPTS.as_bytes())
+            .unwrap()
+            .body
+            .len();
+        // The same request again reuses every message (only the tail is written).
+        assert!(reuse[2] > whole / 2, "{wire:?} {reuse:?}");
+    }
+}
+
+#[test]
+fn the_tail_is_reused_while_its_options_and_inputs_stay() {
+    let items = turns(3);
+    let mut commits = growing(&items);
+    // A leading system item joins L0: Anthropic's tools lose their breakpoint (it goes
+    // to the system block), Gemini's system instruction changes; the tails of the
+    // others stay.
+    let mut with_system =
+        vec![json!({"source_node_id": "s0", "role": "system", "rendered": "rules"})];
+    with_system.extend(items.iter().cloned());
+    commits.push(commit(&with_system));
+    commits.push(commit(&with_system));
+    let no_system = r#"{"model":"m","tools":[{"name":"ls","input_schema":{"type":"object"}}]}"#;
+    let mut opts = vec![no_system; commits.len()];
+    let other = no_system.replace("\"m\"", "\"m\" ");
+    opts.push(&other); // the same options in another text: not proven the same
+    commits.push(commit(&with_system));
+    let last = commits.len() - 1;
+    for wire in ALL {
+        let items: Vec<Items> = commits.iter().map(|c| decode_commit(c).unwrap()).collect();
+        let reuse = check_items(wire, &commits, &items, &opts);
+        assert!(reuse[0].tail.is_none());
+        assert!(
+            reuse[1..last - 2].iter().all(|r| r.tail.is_some()),
+            "{wire:?} {reuse:?}"
+        );
+        let changed = matches!(wire, Wire::Anthropic | Wire::Gemini);
+        assert_eq!(
+            reuse[last - 2].tail.is_none(),
+            changed,
+            "{wire:?} {reuse:?}"
+        );
+        assert!(reuse[last - 1].tail.is_some(), "{wire:?} {reuse:?}");
+        assert!(reuse[last].tail.is_none(), "{wire:?} {reuse:?}");
+    }
+}
