@@ -24,6 +24,9 @@ TOML layout::
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +44,7 @@ __all__ = [
     "DEFAULT_PIPELINE",
     "PRESETS",
     "PipelineConfig",
+    "dump_config",
     "find_config",
     "load_config",
 ]
@@ -265,3 +269,57 @@ def find_config(start: str | Path = ".") -> PipelineConfig:
             if "ctxrules" in doc.get("tool", {}):
                 return load_config(pyproject)
     return PipelineConfig.preset("default")
+
+
+def dump_config(config: PipelineConfig) -> str:
+    """The ``ctxrules.toml`` text of ``config``: ``load_config`` reads it back to a
+    configuration with the same pipeline, options and parameters.
+
+    Every top-level option is written out (no preset), and each rule's table holds the
+    parameters the configuration sets (the others keep the rule's defaults).  Values
+    are those a rule parameter takes: text, whole and finite decimal numbers, flags
+    and lists of text.
+    """
+    lines = [
+        f"encoding = {_toml(config.encoding)}",
+        f"pipeline = {_toml(list(config.pipeline))}",
+        f"anchor_task = {_toml(config.anchor_task)}",
+        f"lock_system = {_toml(config.lock_system)}",
+    ]
+    if config.anchor_skip is not None:
+        lines.append(f"anchor_skip = {_toml(list(config.anchor_skip))}")
+    if config.anchor_skip_patterns:
+        lines.append(f"anchor_skip_patterns = {_toml(list(config.anchor_skip_patterns))}")
+    for rule in sorted(config.rules):
+        lines += ["", f"[rules.{_toml_key(rule)}]"]
+        params = config.rules[rule]
+        lines += [f"{_toml_key(k)} = {_toml(params[k], f'rules.{rule}.{k}')}" for k in params]
+    return "\n".join(lines) + "\n"
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else _toml(key)
+
+
+def _toml(value: Any, where: str = "") -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                f"{value!r} holds a lone surrogate, which TOML cannot hold", where=where or None
+            ) from None
+        # JSON escapes what a TOML basic string must escape, except DEL.
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v, where) for v in value) + "]"
+    raise ConfigError(f"cannot write {value!r} as TOML", where=where or None)
