@@ -43,6 +43,7 @@ COMMANDS: tuple[str, ...] = (
     "stats",
     "quality",
     "rerender",
+    "tune",
     "view",
     "store",
 )

@@ -76,8 +76,9 @@ def choose(
 ) -> int | None:
     """The setting to use: on the frontier, the lowest objective whose quality is at
     least ``min_quality`` (default: the default setting's quality, else none needed).
-    If none reaches it, the frontier setting of the highest quality.  ``None`` when
-    every setting has violations."""
+    If none reaches it, the frontier setting of the highest quality.  Between equal
+    figures the default wins (nothing to change), then the earlier setting.  ``None``
+    when every setting has violations."""
     ok = [i for i, r in enumerate(results) if r.ok]
     if not ok:
         return None
@@ -87,5 +88,21 @@ def choose(
         min_quality = defaults[0] if defaults else float("-inf")
     good = [i for i in front if results[i].quality >= min_quality]
     if good:
-        return min(good, key=lambda i: (results[i].objective(objective), -results[i].quality, i))
-    return max(front, key=lambda i: (results[i].quality, -results[i].objective(objective), -i))
+        return min(
+            good,
+            key=lambda i: (
+                results[i].objective(objective),
+                -results[i].quality,
+                not results[i].default,
+                i,
+            ),
+        )
+    return min(
+        front,
+        key=lambda i: (
+            -results[i].quality,
+            results[i].objective(objective),
+            not results[i].default,
+            i,
+        ),
+    )

@@ -104,7 +104,7 @@ def plot_frontier(result: TuneResult, path: str | Path) -> Path:
     ax.set_ylabel("context quality (share of key facts kept)")
     ax.set_title(
         f"{_AXIS[objective]} against quality: {len(result.results)} settings, "
-        f"{len(result.sessions)} session(s), {result.provider}"
+        f"{len(result.sessions)} session(s)"
     )
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", fontsize=8)

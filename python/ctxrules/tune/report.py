@@ -136,9 +136,9 @@ def print_table(result: TuneResult, console: Console | None = None) -> None:
     console = console or Console()
     keys = [p.key for p in result.params]
     table = Table(
-        title=f"ctxrules tune: {len(result.sessions)} session(s), {result.provider}"
-        f"{' ' + result.model if result.model else ''}, objective {result.objective}, "
-        f"search {result.search}",
+        title=f"ctxrules tune: {len(result.sessions)} session(s), "
+        f"{result.provider or 'recorded provider'} {result.model or 'recorded model'}, "
+        f"objective {result.objective}, search {result.search}",
         title_justify="left",
     )
     table.add_column("", no_wrap=True)

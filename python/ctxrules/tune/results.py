@@ -2,10 +2,10 @@
 
 ``SessionMetrics`` is one session replayed under one setting (what the batch engine
 reports for it); ``SettingResult`` sums them for a setting.  Sums are plain sums
-(requests, tokens, cost, compactions); the quality score is the mean of the sessions'
-scores, each the share of the key facts of the folded history that the session's
-request still holds (``ctxrules.quality``; a session with nothing to check scores 1:
-nothing was lost).  A setting is usable only with no violations.
+(requests, tokens, cost, compactions); the quality score is the share of the key
+facts of the folded history that the sessions' last requests still hold, over all
+sessions (``ctxrules.quality``: facts found ÷ facts checked; 1 when there was
+nothing to check, as nothing was lost).  A setting is usable only with no violations.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ class SessionMetrics(msgspec.Struct, frozen=True, kw_only=True):
     ``prompt_tokens`` is the billed prompt of every request summed (input + cache
     reads + cache writes); ``cache_read_tokens`` the part predicted to be read from
     the provider's prompt cache; ``cost_usd`` the prompt's price (``None``: the model
-    has no price in its profile); ``quality`` the share of key facts kept (``None``:
-    nothing to check); ``violations`` one message per broken invariant or promise.
+    has no price in its profile); ``facts_found`` of ``facts_total`` key facts of the
+    folded history are in the session's last request (``ctxrules.quality``);
+    ``violations`` one message per broken invariant or promise.
     """
 
     session_id: str
@@ -37,7 +38,8 @@ class SessionMetrics(msgspec.Struct, frozen=True, kw_only=True):
     cache_read_tokens: int
     cost_usd: float | None
     compactions: int
-    quality: float | None
+    facts_found: int
+    facts_total: int
     violations: tuple[str, ...] = ()
 
 
@@ -91,7 +93,8 @@ def aggregate(
     """Sum the sessions' metrics of one setting (see the module docstring)."""
     costs = [m.cost_usd for m in metrics]
     violations = [v for m in metrics for v in m.violations]
-    scores = [1.0 if m.quality is None else m.quality for m in metrics]
+    found = sum(m.facts_found for m in metrics)
+    total = sum(m.facts_total for m in metrics)
     return SettingResult(
         setting=dict(setting),
         label=label,
@@ -99,9 +102,9 @@ def aggregate(
         requests=sum(m.requests for m in metrics),
         prompt_tokens=sum(m.prompt_tokens for m in metrics),
         cache_read_tokens=sum(m.cache_read_tokens for m in metrics),
-        cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c),
+        cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
         compactions=sum(m.compactions for m in metrics),
-        quality=sum(scores) / len(scores) if scores else 1.0,
+        quality=found / total if total else 1.0,
         violation_count=len(violations),
         violations=tuple(violations[:KEPT_VIOLATIONS]),
         per_session=tuple(metrics),

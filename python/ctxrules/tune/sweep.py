@@ -20,7 +20,6 @@ from .. import __version__
 from ..commit import Pipeline
 from ..config import PipelineConfig, dump_config, find_config
 from ..errors import ConfigError
-from ..providers import get_provider, resolve_model
 from . import _batch
 from .cache import ResultCache, inputs_hash
 from .frontier import choose, pareto_front, ranked
@@ -66,7 +65,7 @@ class TuneResult(msgspec.Struct, frozen=True, kw_only=True):
     search: str
     seed: int
     budget: int
-    provider: str
+    provider: str | None
     model: str | None
     sessions: tuple[str, ...]
     params: tuple[ParamInfo, ...]
@@ -93,7 +92,7 @@ def tune(
     params: Sequence[str | Param],
     *,
     base: PipelineConfig | None = None,
-    provider: str = "anthropic",
+    provider: str | None = None,
     model: str | None = None,
     objective: str = "cost",
     search: Search = "auto",
@@ -101,13 +100,16 @@ def tune(
     seed: int = 0,
     cache_dir: str | Path | None = None,
     min_quality: float | None = None,
+    jobs: int | None = None,
     progress: Progress | None = None,
 ) -> TuneResult:
     """Sweep ``params`` over the sessions of ``sources`` and choose a setting.
 
     ``sources`` are transcript files, folders of them, or stores; ``params`` are
     ``--param`` texts (or parsed ``Param``s) against ``base`` (default: the nearest
-    configuration file, else the default preset).  ``objective`` (``cost`` or
+    configuration file, else the default preset).  ``provider`` / ``model``: what the
+    requests are rendered for (``None``: each session's own); ``jobs``: the batch
+    engine's worker processes.  ``objective`` (``cost`` or
     ``tokens``) is minimised with the quality score as the second axis; ``search``,
     ``budget`` and ``seed`` pick the settings (``ctxrules.tune.search``);
     ``min_quality`` is the least quality the chosen setting may have (default: the
@@ -126,9 +128,7 @@ def tune(
         raise ConfigError(
             f"the quality score lies between 0 and 1, got {min_quality}", where="--min-quality"
         )
-    prov = get_provider(provider)
-    if model is not None:
-        resolve_model(f"{prov.name}:{model}")
+    _batch.check(provider, model)
     parsed = [p for p in params if isinstance(p, Param)]
     parsed += parse_params([p for p in params if isinstance(p, str)], base)
     if not parsed:
@@ -143,32 +143,33 @@ def tune(
                 f"the setting {s.label} is not a valid configuration: {exc}", where="--param"
             ) from None
 
-    inputs = _batch.open_inputs(list(sources))
-    try:
-        if not inputs.sessions:
-            raise ConfigError("the sources hold no session", where=", ".join(sources))
-        run = _Run(
-            inputs=inputs,
-            base=base,
-            provider=prov.name,
-            model=model,
-            default=default_setting,
-            cache=ResultCache(cache_dir) if cache_dir is not None else None,
-            inputs_hash=inputs_hash(sources, _batch.is_store) if cache_dir is not None else "",
-            progress=progress,
+    sessions = tuple(_batch.session_ids(list(sources)))
+    if not sessions:
+        raise ConfigError("the sources hold no session", where=", ".join(sources))
+    run = _Run(
+        sources=list(sources),
+        sessions=sessions,
+        base=base,
+        provider=provider,
+        model=model,
+        jobs=jobs,
+        default=default_setting,
+        cache=ResultCache(cache_dir) if cache_dir is not None else None,
+        inputs_hash=inputs_hash(sources, _batch.is_store) if cache_dir is not None else "",
+        progress=progress,
+    )
+    run.planned = _planned(chosen_search, len(settings), len(sessions)) + (
+        default_setting not in settings
+    )
+    default_result = run.measure(default_setting, sessions)
+    if objective == "cost" and default_result.cost_usd is None:
+        raise ConfigError(
+            "no price is known for the model of some of these sessions, so cost cannot be "
+            "the objective",
+            where="--objective cost",
+            hint="use --objective tokens, or --model with a priced model",
         )
-        run.planned = 1 + _planned(chosen_search, len(settings), len(inputs.sessions))
-        default_result = run.measure(default_setting, inputs.sessions)
-        if objective == "cost" and default_result.cost_usd is None:
-            raise ConfigError(
-                f"no price is known for the model of these sessions on {prov.name}, so cost "
-                "cannot be the objective",
-                where="--objective cost",
-                hint="use --objective tokens, or --model with a priced model",
-            )
-        final, partial = _search(run, chosen_search, settings, objective, seed)
-    finally:
-        inputs.close()
+    final, partial = _search(run, chosen_search, settings, objective, seed)
     if default_setting not in {s for s, _ in final}:
         final.append((default_setting, default_result))
     results = tuple(r for _, r in final)
@@ -184,9 +185,9 @@ def tune(
         search=chosen_search,
         seed=seed,
         budget=budget,
-        provider=prov.name,
+        provider=provider,
         model=model,
-        sessions=inputs.sessions,
+        sessions=sessions,
         params=tuple(ParamInfo(key=p.key, values=p.values, default=p.default) for p in parsed),
         results=results,
         partial=tuple(partial),
@@ -213,7 +214,7 @@ def _planned(search: str, settings: int, sessions: int) -> int:
 def _search(
     run: _Run, search: str, settings: list[Setting], objective: str, seed: int
 ) -> tuple[list[tuple[Setting, SettingResult]], list[SettingResult]]:
-    every = run.inputs.sessions
+    every = run.sessions
     if search != "halving":
         return [(s, run.measure(s, every)) for s in settings], []
     rounds: list[tuple[int, Any]] = halving(
@@ -239,16 +240,20 @@ class _Run:
     def __init__(
         self,
         *,
-        inputs: _batch.Inputs,
+        sources: list[str],
+        sessions: tuple[str, ...],
         base: PipelineConfig,
-        provider: str,
+        provider: str | None,
         model: str | None,
+        jobs: int | None,
         default: Setting,
         cache: ResultCache | None,
         inputs_hash: str,
         progress: Progress | None,
     ):
-        self.inputs = inputs
+        self.sources = sources
+        self.sessions = sessions
+        self.jobs = jobs
         self.base = base
         self.provider = provider
         self.model = model
@@ -259,8 +264,16 @@ class _Run:
         self.planned = 0
         self.measured = 0
         self.reused = 0
+        # The default point is also a grid setting, and halving measures survivors on
+        # the sessions of a round again only when they grew: count each pair once.
+        self.seen: dict[tuple[Setting, tuple[str, ...]], SettingResult] = {}
 
     def measure(self, setting: Setting, sessions: Sequence[str]) -> SettingResult:
+        """The setting's figures on ``sessions``: from this run, the cache or the batch
+        engine (one call)."""
+        known = self.seen.get((setting, tuple(sessions)))
+        if known is not None:
+            return known
         config = setting_config(self.base, setting)
         key = ""
         metrics = None
@@ -278,7 +291,12 @@ class _Run:
         cached = metrics is not None
         if metrics is None:
             metrics = _batch.measure(
-                self.inputs, config, provider=self.provider, model=self.model, sessions=sessions
+                self.sources,
+                config,
+                provider=self.provider,
+                model=self.model,
+                sessions=sessions,
+                jobs=self.jobs,
             )
             if self.cache is not None:
                 self.cache.put(key, metrics)
@@ -292,6 +310,7 @@ class _Run:
             default=setting == self.default,
             cached=cached,
         )
+        self.seen[(setting, tuple(sessions))] = result
         if self.progress is not None:
             self.progress(self.measured + self.reused, self.planned, setting.label)
         return result
