@@ -26,6 +26,7 @@ from ..config import PipelineConfig
 from ..errors import ConfigError
 from ..providers import Provider, get_provider, resolve_model
 from ..quality import check_quality
+from ..render import check_model
 from ..replay import explain_request, render_defaults, request_for, session_tool_names
 from ..store import CommitStore, open_store
 from ..store.copy import copy_store
@@ -46,11 +47,11 @@ def is_store(source: str) -> bool:
 
 
 def check(provider: str | None, model: str | None) -> None:
-    """Refuse an unknown provider, or a model the provider does not know, before any
-    work starts."""
+    """Refuse an unknown provider, or a model of another provider's family, before any
+    work starts (custom model names pass, as ``render`` lets them)."""
     prov = get_provider(provider or _DEFAULT_PROVIDER)
     if model is not None:
-        resolve_model(f"{prov.name}:{model}")
+        check_model(prov, model)
 
 
 @contextmanager

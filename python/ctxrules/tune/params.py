@@ -9,7 +9,9 @@ VALUES is one of:
 * ``v1,v2,…`` — a list of values of the parameter's type (``true`` / ``false`` for a
   flag, text as written for a text parameter);
 * ``[…]`` — a JSON array of values: the only way to sweep a list-valued parameter
-  (``tool_aging.extra_protected_tools=[[], ["TodoWrite"]]``);
+  (``tool_aging.extra_protected_tools=[[], ["TodoWrite"]]``), and the way to give
+  text holding commas (a text value that starts with ``[`` but is no JSON array is
+  read as a plain list);
 * a single value, which fixes the parameter for every setting.
 
 Everything is checked before anything runs (``parse_params``): the rule must be
@@ -125,6 +127,8 @@ def _values(spec: str, default: Any, where: str) -> list[Any]:
         try:
             values = json.loads(spec)
         except json.JSONDecodeError as exc:
+            if isinstance(default, str):  # text that starts with "[": a plain list
+                return [_scalar(part.strip(), default, where) for part in spec.split(",")]
             raise ConfigError(f"not a JSON array: {exc.msg}", where=where) from None
         if not isinstance(values, list) or not values:
             raise ConfigError("a JSON list of values must not be empty", where=where)

@@ -10,6 +10,7 @@ measured too, as the *default* point.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,7 @@ def setting_config(base: PipelineConfig, setting: Setting) -> PipelineConfig:
 
 
 def tune(
-    sources: Sequence[str],
+    sources: Sequence[str | os.PathLike[str]],
     params: Sequence[str | Param],
     *,
     base: PipelineConfig | None = None,
@@ -117,6 +118,7 @@ def tune(
     kept).  Raises ``ConfigError`` before anything is measured when anything given is
     wrong.
     """
+    paths = [os.fspath(s) for s in sources]
     base = base if base is not None else find_config()
     if objective not in OBJECTIVES:
         raise ConfigError(
@@ -143,11 +145,11 @@ def tune(
                 f"the setting {s.label} is not a valid configuration: {exc}", where="--param"
             ) from None
 
-    sessions = tuple(_batch.session_ids(list(sources)))
+    sessions = tuple(_batch.session_ids(paths))
     if not sessions:
-        raise ConfigError("the sources hold no session", where=", ".join(sources))
+        raise ConfigError("the sources hold no session", where=", ".join(paths))
     run = _Run(
-        sources=list(sources),
+        sources=paths,
         sessions=sessions,
         base=base,
         provider=provider,
@@ -155,7 +157,7 @@ def tune(
         jobs=jobs,
         default=default_setting,
         cache=ResultCache(cache_dir) if cache_dir is not None else None,
-        inputs_hash=inputs_hash(sources, _batch.is_store) if cache_dir is not None else "",
+        inputs_hash=inputs_hash(paths, _batch.is_store) if cache_dir is not None else "",
         progress=progress,
     )
     run.planned = _planned(chosen_search, len(settings), len(sessions)) + (
