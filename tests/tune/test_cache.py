@@ -45,6 +45,9 @@ def test_a_second_run_measures_nothing_new(sources, tmp_path, calls):
     calls.clear()
     second = tune(sources, PARAMS, base=BASE, cache_dir=cache)
     assert calls == [] and second.measured == 0 and second.reused == 5
+    assert (second.replayed_sessions, second.replayed_requests) == (0, 0)
+    assert first.replayed_sessions == 5 * len(sources)
+    assert first.replayed_requests == sum(r.requests for r in first.results)
     assert figures(second) == figures(first)
     assert all(r.cached for r in second.results) and not any(r.cached for r in first.results)
     # A wider sweep measures only its new settings.

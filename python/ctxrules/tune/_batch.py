@@ -4,21 +4,25 @@ The batch engine (``ctxrules.batch``: ``open_sources`` for the sessions of the
 sources, ``rerender(sources, options, sessions=…)`` to replay them under one
 configuration) is what tune measures with: one ``measure`` call per setting.  Until
 it lands on main, this module gives tune the same two calls through a deliberately
-thin replay made of existing pieces: the sources imported into a private memory
-store on every call (as ``rerender`` does), ``replay.request_for`` /
+thin replay made of existing pieces: the sources read once into an in-memory store
+(``opened``), ``replay.request_for`` /
 ``explain_request`` per recorded answer, ``quality.check_quality`` at HEAD, each
 rule's ``check_promise`` on every request's commit.  It does not run the turn
 engine, so it reports no compactions (0), and ``jobs`` is ignored.
 
-Replacing it means replacing the bodies of ``session_ids`` and ``measure`` by the
-batch calls and the mapping of their records; nothing else in ``ctxrules.tune``
-knows how sessions are replayed.
+Replacing it means: ``opened`` keeps stores as they are (the batch engine replays
+in fresh memory stores of its own, so it writes nothing to them) and takes the
+session ids from ``batch.open_sources``; ``measure`` becomes one ``batch.rerender``
+call and the mapping of its records.  Nothing else in ``ctxrules.tune`` knows how
+sessions are replayed.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..commit import Pipeline
@@ -30,9 +34,10 @@ from ..render import check_model
 from ..replay import explain_request, render_defaults, request_for, session_tool_names
 from ..store import CommitStore, open_store
 from ..store.copy import copy_store
+from ..store.memory import forget
 from .results import SessionMetrics
 
-__all__ = ["check", "is_store", "measure", "session_ids"]
+__all__ = ["Inputs", "check", "is_store", "measure", "opened"]
 
 #: The provider requests are rendered for when none is named.
 _DEFAULT_PROVIDER = "anthropic"
@@ -54,15 +59,32 @@ def check(provider: str | None, model: str | None) -> None:
         check_model(prov, model)
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """The sources of a sweep, read once: ``sources`` is what every ``measure`` call
+    takes (transcripts imported into one in-memory store, so a sweep does not import
+    them again for every setting), ``session_ids`` their sessions sorted by id."""
+
+    sources: tuple[str, ...]
+    session_ids: tuple[str, ...]
+
+
 @contextmanager
-def _opened(sources: Sequence[str]) -> Iterator[CommitStore]:
+def opened(sources: Sequence[str]) -> Iterator[Inputs]:
+    """Read ``sources`` once for a sweep (see ``Inputs``); released when the block ends.
+
+    A source that does not exist is a ``ConfigError`` naming it.  Stores are copied
+    into the same memory store: this replay stores the commits it makes, and the
+    user's store must not get them.
+    """
     from ..importers import import_paths
 
-    store = open_store("memory:")
+    for s in sources:
+        if not is_store(s) and not Path(s).exists():
+            raise ConfigError("no such file, folder or store", where=s)
+    name = f"tune-{uuid.uuid4().hex}"
+    store = open_store(f"memory:{name}")
     try:
-        for s in sources:
-            if not is_store(s) and not Path(s).exists():
-                raise ConfigError("no such file, folder or store", where=s)
         files = [s for s in sources if not is_store(s)]
         if files:
             import_paths(store, files)
@@ -73,15 +95,11 @@ def _opened(sources: Sequence[str]) -> Iterator[CommitStore]:
                     copy_store(src, store)
                 finally:
                     src.close()
-        yield store
+        ids = tuple(sorted(info.id for info in store.list_sessions()))
+        yield Inputs(sources=(f"memory:{name}",), session_ids=ids)
     finally:
         store.close()
-
-
-def session_ids(sources: Sequence[str]) -> list[str]:
-    """Every session of ``sources``, sorted by id."""
-    with _opened(sources) as store:
-        return sorted(info.id for info in store.list_sessions())
+        forget(name)
 
 
 def measure(
@@ -97,11 +115,12 @@ def measure(
     in the order given."""
     pipeline = Pipeline.from_config(config)
     prov = get_provider(provider or _DEFAULT_PROVIDER)
-    out = []
-    with _opened(sources) as store:
-        for sid in sessions:
-            out.append(_session(store, sid, pipeline, prov, model))
-    return out
+    (location,) = sources
+    store = open_store(location, create=False)
+    try:
+        return [_session(store, sid, pipeline, prov, model) for sid in sessions]
+    finally:
+        store.close()
 
 
 def _session(

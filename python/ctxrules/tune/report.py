@@ -160,5 +160,6 @@ def print_table(result: TuneResult, console: Console | None = None) -> None:
     console.print(
         "→ chosen  ★ frontier (Pareto-optimal)  ◆ default  ✗ violations (excluded)  "
         f"… dropped by halving; measured {result.measured}, reused {result.reused} "
-        "from the cache"
+        f"from the cache ({result.replayed_sessions} session replays, "
+        f"{result.replayed_requests:,} requests)"
     )

@@ -59,7 +59,8 @@ class TuneResult(msgspec.Struct, frozen=True, kw_only=True):
     indexes ``results`` (the Pareto-optimal settings without violations, by objective);
     ``chosen`` is the setting to use (``None``: every setting broke something) and
     ``toml`` its whole configuration as ``ctxrules.toml`` text.  ``measured`` counts
-    measurements run now, ``reused`` those the cache answered.
+    measurements run now (``replayed_sessions`` / ``replayed_requests``: the session
+    replays and requests they made), ``reused`` those the cache answered.
     """
 
     objective: str
@@ -77,6 +78,8 @@ class TuneResult(msgspec.Struct, frozen=True, kw_only=True):
     toml: str
     measured: int
     reused: int
+    replayed_sessions: int
+    replayed_requests: int
     version: str
 
 
@@ -145,33 +148,35 @@ def tune(
                 f"the setting {s.label} is not a valid configuration: {exc}", where="--param"
             ) from None
 
-    sessions = tuple(_batch.session_ids(paths))
-    if not sessions:
-        raise ConfigError("the sources hold no session", where=", ".join(paths))
-    run = _Run(
-        sources=paths,
-        sessions=sessions,
-        base=base,
-        provider=provider,
-        model=model,
-        jobs=jobs,
-        default=default_setting,
-        cache=ResultCache(cache_dir) if cache_dir is not None else None,
-        inputs_hash=inputs_hash(paths, _batch.is_store) if cache_dir is not None else "",
-        progress=progress,
-    )
-    run.planned = _planned(chosen_search, len(settings), len(sessions)) + (
-        default_setting not in settings
-    )
-    default_result = run.measure(default_setting, sessions)
-    if objective == "cost" and default_result.cost_usd is None:
-        raise ConfigError(
-            "no price is known for the model of some of these sessions, so cost cannot be "
-            "the objective",
-            where="--objective cost",
-            hint="use --objective tokens, or --model with a priced model",
+    with _batch.opened(paths) as inputs:
+        digest = inputs_hash(paths, _batch.is_store) if cache_dir is not None else ""
+        sessions = inputs.session_ids
+        if not sessions:
+            raise ConfigError("the sources hold no session", where=", ".join(paths))
+        run = _Run(
+            sources=list(inputs.sources),
+            sessions=sessions,
+            base=base,
+            provider=provider,
+            model=model,
+            jobs=jobs,
+            default=default_setting,
+            cache=ResultCache(cache_dir) if cache_dir is not None else None,
+            inputs_hash=digest,
+            progress=progress,
         )
-    final, partial = _search(run, chosen_search, settings, objective, seed)
+        run.planned = _planned(chosen_search, len(settings), len(sessions)) + (
+            default_setting not in settings
+        )
+        default_result = run.measure(default_setting, sessions)
+        if objective == "cost" and default_result.cost_usd is None:
+            raise ConfigError(
+                "no price is known for the model of some of these sessions, so cost cannot "
+                "be the objective",
+                where="--objective cost",
+                hint="use --objective tokens, or --model with a priced model",
+            )
+        final, partial = _search(run, chosen_search, settings, objective, seed)
     if default_setting not in {s for s, _ in final}:
         final.append((default_setting, default_result))
     results = tuple(r for _, r in final)
@@ -198,6 +203,8 @@ def tune(
         toml=toml,
         measured=run.measured,
         reused=run.reused,
+        replayed_sessions=run.replayed_sessions,
+        replayed_requests=run.replayed_requests,
         version=__version__,
     )
 
@@ -266,6 +273,8 @@ class _Run:
         self.planned = 0
         self.measured = 0
         self.reused = 0
+        self.replayed_sessions = 0
+        self.replayed_requests = 0
         # The default point is also a grid setting, and halving measures survivors on
         # the sessions of a round again only when they grew: count each pair once.
         self.seen: dict[tuple[Setting, tuple[str, ...]], SettingResult] = {}
@@ -303,6 +312,8 @@ class _Run:
             if self.cache is not None:
                 self.cache.put(key, metrics)
             self.measured += 1
+            self.replayed_sessions += len(metrics)
+            self.replayed_requests += sum(m.requests for m in metrics)
         else:
             self.reused += 1
         result = aggregate(

@@ -1,0 +1,81 @@
+"""``tune``: the speed of a small sweep over a corpus subset, so a change that slows
+measuring settings shows up.
+
+The subset is six sessions (the three Claude Code transcripts, the OpenHands
+trajectory and the two SWE-agent trajectories of tests/data/corpus); the sweep is the
+grid tool_aging.tail_turns=1..3 × result_cap.max_tool_result_chars=1000,4000 under the
+default preset, six settings plus the default point, rendered for Anthropic.
+
+* ``cold`` — every setting measured (a fresh cache folder each round);
+* ``cached`` — the same sweep again on a cache that holds it: what a repeated run
+  costs (nothing is measured; the inputs are read and hashed, the report is built);
+* ``halving`` — successive halving from 6 settings over the same sessions.
+
+``extra_info`` records settings measured, sessions and requests replayed, so
+settings/s and requests/s follow from the median.  The figures are in
+benches/README.md ("Tuning").  Under ``make test`` each runs once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from ctxrules.config import PipelineConfig
+from ctxrules.tune import tune
+
+CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "corpus"
+SOURCES = [
+    str(CORPUS / "claude-code-jsonl"),
+    str(CORPUS / "openhands-trajectory"),
+    str(CORPUS / "swe-agent-traj"),
+]
+PARAMS = ["tool_aging.tail_turns=1..3", "result_cap.max_tool_result_chars=1000,4000"]
+BASE = PipelineConfig.preset("default")
+_rounds = itertools.count()
+
+
+def _info(benchmark, result) -> None:
+    benchmark.extra_info.update(
+        settings=len(result.results) + len(result.partial),
+        measured=result.measured,
+        reused=result.reused,
+        sessions=len(result.sessions),
+        session_replays=result.replayed_sessions,
+        requests=result.replayed_requests,
+    )
+
+
+def test_cold(benchmark, tmp_path):
+    def sweep():
+        return tune(SOURCES, PARAMS, base=BASE, cache_dir=tmp_path / f"c{next(_rounds)}")
+
+    result = benchmark.pedantic(sweep, rounds=3, iterations=1)
+    assert result.measured == 6 and result.reused == 0  # the default (3, 4000) is one of them
+    assert len(result.sessions) == 6
+    _info(benchmark, result)
+
+
+def test_cached(benchmark, tmp_path):
+    cache = tmp_path / "cache"
+    tune(SOURCES, PARAMS, base=BASE, cache_dir=cache)
+    result = benchmark.pedantic(
+        lambda: tune(SOURCES, PARAMS, base=BASE, cache_dir=cache), rounds=5, iterations=1
+    )
+    assert result.measured == 0 and result.reused == 6
+    _info(benchmark, result)
+
+
+@pytest.mark.parametrize("budget", [6])
+def test_halving(benchmark, budget):
+    result = benchmark.pedantic(
+        lambda: tune(
+            SOURCES, PARAMS, base=BASE, search="halving", budget=budget, objective="tokens"
+        ),
+        rounds=3,
+        iterations=1,
+    )
+    assert result.search == "halving" and result.partial
+    _info(benchmark, result)
