@@ -121,15 +121,12 @@ PARAMS4 = ["tool_aging.tail_turns=1..4", "result_cap.max_tool_result_chars=1000,
 
 
 def test_halving_ends_with_survivors_on_every_session(three, tmp_path):
-    result = tune(
-        three,
-        PARAMS4,
-        base=BASE,
-        search="halving",
-        budget=4,
-        seed=1,
-        objective="tokens",
-    )
+    def halve():
+        return tune(
+            three, PARAMS4, base=BASE, search="halving", budget=4, seed=1, objective="tokens"
+        )
+
+    result = halve()
     assert result.search == "halving"
     # 4 settings on 3 sessions: rounds of 2 and 3 sessions; 2 settings go on.
     survivors = [r for r in result.results if not r.default]
@@ -137,15 +134,7 @@ def test_halving_ends_with_survivors_on_every_session(three, tmp_path):
     assert len(result.partial) == 2 and all(r.sessions == 2 for r in result.partial)
     started = {s.label for s in random_settings(parse_params(PARAMS4, BASE), 4, seed=1)}
     assert {r.label for r in [*survivors, *result.partial]} == started
-    again = tune(
-        three,
-        PARAMS4,
-        base=BASE,
-        search="halving",
-        budget=4,
-        seed=1,
-        objective="tokens",
-    )
+    again = halve()
     assert [r.label for r in again.results] == [r.label for r in result.results]
 
 
