@@ -187,3 +187,21 @@ def test_a_setting_the_rules_refuse_together_fails_first(sources, monkeypatch):
     base = PipelineConfig(pipeline=("tool_aging",), rules={"nope": {}})
     with pytest.raises(ConfigError, match="not a valid configuration"):
         tune(sources, ["tool_aging.tail_turns=1..2"], base=base)
+
+
+def test_a_default_dropped_by_halving_is_listed_once_on_every_session(sources):
+    # tokens grow with tail_turns on these sessions, so 3 and 4 are the worse half.
+    result = tune(
+        sources,
+        ["tool_aging.tail_turns=1..4"],
+        base=BASE,
+        search="halving",
+        budget=4,
+        objective="tokens",
+    )
+    labels = [r.label for r in (*result.results, *result.partial)]
+    assert sorted(labels) == sorted(f"tail_turns={t}" for t in (1, 2, 3, 4))
+    (default,) = [r for r in (*result.results, *result.partial) if r.default]
+    assert default.label == "tail_turns=3" and default.sessions == len(sources)
+    assert default in result.results
+    assert {r.label for r in result.partial} == {"tail_turns=4"}

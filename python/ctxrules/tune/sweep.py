@@ -179,6 +179,8 @@ def tune(
         final, partial = _search(run, chosen_search, settings, objective, seed)
     if default_setting not in {s for s, _ in final}:
         final.append((default_setting, default_result))
+        # Dropped by halving, it is listed with its figures on every session instead.
+        partial = [r for r in partial if not r.default]
     results = tuple(r for _, r in final)
     ok = [i for i, r in enumerate(results) if r.ok]
     points = [(results[i].objective(objective), results[i].quality) for i in ok]
@@ -275,14 +277,15 @@ class _Run:
         self.reused = 0
         self.replayed_sessions = 0
         self.replayed_requests = 0
-        # The default point is also a grid setting, and halving measures survivors on
-        # the sessions of a round again only when they grew: count each pair once.
+        # The default point is also a grid setting (or a halving survivor): measure each
+        # setting on each set of sessions once.
         self.seen: dict[tuple[Setting, tuple[str, ...]], SettingResult] = {}
 
     def measure(self, setting: Setting, sessions: Sequence[str]) -> SettingResult:
-        """The setting's figures on ``sessions``: from this run, the cache or the batch
-        engine (one call)."""
-        known = self.seen.get((setting, tuple(sessions)))
+        """The setting's figures on ``sessions`` (in session id order): from this run,
+        the cache or the batch engine (one call)."""
+        sessions = tuple(sorted(sessions))
+        known = self.seen.get((setting, sessions))
         if known is not None:
             return known
         config = setting_config(self.base, setting)
@@ -293,7 +296,7 @@ class _Run:
                 setting=[[k, v] for k, v in setting.items],
                 rules_version=Pipeline.from_config(config).version,
                 inputs=self.inputs_hash,
-                sessions=sorted(sessions),
+                sessions=list(sessions),
                 provider=self.provider,
                 model=self.model,
                 version=__version__,
@@ -323,7 +326,7 @@ class _Run:
             default=setting == self.default,
             cached=cached,
         )
-        self.seen[(setting, tuple(sessions))] = result
+        self.seen[(setting, sessions)] = result
         if self.progress is not None:
             self.progress(self.measured + self.reused, self.planned, setting.label)
         return result
