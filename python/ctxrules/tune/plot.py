@@ -107,7 +107,7 @@ def plot_frontier(result: TuneResult, path: str | Path) -> Path:
         f"{len(result.sessions)} session(s)"
     )
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, format="png")
     return Path(path)

@@ -136,8 +136,8 @@ def print_table(result: TuneResult, console: Console | None = None) -> None:
     console = console or Console()
     keys = [p.key for p in result.params]
     table = Table(
-        title=f"ctxrules tune: {len(result.sessions)} session(s), "
-        f"{result.provider or 'recorded provider'} {result.model or 'recorded model'}, "
+        title=f"ctxrules tune: {len(result.sessions)} session(s), provider "
+        f"{result.provider or 'as recorded'}, model {result.model or 'as recorded'}, "
         f"objective {result.objective}, search {result.search}",
         title_justify="left",
     )
