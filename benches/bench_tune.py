@@ -48,9 +48,10 @@ def _info(benchmark, result) -> None:
     )
 
 
-def test_cold(benchmark, tmp_path):
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_cold(benchmark, tmp_path, jobs):
     def sweep():
-        return tune(SOURCES, PARAMS, base=BASE, cache_dir=tmp_path / f"c{next(_rounds)}")
+        return tune(SOURCES, PARAMS, base=BASE, jobs=jobs, cache_dir=tmp_path / f"c{next(_rounds)}")
 
     result = benchmark.pedantic(sweep, rounds=3, iterations=1)
     assert result.measured == 6 and result.reused == 0  # the default (3, 4000) is one of them
@@ -60,9 +61,9 @@ def test_cold(benchmark, tmp_path):
 
 def test_cached(benchmark, tmp_path):
     cache = tmp_path / "cache"
-    tune(SOURCES, PARAMS, base=BASE, cache_dir=cache)
+    tune(SOURCES, PARAMS, base=BASE, jobs=1, cache_dir=cache)
     result = benchmark.pedantic(
-        lambda: tune(SOURCES, PARAMS, base=BASE, cache_dir=cache), rounds=5, iterations=1
+        lambda: tune(SOURCES, PARAMS, base=BASE, jobs=1, cache_dir=cache), rounds=5, iterations=1
     )
     assert result.measured == 0 and result.reused == 6
     _info(benchmark, result)
@@ -72,7 +73,7 @@ def test_cached(benchmark, tmp_path):
 def test_halving(benchmark, budget):
     result = benchmark.pedantic(
         lambda: tune(
-            SOURCES, PARAMS, base=BASE, search="halving", budget=budget, objective="tokens"
+            SOURCES, PARAMS, base=BASE, jobs=1, search="halving", budget=budget, objective="tokens"
         ),
         rounds=3,
         iterations=1,

@@ -38,12 +38,12 @@ def figures(result) -> list[tuple]:
 
 def test_a_second_run_measures_nothing_new(sources, tmp_path, calls):
     cache = tmp_path / "out" / "cache"
-    first = tune(sources, PARAMS, base=BASE, cache_dir=cache)
+    first = tune(sources, PARAMS, base=BASE, jobs=1, cache_dir=cache)
     # 4 grid settings; the default (tail 3, cap 4000) is not among them: 5 calls.
     assert len(calls) == 5 and first.measured == 5 and first.reused == 0
     assert len(list(cache.glob("*.json"))) == 5
     calls.clear()
-    second = tune(sources, PARAMS, base=BASE, cache_dir=cache)
+    second = tune(sources, PARAMS, base=BASE, jobs=1, cache_dir=cache)
     assert calls == [] and second.measured == 0 and second.reused == 5
     assert (second.replayed_sessions, second.replayed_requests) == (0, 0)
     assert first.replayed_sessions == 5 * len(sources)
@@ -52,44 +52,47 @@ def test_a_second_run_measures_nothing_new(sources, tmp_path, calls):
     assert all(r.cached for r in second.results) and not any(r.cached for r in first.results)
     # A wider sweep measures only its new settings.
     wider = tune(sources, [*PARAMS[:1], "result_cap.max_tool_result_chars=1000,4000,8000"],
-                 base=BASE, cache_dir=cache)  # fmt: skip
+                 base=BASE, jobs=1, cache_dir=cache)  # fmt: skip
     assert wider.measured == 2 and wider.reused == 5 and len(calls) == 2
     assert {c[0]["result_cap"]["max_tool_result_chars"] for c in calls} == {8000}
 
 
 def test_changed_inputs_or_configuration_miss(sources, tmp_path, calls):
     cache = tmp_path / "cache"
-    tune(sources, PARAMS[:1], base=BASE, cache_dir=cache)
+    tune(sources, PARAMS[:1], base=BASE, jobs=1, cache_dir=cache)
     assert len(calls) == 3  # tail_turns 1, 2 and the default 3
     calls.clear()
     # Same content under another name: a hit (the key is the content, not the path).
     moved = [shutil.copy(s, tmp_path / f"copy{i}.jsonl") for i, s in enumerate(sources)]
-    assert tune(moved, PARAMS[:1], base=BASE, cache_dir=cache).measured == 0
+    assert tune(moved, PARAMS[:1], base=BASE, jobs=1, cache_dir=cache).measured == 0
     # One more session: every setting again.
-    bigger = tune([*sources, sources[0]], PARAMS[:1], base=BASE, cache_dir=cache)
+    bigger = tune([*sources, sources[0]], PARAMS[:1], base=BASE, jobs=1, cache_dir=cache)
     assert bigger.measured == 3
     calls.clear()
     # A parameter the sweep does not touch changes the rules version: a miss.
     other = BASE.with_params("idle_clearing", idle_minutes=5)
-    assert tune(sources, PARAMS[:1], base=other, cache_dir=cache).measured == 3
+    assert tune(sources, PARAMS[:1], base=other, jobs=1, cache_dir=cache).measured == 3
     assert (
-        tune(sources, PARAMS[:1], base=BASE, provider="openai-chat", cache_dir=cache).measured == 3
+        tune(
+            sources, PARAMS[:1], base=BASE, jobs=1, provider="openai-chat", cache_dir=cache
+        ).measured
+        == 3
     )
 
 
 def test_a_broken_entry_is_measured_again(sources, tmp_path, calls):
     cache = tmp_path / "cache"
-    tune(sources, PARAMS[:1], base=BASE, cache_dir=cache)
+    tune(sources, PARAMS[:1], base=BASE, jobs=1, cache_dir=cache)
     entries = sorted(cache.glob("*.json"))
     entries[0].write_bytes(b'{"cut')
-    again = tune(sources, PARAMS[:1], base=BASE, cache_dir=cache)
+    again = tune(sources, PARAMS[:1], base=BASE, jobs=1, cache_dir=cache)
     assert again.measured == 1 and again.reused == 2
     assert not list(cache.glob(".*.tmp"))  # written whole, then renamed
 
 
 def test_without_a_cache_folder_nothing_is_kept(sources, tmp_path, calls):
-    tune(sources, PARAMS[:1], base=BASE)
-    tune(sources, PARAMS[:1], base=BASE)
+    tune(sources, PARAMS[:1], base=BASE, jobs=1)
+    tune(sources, PARAMS[:1], base=BASE, jobs=1)
     assert len(calls) == 6
 
 

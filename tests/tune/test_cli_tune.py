@@ -49,7 +49,16 @@ def test_a_small_tune(sources, tmp_path, capsys, monkeypatch):
 
 
 def test_json_output(sources, tmp_path, capsys):
-    args = ["tune", *sources, "--param", "tool_aging.tail_turns=2..3", "--preset", "default"]
+    args = [
+        "tune",
+        *sources,
+        "--param",
+        "tool_aging.tail_turns=2..3",
+        "--preset",
+        "default",
+        "--jobs",
+        "1",
+    ]
     assert main([*args, "--out", str(tmp_path), "--json", "--objective", "tokens"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["objective"] == "tokens" and data["search"] == "grid"

@@ -19,7 +19,7 @@ PARAMS = ["tool_aging.tail_turns=1..2", "summarize.threshold_tokens=2000,100000"
 
 @pytest.fixture(scope="module")
 def result(sources):
-    return tune(sources, PARAMS, base=PipelineConfig.preset("default"))
+    return tune(sources, PARAMS, base=PipelineConfig.preset("default"), jobs=1)
 
 
 @pytest.fixture(scope="module")
@@ -116,14 +116,16 @@ def test_violations_and_dropped_settings_are_marked(sources, tmp_path, monkeypat
         with files["csv"].open(encoding="utf-8", newline="") as f:
             return {row["setting"]: row for row in csv.DictReader(f)}
 
-    grid = rows_of(tune(sources, ["tool_aging.tail_turns=1..4"], base=base), tmp_path / "g")
+    grid = rows_of(tune(sources, ["tool_aging.tail_turns=1..4"], base=base, jobs=1), tmp_path / "g")
     assert grid["tail_turns=1"]["status"] == "violations"
     assert grid["tail_turns=1"]["violations"] == "2"  # one per session
     assert grid["tail_turns=1"]["frontier"] == grid["tail_turns=1"]["chosen"] == "False"
     assert {row["status"] for s, row in grid.items() if s != "tail_turns=1"} == {"measured"}
     # Halving: 4 settings on 2 sessions, one round on 1 session; the broken one ranks
     # last and is dropped with its one-session figures.
-    res = tune(sources, ["tool_aging.tail_turns=1..4"], base=base, search="halving", budget=4)
+    res = tune(
+        sources, ["tool_aging.tail_turns=1..4"], base=base, jobs=1, search="halving", budget=4
+    )
     halved = rows_of(res, tmp_path / "h")
     assert halved["tail_turns=1"]["status"] == "dropped"
     assert halved["tail_turns=1"]["sessions"] == "1"

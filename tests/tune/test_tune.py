@@ -9,7 +9,15 @@ import pytest
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig, load_config
 from ctxrules.errors import ConfigError, PluginError, RenderError
-from ctxrules.tune import Setting, _batch, parse_params, random_settings, setting_config, tune
+from ctxrules.tune import (
+    Param,
+    Setting,
+    _batch,
+    parse_params,
+    random_settings,
+    setting_config,
+    tune,
+)
 
 BASE = PipelineConfig.preset("default")
 CAPS = [1000, 2000, 4000, 8000]
@@ -23,6 +31,7 @@ def swept(three, tmp_path_factory):
         three,
         ["tool_aging.tail_turns=1..3", "result_cap.max_tool_result_chars=1000,2000,4000,8000"],
         base=BASE,
+        jobs=1,
         cache_dir=cache,
     )
 
@@ -88,8 +97,8 @@ def test_the_chosen_toml_loads_back_to_the_chosen_setting(swept, tmp_path):
 
 
 def test_the_same_setting_gives_the_same_figures(sources):
-    one = tune(sources, ["tool_aging.tail_turns=2"], base=BASE)
-    two = tune(sources, ["tool_aging.tail_turns=2"], base=BASE)
+    one = tune(sources, ["tool_aging.tail_turns=2"], base=BASE, jobs=1)
+    two = tune(sources, ["tool_aging.tail_turns=2"], base=BASE, jobs=1)
     assert [r.per_session for r in one.results] == [r.per_session for r in two.results]
 
 
@@ -104,7 +113,7 @@ def test_violations_exclude_a_setting(sources, monkeypatch):
         return out
 
     monkeypatch.setattr(_batch, "measure", broken_at_one)
-    result = tune(sources, ["tool_aging.tail_turns=1..2"], base=BASE, objective="tokens")
+    result = tune(sources, ["tool_aging.tail_turns=1..2"], base=BASE, jobs=1, objective="tokens")
     (bad,) = [r for r in result.results if r.setting["tool_aging.tail_turns"] == 1]
     assert bad.violation_count == 1 and bad.violations == ("pairing broken",)
     assert result.results.index(bad) not in result.frontier
@@ -123,7 +132,14 @@ PARAMS4 = ["tool_aging.tail_turns=1..4", "result_cap.max_tool_result_chars=1000,
 def test_halving_ends_with_survivors_on_every_session(three, tmp_path):
     def halve():
         return tune(
-            three, PARAMS4, base=BASE, search="halving", budget=4, seed=1, objective="tokens"
+            three,
+            PARAMS4,
+            base=BASE,
+            jobs=1,
+            search="halving",
+            budget=4,
+            seed=1,
+            objective="tokens",
         )
 
     result = halve()
@@ -146,6 +162,7 @@ def test_random_search_measures_the_budget(sources):
         sources,
         PARAMS_BIG,
         base=BASE,
+        jobs=1,
         search="random",
         budget=3,
         seed=4,
@@ -174,19 +191,72 @@ def test_bad_options_fail_before_anything_runs(sources, monkeypatch, kwargs, err
 
     monkeypatch.setattr(_batch, "measure", never)
     with pytest.raises(error, match=says):
-        tune(sources, ["tool_aging.tail_turns=1..2"], base=BASE, **kwargs)
+        tune(sources, ["tool_aging.tail_turns=1..2"], base=BASE, jobs=1, **kwargs)
     with pytest.raises(ConfigError, match="nothing to tune"):
-        tune(sources, [], base=BASE)
+        tune(sources, [], base=BASE, jobs=1)
     with pytest.raises(ConfigError, match="unknown rule"):
-        tune(sources, ["nope.x=1"], base=BASE)
+        tune(sources, ["nope.x=1"], base=BASE, jobs=1)
 
 
-def test_a_setting_the_rules_refuse_together_fails_first(sources, monkeypatch):
+def test_a_setting_the_rules_refuse_fails_first(sources, monkeypatch):
+    """Parsed ``Param``s skip the text checks; every setting's whole configuration is
+    still checked by the batch engine before anything is measured."""
     monkeypatch.setattr(_batch, "measure", lambda *a, **k: pytest.fail("measured"))
-    # Each value is fine alone; the pipeline is checked whole for every setting too.
-    base = PipelineConfig(pipeline=("tool_aging",), rules={"nope": {}})
-    with pytest.raises(ConfigError, match="not a valid configuration"):
-        tune(sources, ["tool_aging.tail_turns=1..2"], base=base)
+    unchecked = Param("tool_aging", "tail_turns", (2, -1), "tool_aging.tail_turns=2,-1", 3)
+    with pytest.raises(ConfigError, match="tail_turns=-1 is not a valid configuration"):
+        tune(sources, [unchecked], base=BASE, jobs=1)
+
+
+def test_the_default_point_is_what_rerender_reports(swept, three):
+    """tune's figures of a setting are the batch engine's for that configuration, as
+    ``ctxrules rerender`` reports them (records and totals)."""
+    from ctxrules.batch import ReplayOptions, rerender
+
+    (default,) = [r for r in swept.results if r.default]
+    run = rerender(three, ReplayOptions.of(BASE), jobs=1)
+    by_id = {rec["session"]: rec for rec in run.records}
+    assert [m.session_id for m in default.per_session] == sorted(by_id)
+    for m in default.per_session:
+        rec = by_id[m.session_id]
+        assert m.requests == rec["requests"]
+        assert m.prompt_tokens == rec["rules"]["prompt_tokens"]
+        assert m.cache_read_tokens == rec["rules"]["cache_read_tokens"]
+        assert m.cost_usd == rec["rules"]["cost_usd"]
+        assert m.compactions == rec["rules"]["compactions"]
+        assert (m.facts_found, m.facts_total) == (
+            rec["rules"]["quality"]["found"],
+            rec["rules"]["quality"]["total"],
+        )
+    totals = run.totals["rules"]
+    assert default.prompt_tokens == totals["prompt_tokens"]
+    assert default.cost_usd == pytest.approx(totals["cost_usd"])
+    share = totals["quality"]["share"]
+    assert default.quality == pytest.approx(1.0 if share is None else share, abs=1e-4)
+
+
+def test_a_session_that_cannot_be_replayed(sources, monkeypatch):
+    """A record with ``error`` makes a setting unusable; under the configuration being
+    tuned it stops the run, naming the session."""
+    from ctxrules.errors import CtxrulesError
+
+    real = _batch.rerender
+
+    def failing(srcs, options, **kwargs):
+        result = real(srcs, options, **kwargs)
+        tail = options.config["rules"].get("tool_aging", {}).get("tail_turns", 3)
+        if tail in (1, 3):
+            first = result.records[0]
+            result.records[0] = {"session": first["session"], "error": "boom"}
+        return result
+
+    monkeypatch.setattr(_batch, "rerender", failing)
+    with pytest.raises(CtxrulesError, match="cannot be replayed: boom"):
+        tune(sources, ["tool_aging.tail_turns=1..2"], base=BASE, jobs=1)
+    fixed = BASE.with_params("tool_aging", tail_turns=2)
+    result = tune(sources, ["tool_aging.tail_turns=1..2"], base=fixed, jobs=1)
+    (bad,) = [r for r in result.results if r.setting["tool_aging.tail_turns"] == 1]
+    assert not bad.ok and "not replayed: boom" in bad.violations[0]
+    assert result.results[result.chosen].setting["tool_aging.tail_turns"] == 2
 
 
 def test_a_default_dropped_by_halving_is_listed_once_on_every_session(sources):
@@ -195,6 +265,7 @@ def test_a_default_dropped_by_halving_is_listed_once_on_every_session(sources):
         sources,
         ["tool_aging.tail_turns=1..4"],
         base=BASE,
+        jobs=1,
         search="halving",
         budget=4,
         objective="tokens",

@@ -13,7 +13,7 @@ from .output import OutFile, encode_record, totals
 from .requests import SessionData, session_data
 from .run import BACKENDS, RerenderResult, local_cluster, rerender, run_batch
 from .session import ReplayOptions, replay_session
-from .sources import Sources, open_sources
+from .sources import Sources, is_store, open_sources
 
 __all__ = [
     "BACKENDS",
@@ -23,6 +23,7 @@ __all__ = [
     "SessionData",
     "Sources",
     "encode_record",
+    "is_store",
     "local_cluster",
     "open_sources",
     "replay_session",

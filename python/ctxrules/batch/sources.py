@@ -20,12 +20,12 @@ from ..errors import NotFoundError, ValidationError
 from ..store import DB_NAME, MEMORY_PREFIX, POSTGRES_PREFIXES, CommitStore, MemoryStore, open_store
 from .requests import session_data
 
-__all__ = ["Sources", "open_sources"]
+__all__ = ["Sources", "is_store", "open_sources"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def _is_store(source: str) -> bool:
+def is_store(source: str) -> bool:
     """Whether ``source`` names a store rather than transcripts (see the module docstring)."""
     if source.startswith((MEMORY_PREFIX, *POSTGRES_PREFIXES)):
         return True
@@ -78,7 +78,7 @@ def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Ite
     try:
         transcripts: list[str] = []
         for source in sources:
-            if _is_store(source):
+            if is_store(source):
                 stores.append(open_store(source, create=False))
                 names.append(source)
             elif Path(source).exists():

@@ -20,7 +20,7 @@ from .sweep import TuneResult
 
 __all__ = ["plot_frontier", "plot_sweep"]
 
-_AXIS = {"cost": "prompt cost (USD)", "tokens": "prompt tokens sent"}
+_AXIS = {"cost": "cost (USD)", "tokens": "prompt tokens sent"}
 
 
 def _figure(width: float, height: float) -> Any:

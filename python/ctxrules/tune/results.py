@@ -5,7 +5,8 @@ reports for it); ``SettingResult`` sums them for a setting.  Sums are plain sums
 (requests, tokens, cost, compactions); the quality score is the share of the key
 facts of the folded history that the sessions' last requests still hold, over all
 sessions (``ctxrules.quality``: facts found ÷ facts checked; 1 when there was
-nothing to check, as nothing was lost).  A setting is usable only with no violations.
+nothing to check, as nothing was lost).  A setting is usable only with no violations
+(a session it could not replay counts as one).
 """
 
 from __future__ import annotations
@@ -26,10 +27,13 @@ class SessionMetrics(msgspec.Struct, frozen=True, kw_only=True):
 
     ``prompt_tokens`` is the billed prompt of every request summed (input + cache
     reads + cache writes); ``cache_read_tokens`` the part predicted to be read from
-    the provider's prompt cache; ``cost_usd`` the prompt's price (``None``: the model
-    has no price in its profile); ``facts_found`` of ``facts_total`` key facts of the
+    the provider's prompt cache; ``cost_usd`` the replay's cost at the model profile's
+    prices (prompts with their cache reads and writes, and the answers' output, which
+    no rule changes; ``None``: the model has no price); ``compactions`` those the
+    engine made; ``facts_found`` of ``facts_total`` key facts of the
     folded history are in the session's last request (``ctxrules.quality``);
-    ``violations`` one message per broken invariant or promise.
+    ``violations`` one message per broken invariant or promise; ``error`` why the
+    session could not be replayed (its figures are then zeros).
     """
 
     session_id: str
@@ -41,6 +45,7 @@ class SessionMetrics(msgspec.Struct, frozen=True, kw_only=True):
     facts_found: int
     facts_total: int
     violations: tuple[str, ...] = ()
+    error: str | None = None
 
 
 class SettingResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -92,7 +97,11 @@ def aggregate(
 ) -> SettingResult:
     """Sum the sessions' metrics of one setting (see the module docstring)."""
     costs = [m.cost_usd for m in metrics]
-    violations = [v for m in metrics for v in m.violations]
+    # A session the setting could not replay makes the setting as unusable as a
+    # broken invariant does.
+    violations = [v for m in metrics for v in m.violations] + [
+        f"{m.session_id}: not replayed: {m.error}" for m in metrics if m.error is not None
+    ]
     found = sum(m.facts_found for m in metrics)
     total = sum(m.facts_total for m in metrics)
     return SettingResult(

@@ -20,7 +20,7 @@ import msgspec
 from .. import __version__
 from ..commit import Pipeline
 from ..config import PipelineConfig, dump_config, find_config
-from ..errors import ConfigError
+from ..errors import ConfigError, CtxrulesError
 from . import _batch
 from .cache import ResultCache, inputs_hash
 from .frontier import choose, pareto_front, ranked
@@ -133,7 +133,9 @@ def tune(
         raise ConfigError(
             f"the quality score lies between 0 and 1, got {min_quality}", where="--min-quality"
         )
-    _batch.check(provider, model)
+    if jobs is not None and jobs < 1:
+        raise ConfigError(f"jobs must be at least 1, got {jobs}", where="--jobs")
+    _batch.check(base, provider, model)
     parsed = [p for p in params if isinstance(p, Param)]
     parsed += parse_params([p for p in params if isinstance(p, str)], base)
     if not parsed:
@@ -142,7 +144,7 @@ def tune(
     default_setting = Setting(tuple((p.key, p.default) for p in parsed))
     for s in [default_setting, *settings]:
         try:
-            Pipeline.from_config(setting_config(base, s))
+            _batch.check(setting_config(base, s), provider, model)
         except ConfigError as exc:
             raise ConfigError(
                 f"the setting {s.label} is not a valid configuration: {exc}", where="--param"
@@ -169,6 +171,15 @@ def tune(
             default_setting not in settings
         )
         default_result = run.measure(default_setting, sessions)
+        for m in default_result.per_session:
+            if m.error is not None:
+                # The configuration being tuned cannot replay it: no setting will say
+                # anything about it.
+                raise CtxrulesError(
+                    f"session {m.session_id} cannot be replayed: {m.error}",
+                    where=m.session_id,
+                    hint="leave it out of the sources",
+                )
         if objective == "cost" and default_result.cost_usd is None:
             raise ConfigError(
                 "no price is known for the model of some of these sessions, so cost cannot "
