@@ -4,9 +4,11 @@ measuring settings shows up.
 The subset is six sessions (the three Claude Code transcripts, the OpenHands
 trajectory and the two SWE-agent trajectories of tests/data/corpus); the sweep is the
 grid tool_aging.tail_turns=1..3 × result_cap.max_tool_result_chars=1000,4000 under the
-default preset, six settings plus the default point, rendered for Anthropic.
+default preset (six settings, the default point among them), each session rendered
+for the provider it was recorded for.
 
-* ``cold`` — every setting measured (a fresh cache folder each round);
+* ``cold`` — every setting measured (a fresh cache folder each round), with one
+  worker and with a pool of two per batch call;
 * ``cached`` — the same sweep again on a cache that holds it: what a repeated run
   costs (nothing is measured; the inputs are read and hashed, the report is built);
 * ``halving`` — successive halving from 6 settings over the same sessions.
