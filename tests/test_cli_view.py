@@ -314,6 +314,26 @@ def test_the_export_is_one_file_with_the_answers_at_head(imported, tmp_path, cap
     )
 
 
+def test_every_exported_answer_is_the_servers(imported, data):
+    from urllib.parse import parse_qsl
+
+    from ctxrules.cli.view import export_answers
+
+    _, sid = imported
+    exported = json.loads(msgspec.json.encode(export_answers(data, sid)))
+    kinds = {key.partition("?")[0] for key in exported}
+    assert kinds == {"config", "sessions", "timeline", "graph", "node", "commit", "diff"} | {
+        "stats",
+        "render",
+    }
+    for key, value in exported.items():
+        name, _, query = key.partition("?")
+        served = answer(data, name, **dict(parse_qsl(query)))
+        if name == "sessions":  # the file names its own session only
+            served = [s for s in served if s["id"] == sid]
+        assert value == {"ok": served}, key
+
+
 def test_an_export_shares_one_session_only(cli_import, tmp_path, capsys):
     store, (a, b) = cli_import(SUBAGENTS, "claude-code-jsonl/reliability_coverage-test-fix.jsonl")
     assert main(["view", "--store", store, "--export", str(tmp_path / "x.html")]) == 1

@@ -42,6 +42,7 @@ from urllib.parse import parse_qsl, quote, urlsplit
 import msgspec
 
 from ..errors import ConfigError, CtxrulesError, NotFoundError
+from ..model import ContextCommit
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -53,7 +54,10 @@ from ._common import (
     store_of,
     subcommand,
 )
-from .viewdata import ENDPOINTS, TIMELINE_TURNS, ViewData, request_key
+from .commit import diff_json
+from .log import log_json
+from .sessions import session_json, session_title
+from .viewdata import ENDPOINTS, TIMELINE_TURNS, ViewData, commit_answer, request_key
 
 __all__ = [
     "DEFAULT_PORT",
@@ -298,32 +302,40 @@ def export_answers(data: ViewData, session: str) -> dict[str, Any]:
     and every node, the timeline at HEAD with each commit and each commit's diff against
     the one before, the statistics at HEAD and the request at HEAD for every provider.
     Each value is ``{"ok": answer}`` or ``{"error": message}``, as the server would
-    answer."""
+    answer.
+
+    Each piece is read once: the nodes' answers are ``ctxrules log --json``'s list, and
+    the commits' and diffs' answers are made from the commits the timeline holds."""
     answers: dict[str, Any] = {}
 
-    def ask(name: str, **params: str) -> Any:
-        key = request_key(name, params)
+    def put(name: str, answer: Any, **params: str) -> None:
+        answers[request_key(name, params)] = {"ok": answer}
+
+    def ask(name: str, **params: str) -> None:
         try:
-            answers[key] = {"ok": data.answer(name, params)}
+            put(name, data.answer(name, params), **params)
         except CtxrulesError as exc:
-            answers[key] = {"error": str(exc)}
-        return answers[key].get("ok")
+            answers[request_key(name, params)] = {"error": str(exc)}
 
     ask("config")
-    answers["sessions"] = {
-        "ok": [s for s in data.answer("sessions", {}) if s["id"] == session]
-    }  # the file shares one session, not the names of the store's others
-    head = data.store.get_session(session).head or ""
-    timeline = ask("timeline", session=session, head=head)
-    graph = ask("graph", session=session)  # after the timeline: it shows the commits made
-    for node in graph["nodes"]:
-        ask("node", session=session, id=node["id"])
-    before = None
-    for commit in timeline["commits"] if timeline else []:
-        ask("commit", session=session, id=commit["id"])
-        if before is not None:
-            ask("diff", session=session, a=before, b=commit["id"])
-        before = commit["id"]
+    info = data.store.get_session(session)
+    # The file shares one session, not the names of the store's others.
+    put("sessions", [session_json(info, session_title(data.store, info))])
+    head = info.head or ""
+    commits: list[ContextCommit] = []
+    try:
+        timeline, commits = data.timeline(session, head or None)
+        put("timeline", timeline, session=session, head=head)
+    except CtxrulesError as exc:
+        answers[request_key("timeline", {"session": session, "head": head})] = {"error": str(exc)}
+    ask("graph", session=session)  # after the timeline: it shows the commits made
+    for node in log_json(data.store, session):
+        put("node", node, session=session, id=str(node["id"]))
+    for i, commit in enumerate(commits):
+        put("commit", commit_answer(commit), session=session, id=commit.id)
+        if i:
+            before = commits[i - 1]
+            put("diff", diff_json(before, commit), session=session, a=before.id, b=commit.id)
     ask("stats", session=session, head=head)
     for provider in data.providers:
         ask("render", session=session, node=head, provider=provider)

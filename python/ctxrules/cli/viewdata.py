@@ -38,7 +38,7 @@ from ..config import PipelineConfig
 from ..dag import branch_path, load_graph, resolve_commit, resolve_node, resolve_session
 from ..engine import merged_into
 from ..errors import ValidationError
-from ..model import Call
+from ..model import Call, ContextCommit
 from ..store import CommitStore
 from .commit import branch_commits, commit_json, diff_json
 from .log import _preview, call_fields
@@ -46,7 +46,14 @@ from .render import render_request
 from .sessions import session_json, session_title
 from .stats import session_stats
 
-__all__ = ["ENDPOINTS", "TIMELINE_TURNS", "ViewData", "graph_json", "request_key"]
+__all__ = [
+    "ENDPOINTS",
+    "TIMELINE_TURNS",
+    "ViewData",
+    "commit_answer",
+    "graph_json",
+    "request_key",
+]
 
 #: The names the page may ask for, each answered by ``ViewData.answer``.
 ENDPOINTS = ("config", "sessions", "graph", "node", "timeline", "commit", "diff", "stats", "render")
@@ -163,6 +170,11 @@ def graph_json(store: CommitStore, session_id: str) -> dict[str, Any]:
     }
 
 
+def commit_answer(commit: ContextCommit) -> dict[str, Any]:
+    """The ``commit`` answer: ``ctxrules commit --json`` with each item's text."""
+    return commit_json(commit, text=True)
+
+
 @dataclass
 class ViewData:
     """Answers the page's requests from one store (see the module docstring).
@@ -238,23 +250,32 @@ class ViewData:
         session = self._session_of(params)
         return call_fields(resolve_node(self.store, session, self._param(params, "id")))
 
-    def _timeline(self, params: Mapping[str, str]) -> dict[str, Any]:
-        session = self._session_of(params)
-        head = self._node_of(session, params, "head")
+    def timeline(
+        self, session: str, head: str | None
+    ) -> tuple[dict[str, Any], list[ContextCommit]]:
+        """The ``timeline`` answer at ``head`` (default HEAD) of ``session`` (a full id),
+        and the commits it lists, oldest first: an export answers their ``commit`` and
+        ``diff`` requests from these (``commit_answer``, ``diff_json``) instead of
+        loading each commit from the store again."""
         commits, turns = branch_commits(
             self.store, session, head, config=self.config, limit=self.timeline_turns
         )
-        return {
+        answer = {
             "session": session,
             "head": commits[-1].head_node_id if commits else head,
             "turns": turns,
             "commits": [commit_json(c, items=False) for c in commits],
         }
+        return answer, commits
+
+    def _timeline(self, params: Mapping[str, str]) -> dict[str, Any]:
+        session = self._session_of(params)
+        return self.timeline(session, self._node_of(session, params, "head"))[0]
 
     def _commit(self, params: Mapping[str, str]) -> dict[str, Any]:
         session = self._session_of(params)
         commit_id = resolve_commit(self.store, session, self._param(params, "id"))
-        return commit_json(load_commit(commit_id, store=self.store), text=True)
+        return commit_answer(load_commit(commit_id, store=self.store))
 
     def _diff(self, params: Mapping[str, str]) -> dict[str, Any]:
         session = self._session_of(params)
