@@ -144,6 +144,23 @@
     fill(target, el("div", { class: "error", text: String(err.message || err) }));
   }
 
+  // A panel's answer: ``waiting`` shown in ``box`` (if given) while it comes, then the
+  // elements ``render`` makes of it, or the error.  Returns the answer, or null when
+  // ``current()`` says the page moved on meanwhile (the box is left to the newer one)
+  // or the request failed.
+  async function showAnswer(box, waiting, name, params, current, render) {
+    if (waiting) fill(box, el("p", { class: "muted", text: waiting }));
+    try {
+      const answer = await ask(name, params);
+      if (!current()) return null;
+      fill(box, ...render(answer));
+      return answer;
+    } catch (err) {
+      showError(box, err);
+      return null;
+    }
+  }
+
   function badge(text, cls, title) {
     return el("span", { class: "badge " + (cls || ""), text, title });
   }
@@ -323,35 +340,37 @@
     }
   }
 
-  async function showNode(id) {
-    const box = $("node-detail");
-    fill(box, el("p", { class: "muted", text: "loading " + id + " …" }));
-    try {
-      const node = await ask("node", { session: view.session, id });
-      if (view.node !== id) return;
-      fill(
-        box,
-        el(
-          "div",
-          { class: "node-head" },
-          el("span", { class: "role " + roleClass(node.role), text: node.role }),
-          node.name ? el("b", { text: " " + node.name }) : null,
-          el("span", {
-            class: "muted",
-            text: [" " + node.id, "seq " + node.seq, when(node.created_at)].filter(Boolean).join(" · "),
-          })
-        ),
-        node.input !== null && node.input !== undefined
-          ? el("details", {}, el("summary", { text: "input" }), pre(node.input))
-          : null,
-        content(node.output),
-        Object.keys(node.metadata || {}).length
-          ? el("details", {}, el("summary", { text: "metadata" }), pre(node.metadata))
-          : null
-      );
-    } catch (err) {
-      showError(box, err);
-    }
+  function showNode(id) {
+    showAnswer(
+      $("node-detail"),
+      "loading " + id + " …",
+      "node",
+      { session: view.session, id },
+      () => view.node === id,
+      nodeView
+    );
+  }
+
+  function nodeView(node) {
+    return [
+      el(
+        "div",
+        { class: "node-head" },
+        el("span", { class: "role " + roleClass(node.role), text: node.role }),
+        node.name ? el("b", { text: " " + node.name }) : null,
+        el("span", {
+          class: "muted",
+          text: [" " + node.id, "seq " + node.seq, when(node.created_at)].filter(Boolean).join(" · "),
+        })
+      ),
+      node.input !== null && node.input !== undefined
+        ? el("details", {}, el("summary", { text: "input" }), pre(node.input))
+        : null,
+      content(node.output),
+      Object.keys(node.metadata || {}).length
+        ? el("details", {}, el("summary", { text: "metadata" }), pre(node.metadata))
+        : null,
+    ];
   }
 
   function pre(value) {
@@ -456,18 +475,18 @@
     for (const line of document.querySelectorAll("#timeline .commit-row")) {
       line.classList.toggle("selected", line.dataset.id === id);
     }
-    const box = $("commit");
-    fill(box, el("p", { class: "muted", text: "loading " + id + " …" }));
-    try {
-      const commit = await ask("commit", { session: view.session, id });
-      if (view.commit !== id) return;
-      fill(box, ...commitView(commit));
-      const ids = view.timeline ? view.timeline.commits.map((c) => c.id) : [];
-      const at = ids.indexOf(id);
-      if (at > 0) setDiff(ids[at - 1], id);
-    } catch (err) {
-      showError(box, err);
-    }
+    const commit = await showAnswer(
+      $("commit"),
+      "loading " + id + " …",
+      "commit",
+      { session: view.session, id },
+      () => view.commit === id,
+      commitView
+    );
+    if (!commit) return;
+    const ids = view.timeline ? view.timeline.commits.map((c) => c.id) : [];
+    const at = ids.indexOf(id);
+    if (at > 0) setDiff(ids[at - 1], id);
   }
 
   function commitView(commit) {
@@ -595,18 +614,18 @@
     loadDiff();
   }
 
-  async function loadDiff() {
+  function loadDiff() {
     const a = $("diff-a").value;
     const b = $("diff-b").value;
-    const box = $("diff");
     if (!a || !b) return;
-    try {
-      const d = await ask("diff", { session: view.session, a, b });
-      if ($("diff-a").value !== a || $("diff-b").value !== b) return;
-      fill(box, ...diffView(d));
-    } catch (err) {
-      showError(box, err);
-    }
+    showAnswer(
+      $("diff"),
+      null,
+      "diff",
+      { session: view.session, a, b },
+      () => $("diff-a").value === a && $("diff-b").value === b,
+      diffView
+    );
   }
 
   function nodeLabel(id) {
@@ -658,17 +677,16 @@
     return CATEGORY_COLORS[index % CATEGORY_COLORS.length];
   }
 
-  async function loadUsage() {
+  function loadUsage() {
     const head = view.turn;
-    const box = $("usage");
-    fill(box, el("p", { class: "muted", text: "measuring …" }));
-    try {
-      const s = await ask("stats", { session: view.session, head });
-      if (view.turn !== head) return;
-      fill(box, ...usageView(s));
-    } catch (err) {
-      showError(box, err);
-    }
+    showAnswer(
+      $("usage"),
+      "measuring …",
+      "stats",
+      { session: view.session, head },
+      () => view.turn === head,
+      usageView
+    );
   }
 
   function usageView(s) {
@@ -760,18 +778,17 @@
 
   // -- request ------------------------------------------------------------------------
 
-  async function loadRequest() {
+  function loadRequest() {
     const node = view.turn;
     const provider = $("provider-select").value;
-    const box = $("request");
-    fill(box, el("p", { class: "muted", text: "rendering for " + provider + " …" }));
-    try {
-      const r = await ask("render", { session: view.session, node, provider });
-      if (view.turn !== node || $("provider-select").value !== provider) return;
-      fill(box, ...requestView(r));
-    } catch (err) {
-      showError(box, err);
-    }
+    showAnswer(
+      $("request"),
+      "rendering for " + provider + " …",
+      "render",
+      { session: view.session, node, provider },
+      () => view.turn === node && $("provider-select").value === provider,
+      requestView
+    );
   }
 
   function requestView(r) {
