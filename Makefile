@@ -31,20 +31,20 @@ setup: $(STAMP) browser
 # The viewer's page is tested in a real headless Chromium: Debian's package, installed
 # here when missing (as root with apt-get; with sudo when it needs no password).  Where
 # neither works the browser tests skip and say why; a failed install does not stop setup.
+# $CTXRULES_CHROMIUM names another browser for the tests (tests/chromium.py): then none
+# is installed.
 browser:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	@[ -n "$$CTXRULES_CHROMIUM" ] || command -v chromium >/dev/null 2>&1 \
+	|| command -v chromium-browser >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then as=; elif sudo -n true 2>/dev/null; then as=sudo; else as=-; fi; \
 		if ! command -v apt-get >/dev/null 2>&1; then \
 			echo "make: no chromium and no apt-get: the viewer's browser tests will skip" >&2; \
-		elif [ "$$(id -u)" = 0 ]; then \
-			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-				--no-install-recommends chromium \
-			|| echo "make: installing chromium failed: the viewer's browser tests will skip" >&2; \
-		elif sudo -n true 2>/dev/null; then \
-			sudo apt-get update -q && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-				--no-install-recommends chromium \
-			|| echo "make: installing chromium failed: the viewer's browser tests will skip" >&2; \
-		else \
+		elif [ "$$as" = - ]; then \
 			echo "make: chromium is missing (apt-get install chromium as root): the viewer's browser tests will skip" >&2; \
+		else \
+			$$as apt-get update -q && $$as env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+				--no-install-recommends chromium \
+			|| echo "make: installing chromium failed: the viewer's browser tests will skip" >&2; \
 		fi; }
 
 # Re-build only the extension after editing Rust (faster than a full setup).
