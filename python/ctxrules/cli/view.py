@@ -213,7 +213,6 @@ class ViewerServer(ThreadingHTTPServer):
             self.address_family = socket.AF_INET6
         self.data = data
         self.lock = threading.Lock()
-        self.quiet = True
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
@@ -290,8 +289,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
-        if not self.server.quiet:
-            super().log_message(format, *args)
+        pass  # quiet: stderr gets the command's own lines and bugs' tracebacks, not one per request
 
 
 # -- the export -------------------------------------------------------------------------------
