@@ -18,7 +18,7 @@ rule sees the new items as it would without a boundary, none of them folded yet:
 * ``up_to`` folds the units before the pivot's unit: the tail from the pivot on stays.
 
 Units are whole (an assistant turn with its tool results, an attach block, one item:
-``ctxrules.rules.summarize.unit_end``), so no tool call is ever split from its result.
+``ctxrules.summarizers.units``), so no tool call is ever split from its result.
 Outside a full compaction earlier summaries stay where they are and the new summary
 is appended (cache-stable).
 

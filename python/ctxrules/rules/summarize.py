@@ -1,13 +1,11 @@
 """Summarize: when the commit is over ``threshold_tokens``, fold the oldest items into a
-``summary`` item until it is back under ``target_ratio × threshold``.  A run that starts
-with the previous summary counts the new summary in at that summary's length, so a
-summary near its budget still gets the commit under the target in a fold or two.
+``summary`` item until it is back under ``target_ratio × threshold``.
 
-Folding works on *units* so nothing the model needs to stay consistent is split: an
-assistant turn with its tool calls and results, an attach block (items sharing
-``attached_from``), or a single user / system item.  A unit holding a locked, anchor
-(task statement), pinned or cited item is kept full and ends the run.  The last
-``keep_tail_turns`` turns are never folded.
+Folding works on *units* (``ctxrules.summarizers.units``) so nothing the model needs to
+stay consistent is split: an assistant turn with its tool calls and results, an attach
+block (items sharing ``attached_from``), or a single user / system item.  A unit holding
+a locked, anchor (task statement), pinned or cited item is kept full and ends the run.
+The last ``keep_tail_turns`` turns are never folded.
 
 Summaries are cache-stable: a later fold appends a new summary item after the previous
 one and never rewrites it, so the request up to the end of the previous summary stays
@@ -63,7 +61,7 @@ if TYPE_CHECKING:
     from ..commit.context import RuleContext
     from ..summarizers.request import SummaryResult
 
-__all__ = ["COMPACTION_REASON", "FULL_COMPACTION_REASON", "Summarize", "unit_end"]
+__all__ = ["COMPACTION_REASON", "FULL_COMPACTION_REASON", "Summarize"]
 
 #: Cursors (item positions) of the last run whose summary was not shorter than it.
 _FAILED_START = "summarize.failed_start"
@@ -145,9 +143,6 @@ class Summarize(Rule):
             p -= 1  # the request that started the kept turn stays with it
         return p
 
-    #: Units are folded whole (``ctxrules.summarizers.units``): never half a tool pair.
-    _unit_end = staticmethod(unit_end)
-
     @staticmethod
     def _kept(item: ContextItem) -> bool:
         return item.locked or item.is_anchor
@@ -214,7 +209,7 @@ class Summarize(Rule):
         p = ctx.cursors.get("summarize.pos", 0)
         if floor >= 0:
             # Nothing up to the provider's compaction (its item included) is folded.
-            p = max(p, self._unit_end(items, floor))
+            p = max(p, unit_end(items, floor))
         folded_any = False
         blocked_by = "the protected tail"
         while total > target and p < tail:
