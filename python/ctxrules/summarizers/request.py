@@ -167,25 +167,25 @@ def run_summarizer(
     )
     limit = getattr(summarizer, "max_input_tokens", None)
     rounds = units(request.items)
-    if not isinstance(limit, int) or _tokens(rounds) <= limit:
+    sizes = [sum(it.tokens for it in unit) for unit in rounds]  # each unit's tokens, once
+    if not isinstance(limit, int) or sum(sizes) <= limit:
         return call.answer(rounds, None)
     carry: ContextItem | None = None  # the summary so far
     dropped = 0
+    start = 0
     while True:
         room = limit - (carry.tokens if carry is not None else 0)
-        n = 1  # at least one unit per chunk, however large: a refusal then trims it
-        while n < len(rounds) and _tokens(rounds[: n + 1]) <= room:
-            n += 1
-        chunk, rounds = rounds[:n], rounds[n:]
-        result = call.answer(chunk, carry)
+        # At least one unit per chunk, however large: a refusal then trims it.
+        end, used = start + 1, sizes[start]
+        while end < len(rounds) and used + sizes[end] <= room:
+            used += sizes[end]
+            end += 1
+        result = call.answer(rounds[start:end], carry)
+        start = end
         dropped += result.dropped
-        if result.error or result.timed_out or not result.text.strip() or not rounds:
+        if result.error or result.timed_out or not result.text.strip() or start == len(rounds):
             return msgspec.structs.replace(result, dropped=dropped)
         carry = _summary_item(result.text)
-
-
-def _tokens(rounds: Sequence[tuple[ContextItem, ...]]) -> int:
-    return sum(it.tokens for unit in rounds for it in unit)
 
 
 def _summary_item(text: str) -> ContextItem:
