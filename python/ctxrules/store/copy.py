@@ -91,12 +91,16 @@ class _Copy:
             if s.base_session is not None:
                 self.forks.setdefault(s.base_session, []).append(s)
         self.dst_empty = not dst.list_sessions()
+        #: What ``check_session`` found per session: how many of its nodes the
+        #: destination has (``None``: not the session itself).
+        self.have: dict[str, int | None] = {}
         self.nodes_copied = self.commits_copied = self.created = 0
 
     # -- checks (read only) ------------------------------------------------------------
-    def check_session(self, s: SessionInfo, nodes: list[Call]) -> int:
-        """How many of ``s``'s nodes the destination has; ``StoreError`` if what it has
-        differs or the rest cannot be added as they are in the source."""
+    def check_session(self, s: SessionInfo, nodes: list[Call]) -> None:
+        """Note in ``have`` how many of ``s``'s nodes the destination has (``None``: not
+        the session); ``StoreError`` if what it has differs or the rest cannot be added
+        as they are in the source."""
         dst, have = self.dst, _dst_session(self.dst, s.id)
         if have is None:
             other = s.import_key and dst.find_session(s.import_key)
@@ -117,7 +121,8 @@ class _Copy:
                         f"destination, in {s.id!r} of the source",
                         dst,
                     )
-            return 0
+            self.have[s.id] = None
+            return
         for field in _FIXED:
             if getattr(have, field) != getattr(s, field):
                 raise _conflict(
@@ -144,7 +149,7 @@ class _Copy:
                         f"destination's {s.id!r} is at seq {last} already",
                         dst,
                     )
-        return min(len(theirs), len(nodes))
+        self.have[s.id] = min(len(theirs), len(nodes))
 
     def check_commits(self, s: SessionInfo) -> list[CommitRow]:
         """The source's commits of ``s`` the destination lacks; ``StoreError`` if one it
@@ -161,13 +166,14 @@ class _Copy:
 
     # -- writes --------------------------------------------------------------------------
     def write_session(self, s: SessionInfo, tick: Callable[[], None]) -> None:
-        """Write ``s`` (its missing nodes, around its forks), then its forks."""
+        """Write ``s`` (its missing nodes, around its forks), then its forks; what the
+        destination had is what ``check_session`` found before anything was written."""
         nodes = self.src.nodes(s.id)
-        have = self.check_session(s, nodes)
+        have = self.have[s.id]
         forks = sorted(self.forks.get(s.id, []), key=lambda f: f.base_seq)
         cuts = [f.base_seq - s.base_seq for f in forks] + [len(nodes)]
-        done = have
-        if _dst_session(self.dst, s.id) is None:
+        done = have or 0
+        if have is None:
             first = cuts[0] if forks else len(nodes)
             self.dst.create_session(
                 session_id=s.id,
