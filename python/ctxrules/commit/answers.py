@@ -32,9 +32,10 @@ Answer = Callable[[SummaryRequest], SummaryResult]
 _decoder = msgspec.json.Decoder(SummaryResult)
 
 
-def stored_answers(store: Store, answer: Answer = run_summarizer) -> Answer:
-    """An answer function that asks ``store`` first and ``answer`` (default
+def stored_answers(store: Store, answer: Answer | None = None) -> Answer:
+    """An answer function that asks ``store`` first and ``answer`` (``None``:
     ``run_summarizer``) only for a request it has no good answer to, keeping that one."""
+    fallback = run_summarizer if answer is None else answer
 
     def ask(request: SummaryRequest) -> SummaryResult:
         raw = store.kv_get(NAMESPACE, request.key)
@@ -43,7 +44,7 @@ def stored_answers(store: Store, answer: Answer = run_summarizer) -> Answer:
                 return _decoder.decode(raw)
             except msgspec.DecodeError:
                 pass  # a damaged entry is asked again and overwritten
-        result = answer(request)
+        result = fallback(request)
         if result.text.strip() and not (result.error or result.timed_out):
             store.kv_put(NAMESPACE, request.key, msgspec.json.encode(result))
         return result

@@ -160,6 +160,6 @@ def _derive_and_save(
         now=now,
         load_commit=load_attached,
         marks=plan.marks,
-        answer=stored_answers(st) if answer is None else stored_answers(st, answer),
+        answer=stored_answers(st, answer),
     )
     return persist.save(st, gen, if_latest=plan.at_head)
