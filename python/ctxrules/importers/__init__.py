@@ -251,12 +251,34 @@ def parse_file(
     stored session's continuation (``ImportedSession.base``).
     """
     try:
-        if format != "auto":
-            imp = registry("importers").get(format)
-            return imp.name, _parse_with(imp, path, store)
-        return _parse_detected(path, *_detect(path), store)
+        return _parse_claimed(path, *_claimants(path, format), store)
     finally:
         forget_json()  # the decoded document served this file's detection and parse
+
+
+def _claimants(
+    source: str, format: str
+) -> tuple[Importer | None, list[str], list[ImportFormatError]]:
+    """The importer forced by ``format`` (``None`` under ``auto``), and the detected ones
+    with what the failing detectors said."""
+    if format != "auto":
+        return registry("importers").get(format), [], []
+    found, errors = _detect(source)
+    return None, found, errors
+
+
+def _parse_claimed(
+    path: str,
+    imp: Importer | None,
+    candidates: list[str],
+    errors: list[ImportFormatError],
+    store: Sessions | None,
+) -> tuple[str, list[ImportedSession]]:
+    """Parse with the importer ``format`` forced (``imp``), else with the detected ones
+    (``_claimants``)."""
+    if imp is not None:
+        return imp.name, _parse_with(imp, path, store)
+    return _parse_detected(path, candidates, errors, store)
 
 
 def _parse_detected(
@@ -422,17 +444,6 @@ def _claims(imp: Importer, source: str) -> bool:
         return False
 
 
-def _claimants(
-    source: str, format: str
-) -> tuple[Importer | None, list[str], list[ImportFormatError]]:
-    """The importer forced by ``format`` (``None`` under ``auto``), and the detected ones
-    with what the failing detectors said."""
-    if format != "auto":
-        return registry("importers").get(format), [], []
-    found, errors = _detect(source)
-    return None, found, errors
-
-
 def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -> ImportReport:
     """Import files and directories: every file is parsed before anything is written;
     each file's sessions are written in one transaction.
@@ -456,10 +467,7 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
         if source in read:
             skipped.append(Skipped(source, f"read with {read[source]} (its sub-agent transcript)"))
             return
-        if imp is not None:
-            fmt, sessions = imp.name, _parse_with(imp, source, pending)
-        else:
-            fmt, sessions = _parse_detected(source, found, errors, pending)
+        fmt, sessions = _parse_claimed(source, imp, found, errors, pending)
         pending.add(sessions)
         for s in sessions:
             for f in s.files:
