@@ -178,3 +178,24 @@ def test_sessions_lists_each_recorded_model(corpus, tmp_path, capsys):
         list(requests(corpus, OPENAI))[-1][1]["model"],
     ]
     assert [rows[i]["model"] for i in ids] == want
+
+
+def test_gemini_system_instruction_in_the_sdks_spelling(corpus, store, tmp_path):
+    """Google's SDKs log ``system_instruction``: it is the system prompt, not a parameter."""
+    name = next(c for c in CASSETTES if c.startswith("vcr-cassettes-yaml/gemini/"))
+    doc = yaml.safe_load((corpus / name).read_text())
+    for it in doc["interactions"]:
+        body = it["request"]["parsed_body"]
+        if "systemInstruction" in body:
+            body["system_instruction"] = body.pop("systemInstruction")
+    path = tmp_path / "snake.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    results = import_paths(store, [str(path)], format="cassette-all")
+    bodies = [body for _, body in requests(tmp_path, "snake.yaml")]
+    assert len(results) == len(bodies) and any("system_instruction" in b for b in bodies)
+    for res, body in zip(results, bodies):
+        meta = store.get_session(res.id).metadata
+        if "system_instruction" in body:
+            parts = body["system_instruction"]["parts"]
+            assert meta["system"] == "\n".join(p["text"] for p in parts)
+        assert "system_instruction" not in meta["params"]

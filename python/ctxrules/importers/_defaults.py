@@ -4,8 +4,8 @@ Importers fill these keys of the session metadata where their format records the
 a renderer can send a session's requests as the agent sent them:
 
 * ``system`` (str): the system prompt, where the format keeps it in a field of its own
-  (an Anthropic ``system``, a Gemini ``systemInstruction``); system messages inside a
-  history stay system nodes;
+  (an Anthropic ``system``, a Gemini ``systemInstruction`` or, as Google's SDKs log it,
+  ``system_instruction``); system messages inside a history stay system nodes;
 * ``tools`` (list): the tool declarations as recorded, in the vendor's shape;
 * ``model`` (str): the session's model: the first assistant node's (``SessionBuilder``
   fills it), unless the importer recorded one;
@@ -21,19 +21,31 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["NOT_PARAMS", "PROVIDERS", "SYNTHETIC_MODELS", "request_defaults", "system_text"]
+__all__ = [
+    "NOT_PARAMS",
+    "PROVIDERS",
+    "SYNTHETIC_MODELS",
+    "WIRE_PROVIDERS",
+    "request_defaults",
+    "system_text",
+]
 
 #: The provider wires a recording can come from.
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
+#: A cassette's ``wire`` (the kind of API its importer recognised) → the provider it
+#: recorded.
+WIRE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai-chat", "gemini": "gemini"}
 
-#: Request keys that are not ``params``: the conversation, its system prompt, tools and
-#: model have keys of their own, and streaming is how a client read the answer, not
-#: what it asked (``stream_options`` is only valid with ``stream``).
+#: Request keys that are not ``params``: the conversation, its system prompt (Gemini's
+#: in either spelling), tools and model have keys of their own, and streaming is how a
+#: client read the answer, not what it asked (``stream_options`` is only valid with
+#: ``stream``).
 NOT_PARAMS = frozenset(
     {
         "model",
         "system",
         "systemInstruction",
+        "system_instruction",
         "instructions",
         "tools",
         "messages",
@@ -66,9 +78,12 @@ def request_defaults(body: dict[str, Any], provider: str, *, model: str = "") ->
     ``model`` stands in when the body names none (Gemini puts it in the URL).
     """
     out: dict[str, Any] = {"provider": provider}
-    raw = body.get("systemInstruction") if provider == "gemini" else body.get("system")
-    if provider == "openai-responses":
+    if provider == "gemini":
+        raw = body.get("systemInstruction", body.get("system_instruction"))
+    elif provider == "openai-responses":
         raw = body.get("instructions")
+    else:
+        raw = body.get("system")
     text = system_text(raw)
     if text:
         out["system"] = text

@@ -27,16 +27,13 @@ from ._common import (
     file_key,
     read_bytes,
 )
-from ._defaults import request_defaults
+from ._defaults import WIRE_PROVIDERS, request_defaults
 from ._json import loads_strict
 from ._messages import anthropic_messages, gemini_contents, openai_messages
 from ._yaml import load_yaml
 from .openai_chat import anthropic_features
 
 __all__ = ["CassetteImporter"]
-
-#: The provider wire of each kind of recorded request.
-_PROVIDER = {"anthropic": "anthropic", "openai": "openai-chat", "gemini": "gemini"}
 
 
 def _body(path: str, part: Any, at: str) -> Any:
@@ -159,7 +156,7 @@ class CassetteImporter:
                     model=model,
                 )
             b.metadata = {
-                **request_defaults(body, _PROVIDER[kind], model=model),
+                **request_defaults(body, WIRE_PROVIDERS[kind], model=model),
                 "interaction": i,
                 "uri": uri,
                 "wire": kind,
