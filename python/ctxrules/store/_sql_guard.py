@@ -18,6 +18,11 @@ from .base import RunInfo
 
 __all__ = ["GuardAndKv"]
 
+#: The guard row of a session, in the order ``_run`` reads it.
+_SELECT_RUN = (
+    "SELECT session_id, run_id, pid, host, started_at, expires_at FROM runs WHERE session_id = ?"
+)
+
 
 def _run(row: tuple[Any, ...] | None) -> RunInfo | None:
     if row is None:
@@ -45,11 +50,7 @@ class GuardAndKv:
         """Take the run guard; ``AgentRunActiveError`` names the live holder."""
         with self.transaction() as conn:
             self._session_row(session_id, self._FOR_UPDATE)  # serialises takers
-            row = conn.execute(
-                "SELECT session_id, run_id, pid, host, started_at, expires_at FROM runs "
-                "WHERE session_id = ?",
-                (session_id,),
-            ).fetchone()
+            row = conn.execute(_SELECT_RUN, (session_id,)).fetchone()
             run = take_run(session_id, run_id, ttl, _run(row))
             conn.execute(
                 "INSERT INTO runs VALUES (?,?,?,?,?,?) ON CONFLICT (session_id) DO UPDATE SET "
@@ -76,11 +77,7 @@ class GuardAndKv:
 
     def active_run(self, session_id: str) -> RunInfo | None:
         """The live run on the session, if any."""
-        row = self._conn.execute(
-            "SELECT session_id, run_id, pid, host, started_at, expires_at FROM runs "
-            "WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
+        row = self._conn.execute(_SELECT_RUN, (session_id,)).fetchone()
         return live_run(_run(row), time.time())
 
     # -- key/value ---------------------------------------------------------------------
