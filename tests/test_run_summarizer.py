@@ -236,3 +236,22 @@ def test_chunked_extractive_summary_keeps_the_facts_of_every_chunk():
         for k in (1, 2):
             assert f"src/m{n}{k}.py" in text and f"src/m{n}{k}.py" in whole
     assert "Read ×8" in text and "Read ×8" in whole
+
+
+@pytest.mark.parametrize(
+    ("result", "timeout", "problem"),
+    [
+        (SummaryResult(text="a summary"), None, ""),
+        (SummaryResult(text="a summary", dropped=2), 5.0, ""),
+        (SummaryResult(timed_out=True), None, "timed out"),
+        (SummaryResult(timed_out=True, error="late"), 0.5, "timed out after 0.5s"),
+        (
+            SummaryResult(error="RuntimeError: down", text="partial"),
+            None,
+            "failed: RuntimeError: down",
+        ),
+        (SummaryResult(text=" \n "), 5.0, "returned nothing"),
+    ],
+)
+def test_what_keeps_a_result_from_being_a_summary(result, timeout, problem):
+    assert result.problem(timeout) == problem

@@ -45,7 +45,7 @@ def stored_answers(store: Store, answer: Answer | None = None) -> Answer:
             except msgspec.DecodeError:
                 pass  # a damaged entry is asked again and overwritten
         result = fallback(request)
-        if result.text.strip() and not (result.error or result.timed_out):
+        if not result.problem():
             store.kv_put(NAMESPACE, request.key, msgspec.json.encode(result))
         return result
 

@@ -328,15 +328,9 @@ def _summary_text(
     if answer is None:
         ctx.note(f"boundary {call.id}: waiting for a summary of {len(run)} item(s)")
         return None
-    problem = ""
-    if answer.timed_out:
-        problem = f"the summarizer timed out after {record.timeout_seconds:g}s"
-    elif answer.error:
-        problem = f"the summarizer failed: {answer.error}"
-    elif not answer.text.strip():
-        problem = "the summarizer returned nothing"
+    problem = answer.problem(record.timeout_seconds)
     if problem:
-        ctx.note(f"boundary {call.id} folded nothing: {problem}; all content kept")
+        ctx.note(f"boundary {call.id} folded nothing: the summarizer {problem}; all content kept")
         return None
     return answer.text
 

@@ -168,22 +168,11 @@ class Summarize(Rule):
 
     def _outcome(self, ctx: RuleContext, answer: SummaryResult) -> str | None:
         """The summary text of an answer, or None after noting why there is none."""
-        if answer.timed_out:
+        problem = answer.problem(self.timeout_seconds)
+        if problem:
             ctx.note(
-                f"no folding: summarizer {self.summarizer!r} timed out after "
-                f"{self.timeout_seconds:g}s; all content kept; not retried until the run "
-                f"doubles"
-            )
-            return None
-        if answer.error:
-            ctx.note(
-                f"no folding: summarizer {self.summarizer!r} failed: {answer.error}; "
-                f"all content kept"
-            )
-            return None
-        if not answer.text.strip():
-            ctx.note(
-                f"no folding: summarizer {self.summarizer!r} returned nothing; all content kept"
+                f"no folding: summarizer {self.summarizer!r} {problem}; all content kept"
+                + ("; not retried until the run doubles" if answer.timed_out else "")
             )
             return None
         return answer.text

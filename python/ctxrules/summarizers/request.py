@@ -94,6 +94,20 @@ class SummaryResult(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tru
     timed_out: bool = False
     dropped: int = 0
 
+    def problem(self, timeout_seconds: float | None = None) -> str:
+        """Why this answer gives no summary, worded to follow "the summarizer": ``timed
+        out`` (``after {timeout_seconds}s`` when given), ``failed: {error}`` or
+        ``returned nothing``; ``""`` when ``text`` is a summary to use."""
+        if self.timed_out:
+            return (
+                "timed out" if timeout_seconds is None else f"timed out after {timeout_seconds:g}s"
+            )
+        if self.error:
+            return f"failed: {self.error}"
+        if not self.text.strip():
+            return "returned nothing"
+        return ""
+
 
 def request_key(
     summarizer: str, budget: int, items: Sequence[ContextItem], instructions: str = ""
@@ -183,7 +197,7 @@ def run_summarizer(
         result = call.answer(rounds[start:end], carry)
         start = end
         dropped += result.dropped
-        if result.error or result.timed_out or not result.text.strip() or start == len(rounds):
+        if result.problem() or start == len(rounds):
             return msgspec.structs.replace(result, dropped=dropped)
         carry = _summary_item(result.text)
 
