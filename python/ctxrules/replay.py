@@ -243,35 +243,68 @@ def session_tool_names(store: CommitStore, session: str) -> list[str]:
     )
 
 
-def _answer_model(
-    store: CommitStore, session: str, node_id: str, memo: dict[str, str | None] | None = None
-) -> str | None:
-    """The model recorded on the nearest assistant node at or before ``node_id`` in its
-    frame (an answer node's ``name``); before the first answer, the session's first.
+class _Recorded:
+    """What the store knows about one session's requests, read once for all of them:
+    its metadata, the tools it called (``session_tool_names``, or ``used_tools``) and
+    the model of each request's answer.
 
-    ``memo`` (one per session) keeps the answer of every node walked, so the requests
-    of a session cost one walk in all rather than one each."""
-    memo = {} if memo is None else memo
-    walked: list[str] = []
-    node: Call | None = store.get_node(node_id)
-    while node is not None and node.id not in memo:
-        walked.append(node.id)
-        if node.role == "assistant" and node.name:
-            memo[node.id] = node.name
-            break
-        node = store.get_node(node.predecessor) if node.predecessor else None
-    if node is not None:
-        found = memo[node.id]
-    else:
-        if "" not in memo:  # node ids are never empty: the session's first answer
-            memo[""] = next(
-                (n.name for n in store.iter_nodes(session) if n.role == "assistant" and n.name),
-                None,
-            )
-        found = memo[""]
-    for n in walked:
-        memo[n] = found
-    return found
+    The model is found by walking the request's chain back through the store node by
+    node; the walk is remembered, so the requests of a session cost one walk of its
+    chain in all rather than one each (``render_requests``, ``compare_usage``).
+    """
+
+    def __init__(
+        self, store: CommitStore, session: str, used_tools: list[str] | None = None
+    ) -> None:
+        info = store.get_session(session)
+        self.store = store
+        self.session = info.id
+        self.metadata = info.metadata
+        self.used_tools = session_tool_names(store, info.id) if used_tools is None else used_tools
+        # node id -> the model found from it; "" (never a node id): the session's first.
+        self._models: dict[str, str | None] = {}
+
+    def model(self, request: Request) -> str | None:
+        """The model recorded on the nearest assistant node at or before the request's
+        answer (a next request: its head) in its frame (an answer node's ``name``);
+        before the first answer, the session's first."""
+        memo = self._models
+        walked: list[str] = []
+        node: Call | None = self.store.get_node(request.answer or request.commit.head_node_id)
+        while node is not None and node.id not in memo:
+            walked.append(node.id)
+            if node.role == "assistant" and node.name:
+                memo[node.id] = node.name
+                break
+            node = self.store.get_node(node.predecessor) if node.predecessor else None
+        if node is not None:
+            found = memo[node.id]
+        else:
+            if "" not in memo:
+                memo[""] = next(
+                    (
+                        n.name
+                        for n in self.store.iter_nodes(self.session)
+                        if n.role == "assistant" and n.name
+                    ),
+                    None,
+                )
+            found = memo[""]
+        for n in walked:
+            memo[n] = found
+        return found
+
+    def defaults(
+        self, request: Request, provider: str | Provider, **overrides: Any
+    ) -> RenderDefaults:
+        """``render_defaults`` of ``request``, one of this session's."""
+        return session_defaults(
+            self.metadata,
+            provider,
+            used_tools=self.used_tools,
+            answer_model=self.model(request),
+            **{k: v for k, v in overrides.items() if v is not None},
+        )
 
 
 def render_defaults(
@@ -292,24 +325,7 @@ def render_defaults(
     the options of ``session_defaults`` (model, system, tools, max_tokens, extra) and
     take precedence.  What ``render`` / ``explain`` / the CLI send for a stored session.
     """
-    info = store.get_session(request.session_id)
-    names = session_tool_names(store, info.id) if used_tools is None else used_tools
-    return session_defaults(
-        info.metadata,
-        provider,
-        used_tools=names,
-        answer_model=_request_model(store, request),
-        **{k: v for k, v in overrides.items() if v is not None},
-    )
-
-
-def _request_model(
-    store: CommitStore, request: Request, memo: dict[str, str | None] | None = None
-) -> str | None:
-    """The recorded model ``render_defaults`` starts from for ``request``."""
-    return _answer_model(
-        store, request.session_id, request.answer or request.commit.head_node_id, memo
-    )
+    return _Recorded(store, request.session_id, used_tools).defaults(request, provider, **overrides)
 
 
 def explain_request(
@@ -426,7 +442,7 @@ def compare_usage(
     prov = get_provider(provider) if isinstance(provider, str) else provider
     rows: list[UsageRow] = []
     prefix: dict[str, int] = {}
-    used_tools = session_tool_names(store, session)
+    recorded = _Recorded(store, session)
     for node in store.nodes(session):
         usage = node.metadata.get("usage") if node.role == "assistant" else None
         parsed = recorded_usage(prov, usage)
@@ -435,7 +451,7 @@ def compare_usage(
         request = request_for(store, session, node.id, config=config)
         frame = _frame(store, node)
         first = frame not in prefix
-        defaults = render_defaults(store, request, prov, used_tools=used_tools)
+        defaults = recorded.defaults(request, prov)
         if first:
             ex = explain_request(
                 store, request, prov, previous=None, config=config, defaults=defaults
@@ -553,27 +569,20 @@ def render_requests(
     of the same names.  What ``ctxrules rerender`` renders a batch of sessions with.
     """
     prov = get_provider(provider) if isinstance(provider, str) else provider
-    chosen = {k: v for k, v in overrides.items() if v is not None}
     # The defaults depend on the session and the answer's model only: made once per
     # pair, the same mapping then serves every request that shares it.
     made: dict[tuple[str, str | None], dict[str, Any]] = {}
-    tools: dict[str, list[str]] = {}
-    models: dict[str, dict[str, str | None]] = {}
+    recorded: dict[str, _Recorded] = {}
     options: list[list[dict[str, Any]]] = []
     for requests in sessions:
         per_request: list[dict[str, Any]] = []
         for r in requests:
-            key = (r.session_id, _request_model(store, r, models.setdefault(r.session_id, {})))
+            rec = recorded.get(r.session_id)
+            if rec is None:
+                rec = recorded[r.session_id] = _Recorded(store, r.session_id)
+            key = (r.session_id, rec.model(r))
             if key not in made:
-                if r.session_id not in tools:
-                    tools[r.session_id] = session_tool_names(store, r.session_id)
-                defaults = session_defaults(
-                    store.get_session(r.session_id).metadata,
-                    prov,
-                    used_tools=tools[r.session_id],
-                    answer_model=key[1],
-                    **chosen,
-                )
+                defaults = rec.defaults(r, prov, **overrides)
                 made[key] = {**defaults.options, "cache": cache, "cache_ttl": cache_ttl}
             kw = made[key]
             per_request.append({**kw, "situation": r.situation} if r.situation else kw)
