@@ -322,6 +322,28 @@ def test_an_older_output_limit_field_is_kept_for_its_own_provider():
     assert anth["max_tokens"] == 512 and anth["model"] == "claude-sonnet-4-5"
 
 
+def test_a_recording_without_parameters_has_none(tmp_path: Path):
+    """A streamed request with no other parameter: the importer records no ``params``,
+    and the recorded body it keeps beside them (``request``) must not make ``stream``
+    one: the replay is sent without it."""
+    body = {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "hi"}],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(body))
+    store = open_store(tmp_path / "store")
+    (res,) = import_paths(store, [str(path)], format="openai-chat")
+    meta = store.get_session(res.id).metadata
+    assert meta["request"]["stream"] is True and "params" not in meta
+    d = session_defaults(meta, "openai-chat")
+    assert "extra" not in d.options
+    chat = json.loads(render(_one_turn(), "openai-chat", **d.options).body)
+    assert "stream" not in chat and "stream_options" not in chat
+
+
 def _one_turn():
     from ctxrules.model import ContextCommit, ContextItem
 

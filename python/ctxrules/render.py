@@ -32,6 +32,7 @@ import msgspec
 
 from . import _core
 from .errors import RenderError
+from .importers._defaults import NOT_PARAMS
 from .model import Context, ContextCommit, ContextItem, Message, ToolSpec
 from .providers.base import (
     BAD_COMMIT,
@@ -156,21 +157,6 @@ def tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
     return tuple(out)
 
 
-#: The request-body fields that carry the conversation, the system text, the tools and
-#: the model: what a recorded request holds besides its parameters.
-_CONTENT_FIELDS = frozenset(
-    {
-        "model",
-        "messages",
-        "contents",
-        "system",
-        "systemInstruction",
-        "system_instruction",
-        "tools",
-        "input",
-        "instructions",
-    }
-)
 #: A cassette's ``wire`` (its importer's name for the API) → the provider it recorded.
 _CASSETTE_WIRES = {"anthropic": "anthropic", "openai": "openai-chat", "gemini": "gemini"}
 #: What a model name looks like; anything else (Claude Code's ``<synthetic>``) is no model.
@@ -201,7 +187,9 @@ def recorded_request(metadata: Mapping[str, Any]) -> RecordedRequest:
     ``model``, ``provider`` and ``params``.  A cassette keeps the whole recorded body
     (without its conversation) as ``request`` and its API as ``wire``: tools, model
     (or the model in a Gemini URL), provider and parameters are read from those when
-    the fields above are absent.
+    the fields above are absent; the parameters are the keys the importers take for
+    parameters (``NOT_PARAMS`` is their one list of the others: conversation, system,
+    tools, model, streaming), so a recording without any reads as none.
     """
     raw = metadata.get("request")
     request: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
@@ -214,7 +202,7 @@ def recorded_request(metadata: Mapping[str, Any]) -> RecordedRequest:
     provider = metadata.get("provider") or _CASSETTE_WIRES.get(str(metadata.get("wire")))
     params = metadata.get("params")
     if not isinstance(params, Mapping):
-        params = {k: v for k, v in request.items() if k not in _CONTENT_FIELDS}
+        params = {k: v for k, v in request.items() if k not in NOT_PARAMS}
     return RecordedRequest(
         system=system if isinstance(system, str) and system else None,
         tools=tool_specs(raw_tools) if isinstance(raw_tools, list) else None,
