@@ -691,15 +691,12 @@ def render_batch(
             )
     out: list[list[Any]] = [[None] * len(provs) for _ in encoded]
     index: dict[bytes, int] = {}
-    by_value: list[dict[bytes, tuple[RequestOptions, int]]] = [{} for _ in provs]
-    by_id: list[dict[int, tuple[RequestOptions, int]]] = [{} for _ in provs]
+    prepare = [_Prepared(prov, index) for prov in provs]
     jobs: list[tuple[str, int, int]] = []
     slots: list[tuple[int, int, Provider, RequestOptions]] = []
     for i, (commit, kw) in enumerate(zip(commits, per_commit)):
         for j, prov in enumerate(provs):
-            if id(kw) not in by_id[j]:
-                by_id[j][id(kw)] = _prepared(prov, kw, by_value[j], index)
-            opts, o = by_id[j][id(kw)]
+            opts, o = prepare[j](kw)
             if prov.wire is None:
                 out[i][j] = prov.render(commit, opts)
                 continue
@@ -830,19 +827,14 @@ def render_sessions(
     index: dict[bytes, int] = {}
     chains: list[tuple[str, int, list[int]]] = []
     slots: list[tuple[int, int, Provider, list[RequestOptions]]] = []
-    # Options are prepared once per provider and distinct value (sessions of one
-    # harness carry the same tools and system text), found by the mapping's identity
-    # first, then by its contents.
-    by_value: list[dict[bytes, tuple[RequestOptions, int]]] = [{} for _ in provs]
+    # Sessions of one harness carry the same tools and system text: prepared once.
+    prepare = [_Prepared(prov, index) for prov in provs]
     for i, (commits, kws) in enumerate(zip(sessions, per_request)):
         for j, prov in enumerate(provs):
-            prepared: dict[int, tuple[RequestOptions, int]] = {}
             which: list[int] = []
             opts_of: list[RequestOptions] = []
             for kw in kws:
-                if id(kw) not in prepared:
-                    prepared[id(kw)] = _prepared(prov, kw, by_value[j], index)
-                opts, o = prepared[id(kw)]
+                opts, o = prepare[j](kw)
                 which.append(o)
                 opts_of.append(opts)
             if prov.wire is None:
@@ -870,32 +862,44 @@ def render_sessions(
     return out
 
 
-def _prepared(
-    prov: Provider,
-    kw: Mapping[str, Any],
-    by_value: dict[bytes, tuple[RequestOptions, int]],
-    index: dict[bytes, int],
-) -> tuple[RequestOptions, int]:
-    """The ``RequestOptions`` of the ``render`` options ``kw`` for ``prov`` and the index
-    of their JSON in ``index`` (added if new), as ``render`` makes them; ``by_value``
-    remembers them by the options' MessagePack (which tells str from bytes, so equal
-    bytes are equal arguments of the pure ``request_options``).  ``render_batch`` and
-    ``render_sessions`` prepare each distinct value once, not once per commit."""
-    try:
-        key: bytes | None = msgspec.msgpack.encode(kw)
-    except (TypeError, msgspec.EncodeError):
-        key = None  # values msgspec cannot encode: prepared each time
-    if key is not None and key in by_value:
-        return by_value[key]
-    rest = dict(kw)
-    opts = request_options(prov, rest.pop("model", None), **rest)
-    if prov.wire is not None:
-        opts = prov.wire_options(opts)
-    encoded = msgspec.json.encode(opts)
-    done = (opts, index.setdefault(encoded, len(index)))
-    if key is not None:
-        by_value[key] = done
-    return done
+class _Prepared:
+    """The ``RequestOptions`` of ``render`` options for one provider, as ``render`` makes
+    them, and the index of their JSON in ``index`` (shared by the providers of a call,
+    added to if new): ``render_batch`` and ``render_sessions`` prepare each distinct
+    value once, not once per commit.
+
+    A mapping is found by its identity first (the caller keeps every mapping it passes
+    alive for the call), then by its MessagePack (which tells str from bytes, so equal
+    bytes are equal arguments of the pure ``request_options``); values msgspec cannot
+    encode are prepared once per mapping object.
+    """
+
+    def __init__(self, prov: Provider, index: dict[bytes, int]) -> None:
+        self.prov = prov
+        self.index = index
+        self.by_id: dict[int, tuple[RequestOptions, int]] = {}
+        self.by_value: dict[bytes, tuple[RequestOptions, int]] = {}
+
+    def __call__(self, kw: Mapping[str, Any]) -> tuple[RequestOptions, int]:
+        done = self.by_id.get(id(kw))
+        if done is not None:
+            return done
+        try:
+            key: bytes | None = msgspec.msgpack.encode(kw)
+        except (TypeError, msgspec.EncodeError):
+            key = None
+        done = self.by_value.get(key) if key is not None else None
+        if done is None:
+            rest = dict(kw)
+            opts = request_options(self.prov, rest.pop("model", None), **rest)
+            if self.prov.wire is not None:
+                opts = self.prov.wire_options(opts)
+            encoded = msgspec.json.encode(opts)
+            done = (opts, self.index.setdefault(encoded, len(self.index)))
+            if key is not None:
+                self.by_value[key] = done
+        self.by_id[id(kw)] = done
+        return done
 
 
 def _commit_data(commit: ContextCommit | bytes) -> bytes | tuple[ContextItem, ...]:
