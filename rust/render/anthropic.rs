@@ -103,15 +103,9 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
     // the one before it.
     let mut msg_bps: Vec<(usize, usize)> = Vec::new();
     if opts.cache {
-        // A top-level `cache_control` among the extra fields (automatic caching, as a
-        // recorded request may carry it) is a breakpoint of its own.
-        let auto = opts.extra.is_some_and(|e| {
-            serde_json::from_str::<std::collections::HashMap<String, &serde_json::value::RawValue>>(
-                e.get(),
-            )
-            .is_ok_and(|m| m.contains_key("cache_control"))
-        });
-        let used = p.head.sys_bps.len() + usize::from(tool_bp) + usize::from(auto);
+        // A top-level `cache_control` among the extra fields (automatic caching) is a
+        // breakpoint of its own.
+        let used = p.head.sys_bps.len() + usize::from(tool_bp) + usize::from(opts.auto_cache());
         let last = p.units.len() - 1;
         let mut targets = vec![last];
         if last >= 2 {

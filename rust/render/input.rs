@@ -8,6 +8,8 @@
 //! the body as it is.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -65,6 +67,23 @@ pub struct Options<'a> {
     pub cache: bool,
     #[serde(default)]
     pub cache_ttl: Option<String>,
+    /// `auto_cache`, worked out on first use.
+    #[serde(skip)]
+    auto_cache: OnceLock<bool>,
+}
+
+impl Options<'_> {
+    /// Whether `extra` has a top-level `cache_control` (automatic caching, as a recorded
+    /// Anthropic request may carry it).  Read once per parsed options, not once per
+    /// request: a session's requests share theirs.
+    pub fn auto_cache(&self) -> bool {
+        *self.auto_cache.get_or_init(|| {
+            self.extra.is_some_and(|e| {
+                serde_json::from_str::<HashMap<String, &RawValue>>(e.get())
+                    .is_ok_and(|m| m.contains_key("cache_control"))
+            })
+        })
+    }
 }
 
 fn yes() -> bool {
