@@ -33,14 +33,6 @@ impl Rng {
     }
 }
 
-/// Every built-in wire format.
-pub const WIRES: [Wire; 4] = [
-    Wire::Anthropic,
-    Wire::OpenAiChat,
-    Wire::OpenAiResponses,
-    Wire::Gemini,
-];
-
 /// Render options the fuzzed commits are rendered with (the first input byte picks one).
 pub const OPTIONS: [&[u8]; 3] = [
     b"",
@@ -88,7 +80,7 @@ pub fn commit(data: &[u8]) -> Outcome {
         assert_json("render_context", body);
     }
     out.count(&ctx);
-    for wire in WIRES {
+    for wire in Wire::ALL {
         let r = render::render_request(wire, commit_bytes, opts);
         if let Ok(r) = &r {
             assert_json("a body", &r.body);
@@ -134,7 +126,7 @@ pub fn session(items: &[commit::Shared], opts: &[u8]) {
         items,
     ];
     let requests: Vec<_> = lists.iter().map(|l| (*l, &options)).collect();
-    for wire in WIRES {
+    for wire in Wire::ALL {
         for ((r, _), list) in render::session::render_session(wire, &requests)
             .into_iter()
             .zip(lists)
@@ -159,7 +151,7 @@ pub fn options(data: &[u8]) -> Outcome {
         assert_json("render_context", body);
     }
     out.count(&ctx);
-    for wire in WIRES {
+    for wire in Wire::ALL {
         let r = render::render_request(wire, COMMIT, data);
         if let Ok(r) = &r {
             assert_json("a body", &r.body);

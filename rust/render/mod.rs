@@ -35,6 +35,14 @@ pub enum Wire {
 }
 
 impl Wire {
+    /// Every built-in wire format.
+    pub const ALL: [Wire; 4] = [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ];
+
     /// Parse a provider name as the CLI and the registry spell it.
     pub fn from_name(name: &str) -> Option<Wire> {
         match name {

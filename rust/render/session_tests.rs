@@ -7,13 +7,6 @@ use crate::commit::{decode_commit, decode_items, Items, Shared};
 use crate::render::input::{parse_options, Options};
 use crate::render::{render_request, Wire};
 
-const ALL: [Wire; 4] = [
-    Wire::Anthropic,
-    Wire::OpenAiChat,
-    Wire::OpenAiResponses,
-    Wire::Gemini,
-];
-
 fn commit(items: &[Value]) -> Vec<u8> {
     rmp_serde::to_vec_named(&json!({"id": "c", "items": items})).unwrap()
 }
@@ -93,7 +86,7 @@ fn growing(items: &[Value]) -> Vec<Vec<u8>> {
 fn a_growing_session_reuses_its_prefix_on_every_wire() {
     let commits = growing(&turns(6));
     let opts = vec![OPTS; commits.len()];
-    for wire in ALL {
+    for wire in Wire::ALL {
         let reuse = check(wire, &commits, &opts);
         assert_eq!(reuse[0], 0);
         // Every later request starts from the one before, and reuses more as the
@@ -130,7 +123,7 @@ fn a_change_inside_the_conversation_is_written_from_there() {
     aged[2]["state"] = json!("aged");
     aged[2]["rendered"] = json!("[aged]");
     let commits = vec![commit(&items), commit(&aged), commit(&items)];
-    for wire in ALL {
+    for wire in Wire::ALL {
         let reuse = check(wire, &commits, &[OPTS; 3]);
         let whole = render_request(wire, &commits[0], OPTS.as_bytes())
             .unwrap()
@@ -151,7 +144,7 @@ fn a_new_head_shares_nothing_but_gemini_keeps_its_contents() {
     let other_model = OPTS.replace("\"m\"", "\"m2\"");
     let commits = vec![commit(&items), commit(&with_system), commit(&with_system)];
     let opts = [OPTS, OPTS, other_model.as_str()];
-    for wire in ALL {
+    for wire in Wire::ALL {
         let reuse = check(wire, &commits, &opts);
         if wire == Wire::Gemini {
             assert!(reuse[1] > 0 && reuse[2] > 0, "{reuse:?}");
@@ -178,7 +171,7 @@ fn a_compaction_moves_the_start_of_its_vendors_request() {
     items.push(json!({"source_node_id": "a9", "role": "assistant", "rendered": "fine"}));
     items.push(json!({"source_node_id": "u10", "role": "user", "rendered": "more"}));
     let later = commit(&items);
-    for wire in ALL {
+    for wire in Wire::ALL {
         let reuse = check(
             wire,
             &[before.clone(), after.clone(), later.clone()],
@@ -261,7 +254,7 @@ fn an_empty_session_and_repeated_requests() {
     let empty = commit(&[]);
     let one = commit(&turns(1));
     let commits = vec![empty.clone(), one.clone(), one.clone(), empty];
-    for wire in ALL {
+    for wire in Wire::ALL {
         let reuse = check(wire, &commits, &[OPTS; 4]);
         let whole = render_request(wire, &one, OPTS.as_bytes())
             .unwrap()
@@ -290,7 +283,7 @@ fn the_tail_is_reused_while_its_options_and_inputs_stay() {
     opts.push(&other); // the same options in another text: not proven the same
     commits.push(commit(&with_system));
     let last = commits.len() - 1;
-    for wire in ALL {
+    for wire in Wire::ALL {
         let items: Vec<Items> = commits.iter().map(|c| decode_commit(c).unwrap()).collect();
         let reuse = check_items(wire, &commits, &items, &opts);
         assert!(reuse[0].tail.is_none());

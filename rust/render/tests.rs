@@ -4,13 +4,6 @@ use serde_json::Value;
 
 use super::{render_context, render_request, Wire};
 
-const ALL: [Wire; 4] = [
-    Wire::Anthropic,
-    Wire::OpenAiChat,
-    Wire::OpenAiResponses,
-    Wire::Gemini,
-];
-
 fn commit(items: Value) -> Vec<u8> {
     // As msgspec.msgpack.encode(commit) sends it: a map with named fields.
     rmp_serde::to_vec_named(&serde_json::json!({"id": "c", "items": items})).unwrap()
@@ -71,7 +64,7 @@ fn missing_pairing_degrades_to_user_text() {
          "tool_use_id": "x", "rendered": "out"},
         {"source_node_id": "t2", "role": "tool", "name": "ls", "rendered": "no id"},
     ]));
-    for wire in ALL {
+    for wire in Wire::ALL {
         let r = render_request(wire, &c, &opts()).unwrap();
         let s = String::from_utf8(r.body).unwrap();
         assert!(
@@ -110,7 +103,7 @@ fn hostile_tool_output_stays_content() {
         {"source_node_id": "t1", "role": "tool", "name": "ls", "caller": "a1",
          "tool_use_id": "c1", "rendered": evil},
     ]));
-    for wire in ALL {
+    for wire in Wire::ALL {
         let r = render_request(wire, &c, &opts()).unwrap();
         let v: Value = serde_json::from_slice(&r.body).unwrap();
         let s = v.to_string();
@@ -122,15 +115,21 @@ fn hostile_tool_output_stays_content() {
     }
 }
 
-#[test]
-fn anthropic_breakpoints_at_most_four() {
+/// `n` exchanges of a question and its answer.
+fn exchanges(n: usize) -> Vec<Value> {
     let mut items = vec![];
-    for i in 0..30 {
+    for i in 0..n {
         items.push(
             serde_json::json!({"source_node_id": format!("u{i}"), "role": "user", "rendered": "q"}),
         );
         items.push(serde_json::json!({"source_node_id": format!("a{i}"), "role": "assistant", "rendered": "r"}));
     }
+    items
+}
+
+#[test]
+fn anthropic_breakpoints_at_most_four() {
+    let mut items = exchanges(30);
     items.push(
         serde_json::json!({"source_node_id": "s", "role": "system", "rendered": "situation"}),
     );
@@ -146,13 +145,7 @@ fn anthropic_breakpoints_at_most_four() {
 fn anthropic_automatic_caching_counts_as_a_breakpoint() {
     // A recorded request's top-level cache_control (automatic caching) passes through
     // as an extra field and takes one of the four breakpoints.
-    let mut items = vec![];
-    for i in 0..5 {
-        items.push(
-            serde_json::json!({"source_node_id": format!("u{i}"), "role": "user", "rendered": "q"}),
-        );
-        items.push(serde_json::json!({"source_node_id": format!("a{i}"), "role": "assistant", "rendered": "r"}));
-    }
+    let mut items = exchanges(5);
     items.push(serde_json::json!({"source_node_id": "u9", "role": "user", "rendered": "last"}));
     let c = commit(Value::Array(items));
     let o = serde_json::to_vec(&serde_json::json!({
@@ -171,7 +164,7 @@ fn anthropic_automatic_caching_counts_as_a_breakpoint() {
 #[test]
 fn rendering_is_deterministic() {
     let c = commit(tool_turn());
-    for wire in ALL {
+    for wire in Wire::ALL {
         let a = render_request(wire, &c, &opts()).unwrap().body;
         let b = render_request(wire, &c, &opts()).unwrap().body;
         assert_eq!(a, b);
@@ -196,7 +189,7 @@ fn cut_arguments_become_an_object() {
 #[test]
 fn empty_commit_renders_an_opening_user_turn() {
     let c = commit(serde_json::json!([]));
-    for wire in ALL {
+    for wire in Wire::ALL {
         let s = String::from_utf8(render_request(wire, &c, &opts()).unwrap().body).unwrap();
         assert!(s.contains(super::OPENING_PLACEHOLDER), "{s}");
     }
@@ -215,7 +208,7 @@ fn consecutive_empty_assistant_turns_keep_their_calls() {
          "tool_use_id": "c2", "rendered": "r2"},
         {"source_node_id": "a3", "role": "assistant", "rendered": "done"},
     ]));
-    for wire in ALL {
+    for wire in Wire::ALL {
         let r = render_request(wire, &c, &opts()).unwrap();
         let meta: Value = serde_json::from_slice(&r.meta).unwrap();
         assert_eq!(
@@ -402,7 +395,7 @@ fn a_failed_or_unsendable_compaction_is_a_no_op() {
         serde_json::json!({"type": "compaction", "content": "S", "tool_changes": "[1,"}),
     ] {
         let c = with(block.clone());
-        for wire in ALL {
+        for wire in Wire::ALL {
             let s = String::from_utf8(render_request(wire, &c, &opts()).unwrap().body).unwrap();
             assert!(s.contains("old question"), "{block}: {s}");
             assert!(!s.contains("compaction"), "{block}: {s}");
