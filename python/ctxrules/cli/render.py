@@ -392,27 +392,26 @@ def step_render(state: DemoState) -> None:
     from rich.table import Table
 
     from ..config import PipelineConfig
-    from ..render import render
-    from ..replay import explain_request, render_defaults, request_for, session_tool_names
+    from ..replay import (
+        explain_request,
+        render_defaults,
+        render_requests,
+        request_for,
+        session_tool_names,
+    )
     from .commit import DEMO_PRESET
 
     # The same configuration as the commit step, so these are the commits it showed.
     config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=800)
-    used_tools = session_tool_names(state.store, state.session_id)
     table = Table(title="rendered requests per turn (bytes) and predicted prompt-cache hit")
     for col in ("turn", *PROVIDERS, "breakpoints", "cached / sent tokens", "hit"):
         table.add_column(col, justify="left" if col == "breakpoints" else "right")
+    used_tools = session_tool_names(state.store, state.session_id)
     answers = [c for c in state.path if c.caller is None and c.role == "assistant"]
-    for n, node in enumerate(answers, 1):
-        request = request_for(state.store, state.session_id, node.id, config=config)
-        sizes = [
-            render(
-                request.commit,
-                p,
-                **render_defaults(state.store, request, p, used_tools=used_tools).options,
-            )
-            for p in PROVIDERS
-        ]
+    requests = [request_for(state.store, state.session_id, a.id, config=config) for a in answers]
+    # Each provider's requests as ``render --for`` renders them, in one call.
+    per_provider = [render_requests(state.store, [requests], p)[0] for p in PROVIDERS]
+    for n, (request, *sizes) in enumerate(zip(requests, *per_provider), 1):
         ex = explain_request(
             state.store,
             request,
