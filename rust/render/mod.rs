@@ -173,8 +173,9 @@ pub fn view<'c>(n: &Neutral<'c>, keep: impl Fn(NRole, &NBlock<'c>) -> bool) -> V
 /// What a wire writes before its first message, as the values it writes it from (and
 /// the plan's system blocks when `sys` says so): the head writers read nothing else, so
 /// two heads that are the same (`Plan::shared_parts`) are the same bytes.  Each wire
-/// fills only the fields its head writes (the rest stay empty).
-#[derive(Default)]
+/// fills only the fields its head writes (the rest stay empty).  Two heads are the same
+/// when every field is equal (derived, so a field added here is compared too).
+#[derive(Default, PartialEq, Eq)]
 pub struct Head<'a> {
     pub model: &'a str,
     pub max_tokens: Option<u64>,
@@ -186,17 +187,6 @@ pub struct Head<'a> {
     pub sys_bps: Vec<usize>,
     /// The conversation opens with the assistant: a placeholder user turn goes first.
     pub opening: bool,
-}
-
-impl Head<'_> {
-    fn same(&self, o: &Head<'_>) -> bool {
-        self.model == o.model
-            && self.max_tokens == o.max_tokens
-            && self.cache_ttl == o.cache_ttl
-            && self.sys == o.sys
-            && self.sys_bps == o.sys_bps
-            && self.opening == o.opening
-    }
 }
 
 /// One message of a plan as its wire writes it: a role and a range of `Plan::blocks`,
@@ -289,7 +279,7 @@ impl<'a> Plan<'a> {
     /// as the same bytes: 0 when their wires or heads differ.
     pub fn shared_parts(&self, other: &Plan<'_>) -> usize {
         if self.wire != other.wire
-            || !self.head.same(&other.head)
+            || self.head != other.head
             || (self.head.sys && !same_sys(&self.sys, &other.sys))
         {
             return 0;
