@@ -226,6 +226,7 @@ class RenderDefaults(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _provider(provider: str | Provider) -> Provider:
+    """The registered provider of a name, or the provider given."""
     from .providers import get_provider
 
     return get_provider(provider) if isinstance(provider, str) else provider
@@ -548,9 +549,7 @@ def render(
     ``ctxrules.situation.commit_situation(store, commit)``, called by whoever holds the
     store (the CLI; the turn engine).  Without a ``situation`` there is no L1 text.
     """
-    from .providers import get_provider
-
-    prov = get_provider(provider) if isinstance(provider, str) else provider
+    prov = _provider(provider)
     if not isinstance(commit, (ContextCommit, bytes)):
         _encode(commit)  # raises the clear type error
     return prov.render(commit, request_options(prov, model, **options))
@@ -674,10 +673,8 @@ def render_batch(
     failure raises ``RenderError`` (naming the commit and provider); with
     ``errors="return"`` it takes that request's place in the result.
     """
-    from .providers import get_provider
-
     _check_threads(threads, "render_batch")
-    provs = [get_provider(p) if isinstance(p, str) else p for p in providers]
+    provs = [_provider(p) for p in providers]
     encoded = [_encode(c) for c in commits]
     if options is None or isinstance(options, Mapping):
         per_commit: list[Mapping[str, Any]] = [options or {}] * len(encoded)
@@ -814,10 +811,8 @@ def render_sessions(
     failure raises ``RenderError``; with ``errors="return"`` it takes the place of that
     session's list for that provider.
     """
-    from .providers import get_provider
-
     _check_threads(threads, "render_sessions")
-    provs = [get_provider(p) if isinstance(p, str) else p for p in providers]
+    provs = [_provider(p) for p in providers]
     sessions = [list(commits) for commits in sessions]
     per_request = _session_options(options, sessions)
     # Handed over as they are (item tuples or bytes), without a container per commit:
@@ -949,9 +944,7 @@ def header_tokens(
     """Tokens of the session-constant layer (system text + tool declarations), estimated
     with the model's tokenizer and calibration (``ModelProfile.estimate_tokens``, one
     batch count)."""
-    from .providers import get_provider
-
-    prov = get_provider(provider) if isinstance(provider, str) else provider
+    prov = _provider(provider)
     texts = [b.text for b in _system_blocks(system, None)]
     texts += [msgspec.json.encode(t).decode() for t in _tools(tools)]
     if not texts:
@@ -978,9 +971,7 @@ def estimate_request(
 ) -> PromptEstimate:
     """The billed prompt of a rendered request (``Provider.estimate_prompt`` on its body,
     with the profile of its model): input + cache writes + cache reads, in segments."""
-    from .providers import get_provider
-
-    prov = get_provider(provider) if isinstance(provider, str) else provider
+    prov = _provider(provider)
     profile = resolve_model(_model_spec(prov, rendered.model))
     return prov.estimate_prompt(
         msgspec.json.decode(rendered.body), profile, prefix_tokens=prefix_tokens
@@ -1012,9 +1003,7 @@ def explain(
     commit's own items with its encoding, as ``ctxrules commit`` does.  Other options
     work as in ``render``.
     """
-    from .providers import get_provider
-
-    prov = get_provider(provider) if isinstance(provider, str) else provider
+    prov = _provider(provider)
     rendered = render(commit, prov, model, **options)
     profile = resolve_model(_model_spec(prov, rendered.model))
     estimate = estimate_request(rendered, prov, prefix_tokens=prefix_tokens)
