@@ -32,7 +32,7 @@ import msgspec
 
 from . import _core
 from .errors import RenderError
-from .importers._defaults import NOT_PARAMS
+from .importers._defaults import NOT_PARAMS, WIRE_PROVIDERS
 from .model import Context, ContextCommit, ContextItem, Message, ToolSpec
 from .providers.base import (
     BAD_COMMIT,
@@ -157,8 +157,6 @@ def tool_specs(raw: Any) -> tuple[ToolSpec, ...]:
     return tuple(out)
 
 
-#: A cassette's ``wire`` (its importer's name for the API) → the provider it recorded.
-_CASSETTE_WIRES = {"anthropic": "anthropic", "openai": "openai-chat", "gemini": "gemini"}
 #: What a model name looks like; anything else (Claude Code's ``<synthetic>``) is no model.
 _MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+-]*")
 
@@ -199,7 +197,7 @@ def recorded_request(metadata: Mapping[str, Any]) -> RecordedRequest:
     uri = metadata.get("uri")
     if not model and isinstance(uri, str) and "/models/" in uri:  # Gemini: model in the URL
         model = uri.rsplit("/models/", 1)[1].split(":")[0]
-    provider = metadata.get("provider") or _CASSETTE_WIRES.get(str(metadata.get("wire")))
+    provider = metadata.get("provider") or WIRE_PROVIDERS.get(str(metadata.get("wire")))
     params = metadata.get("params")
     if not isinstance(params, Mapping):
         params = {k: v for k, v in request.items() if k not in NOT_PARAMS}
