@@ -1,30 +1,42 @@
 # One command each: `make run` (set up + main job) and `make test` (set up + every check).
+# `make run` installs what running needs (the library and its runtime dependencies);
+# `make test` adds the dev extra (test tools, the SDKs and servers the tests start),
+# the plugin packages and a headless browser.
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+STAMP := $(VENV)/.installed-test
+SOURCES := pyproject.toml Cargo.toml $(wildcard rust/*.rs rust/*/*.rs)
 MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/maturin
 LINT_PATHS := $(wildcard python tests benches plugins) conftest.py
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
-.PHONY: run test setup browser build lint fmt pytest cargo-test bench fuzz clean
+.PHONY: run test setup setup-run browser build lint fmt pytest cargo-test install-check bench bench-peers fuzz clean
 
-run: setup
+run: setup-run
 	$(BIN)/ctxrules demo
 
-test: setup lint cargo-test pytest
+test: setup lint cargo-test pytest install-check
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
 # Rebuild when the Rust sources, the manifest or the plugins change.
-$(STAMP): $(BIN)/python pyproject.toml Cargo.toml $(wildcard rust/*.rs rust/*/*.rs) $(PLUGINS) $(wildcard plugins/*/*/*.py)
+$(RUN_STAMP): $(BIN)/python $(SOURCES)
+	$(BIN)/pip install -q "maturin==1.16.0"
+	$(MATURIN) develop --release -q
+	touch $(RUN_STAMP)
+
+$(STAMP): $(BIN)/python $(SOURCES) $(PLUGINS) $(wildcard plugins/*/*/*.py)
 	$(BIN)/pip install -q "maturin==1.16.0"
 	$(MATURIN) develop --release --extras dev -q
 	for p in $(dir $(PLUGINS)); do $(BIN)/pip install -q -e $$p || exit 1; done
 	touch $(STAMP)
+
+setup-run: $(RUN_STAMP)
 
 setup: $(STAMP) browser
 
@@ -72,6 +84,20 @@ cargo-test:
 pytest: setup
 	$(BIN)/pytest -q -rs
 
+# The wheel as a user gets it, in a clean virtualenv: only the runtime dependencies
+# (no plotting library, no test tools), and the command line works.
+INSTALL_CHECK := test-artifacts/install-check
+install-check: setup
+	rm -rf $(INSTALL_CHECK) && mkdir -p $(INSTALL_CHECK)
+	$(MATURIN) build --release -q --out $(INSTALL_CHECK)/dist
+	$(PY) -m venv $(INSTALL_CHECK)/venv
+	$(INSTALL_CHECK)/venv/bin/pip install -q $(INSTALL_CHECK)/dist/*.whl
+	$(INSTALL_CHECK)/venv/bin/ctxrules --help > /dev/null
+	$(INSTALL_CHECK)/venv/bin/ctxrules --version
+	echo "hello world" | $(INSTALL_CHECK)/venv/bin/ctxrules count
+	! $(INSTALL_CHECK)/venv/bin/pip list 2>/dev/null | grep -iE '^(matplotlib|pytest|hypothesis|psycopg|litellm) '
+	@echo "install-check: the wheel installs without plotting or test libraries and runs"
+
 # Longer fuzzing of the core than `make test` does (there: 20,000 mutated commits in
 # `cargo test`, 1,500 through the Python API and a hypothesis property in pytest).
 # Here: the mutation test in release mode, the Python-API run in child processes, then
@@ -98,6 +124,12 @@ fuzz: setup
 
 bench: setup
 	$(BIN)/pytest benches --benchmark-enable --benchmark-autosave --benchmark-columns=min,median,mean,ops -q
+
+# The peers compared side by side that are not in the dev set (see pyproject's `peers`
+# extra): installed into the virtualenv, then the fidelity benchmark.
+bench-peers: setup
+	$(BIN)/pip install -q "litellm>=1.60,!=1.82.7,!=1.82.8"
+	$(BIN)/pytest benches/bench_fidelity.py --benchmark-enable -q -s
 
 clean:
 	rm -rf $(VENV) target .ctxrules test-artifacts

@@ -3,7 +3,7 @@
 Three ways, same sessions, same run:
 
 * ``store_incremental``: ``dag.append`` × 3 (user, assistant, tool result — durable
-  SQLite appends) then ``ensure_latest_commit`` (indexed ancestor lookup, derive from
+  SQLite appends) then ``make_commit`` (indexed ancestor lookup, derive from
   the parent, save the delta).  Target: t(100k) ≤ 2 × t(1k).
 * ``derive_incremental``: the pure step alone, in memory (parent commit + the turn's
   three calls → new commit), to show what generation itself costs.
@@ -28,12 +28,12 @@ from ctxrules.commit import (
     Pipeline,
     derive_commit,
     derive_with_summaries,
-    ensure_latest_commit,
+    make_commit,
     persist,
 )
 from ctxrules.commit.plan import graph_marks
 from ctxrules.config import PipelineConfig
-from ctxrules.model import Call, TextBlock, ToolUseBlock
+from ctxrules.model import Node, TextBlock, ToolUseBlock
 from ctxrules.store import open_store
 
 SIZES = [1_000, 10_000, 100_000]
@@ -41,10 +41,10 @@ PIPELINE = Pipeline.from_config(PipelineConfig.preset("default"))
 _ids = itertools.count()
 
 
-def _turn_calls(i: int, prev: str | None, start_seq: int) -> list[Call]:
+def _turn_calls(i: int, prev: str | None, start_seq: int) -> list[Node]:
     u, a, t = f"u{i}", f"a{i}", f"t{i}"
     return [
-        Call(
+        Node(
             id=u,
             seq=start_seq,
             created_at=float(i),
@@ -52,7 +52,7 @@ def _turn_calls(i: int, prev: str | None, start_seq: int) -> list[Call]:
             output=f"please look at module {i % 97} and fix issue #{i}",
             predecessor=prev,
         ),
-        Call(
+        Node(
             id=a,
             seq=start_seq + 1,
             created_at=float(i),
@@ -63,7 +63,7 @@ def _turn_calls(i: int, prev: str | None, start_seq: int) -> list[Call]:
                 ToolUseBlock(id=f"tu{i}", name="Read", input={"path": f"src/m{i % 97}.py"}),
             ],
         ),
-        Call(
+        Node(
             id=t,
             seq=start_seq + 2,
             created_at=float(i),
@@ -79,14 +79,14 @@ def _turn_calls(i: int, prev: str | None, start_seq: int) -> list[Call]:
 
 def _session(tmp_path_factory, n_calls: int):
     store = open_store(tmp_path_factory.mktemp(f"commit-{n_calls}"))
-    nodes: list[Call] = []
+    nodes: list[Node] = []
     prev = None
     for i in range(n_calls // 3):
         nodes += _turn_calls(i, prev, len(nodes) + 1)
         prev = nodes[-2].id
     info = store.create_session(session_id=f"s{n_calls}", nodes=nodes, head=prev)
     # The starting commit comes from the same derive as every other one (from scratch).
-    # ``_marks`` records the graph's seq watermark, as ensure_latest_commit does; without
+    # ``_marks`` records the graph's seq watermark, as make_commit does; without
     # it the first measured step would (correctly) rebuild from scratch.
     gen = derive_with_summaries(  # the fold of the long history included, as in real use
         None,
@@ -138,7 +138,7 @@ def test_store_incremental(benchmark, tmp_path_factory, n):
 
     def step():
         _append_turn(store, sid)
-        made.append(ensure_latest_commit(sid, now=1e9, store=store, config=PIPELINE))
+        made.append(make_commit(sid, now=1e9, store=store, config=PIPELINE))
 
     benchmark.pedantic(step, rounds=30, warmup_rounds=2)
     last = made[-1]
@@ -196,7 +196,7 @@ def test_store_from_scratch(benchmark, tmp_path_factory, n):
 def test_memory_of_a_session_commit(benchmark, n):
     """Memory the commit of an n-call session holds (items, their texts), by tracemalloc."""
     _skip_large(benchmark, n)
-    nodes: list[Call] = []
+    nodes: list[Node] = []
     prev = None
     for i in range(n // 3):
         nodes += _turn_calls(i, prev, len(nodes) + 1)

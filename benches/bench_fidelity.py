@@ -9,7 +9,7 @@ Over every recorded interaction of the corpus that carries usage:
   rendering of the same commit, tools included), with the model named as LiteLLM
   names it;
 * the Claude Code transcripts and the OpenHands trajectory replayed with no rules
-  (``ctxrules.replay.compare_usage``: the request of every answer, the harness's
+  (``ctxrules.requests.compare_usage``: the request of every answer, the harness's
   unrecorded prompt estimated from each frame's first request); LiteLLM gets the same
   first-request correction.
 
@@ -36,12 +36,12 @@ import msgspec
 import pytest
 import yaml
 
-from ctxrules.commit import ensure_latest_commit
+from ctxrules.commit import make_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider
 from ctxrules.render import explain, render, session_defaults
-from ctxrules.replay import compare_usage, recorded_usage, render_defaults, request_for
+from ctxrules.requests import compare_usage, recorded_usage, render_defaults, request_for
 from ctxrules.store import CommitStore, open_store
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
@@ -131,7 +131,7 @@ def cassette_rows(store: CommitStore) -> list[dict[str, Any]]:
                 it = doc["interactions"][i]
                 usage = get_provider(kind).parse_usage(it["response"]["parsed_body"])
                 assert usage is not None
-                commit = ensure_latest_commit(info.id, store=store, now=0.0)
+                commit = make_commit(info.id, store=store, now=0.0)
                 ex = explain(commit, kind, **session_defaults(info.metadata, kind).options)
                 model = _model_of(kind, it["request"]["parsed_body"], it["request"]["uri"])
                 messages, tools = openai_messages(commit, **_conversation(info.metadata))
@@ -255,7 +255,7 @@ def test_estimate_against_the_bill(benchmark, fidelity_rows):
             kind = rel.split("/")[0]
             commits.append(
                 (
-                    ensure_latest_commit(info.id, store=store, now=0.0),
+                    make_commit(info.id, store=store, now=0.0),
                     kind,
                     session_defaults(info.metadata, kind).options,
                 )

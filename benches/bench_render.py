@@ -7,7 +7,7 @@ JSON arguments, tool results).
 
 Compared in the same run, on the same conversation:
 
-- ``ours``: ``render_request(commit, provider)`` — one crossing into Rust with the
+- ``ours``: ``render_body(commit, provider)`` — one crossing into Rust with the
   commit's item tuple, body bytes back.  Items the core has prepared before (each
   decoded once, its strings kept JSON-escaped) are found by identity, as in a session
   where each commit shares all but its newest items with the last one rendered;
@@ -42,12 +42,12 @@ import msgspec
 import orjson
 import pytest
 
-from ctxrules.commit import Pipeline, ensure_latest_commit
+from ctxrules.commit import Pipeline, make_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.model import ContextCommit, ContextItem
 from ctxrules.providers import get_provider
-from ctxrules.render import clear_cache, render_batch, render_request
+from ctxrules.render import clear_cache, render_batch, render_body
 from ctxrules.store import open_store
 
 PROVIDERS = ["anthropic", "openai-chat", "openai-responses", "gemini"]
@@ -79,7 +79,7 @@ def build_big_commit(corpus: Path, store_dir: Path) -> ContextCommit:
     pool = [
         _unique(it, f"{i}")
         for i, r in enumerate(results)
-        for it in ensure_latest_commit(r.id, store=store, now=0, config=off).items
+        for it in make_commit(r.id, store=store, now=0, config=off).items
         if it.role != "system"  # one system prompt per request, not one per session
     ]
     items: list[ContextItem] = []
@@ -106,7 +106,7 @@ def _batch_commits(commit: ContextCommit) -> list[ContextCommit]:
 
 
 def _one_by_one(commits: list[ContextCommit]) -> list[bytes]:
-    return [render_request(c, p) for c in commits for p in PROVIDERS]
+    return [render_body(c, p) for c in commits for p in PROVIDERS]
 
 
 def _batched(commits: list[ContextCommit], threads: int | None) -> list[bytes]:
@@ -150,13 +150,13 @@ def _langchain_messages(commit: ContextCommit) -> list[Any]:
 def test_render_ours(benchmark, big_commit, provider):
     benchmark.group = f"render 10k items: {provider}"
     prov = get_provider(provider)
-    body = benchmark(render_request, big_commit, prov)
+    body = benchmark(render_body, big_commit, prov)
     assert b"[tool " not in body  # every call went out paired
     # Valid as sent, with the tools it calls declared (Anthropic refuses tool blocks
     # without declarations); the declarations are not part of what is timed.
     names = sorted({it.name for it in big_commit.items if it.role == "tool" and it.name})
     tools = [{"name": n, "input_schema": {"type": "object"}} for n in names]
-    declared = render_request(big_commit, prov, tools=tools)
+    declared = render_body(big_commit, prov, tools=tools)
     assert prov.validate(json.loads(declared)) == []
 
 
@@ -164,20 +164,20 @@ def test_render_ours(benchmark, big_commit, provider):
 def test_render_ours_cold(benchmark, big_commit, provider):
     benchmark.group = f"render 10k items: {provider}"
     prov = get_provider(provider)
-    warm = render_request(big_commit, prov)
+    warm = render_body(big_commit, prov)
     body = benchmark(_cold, big_commit, prov)
     assert body == warm
 
 
 def _cold(commit: ContextCommit, prov: Any) -> bytes:
     clear_cache()
-    return render_request(commit, prov)
+    return render_body(commit, prov)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_render_orjson_floor(benchmark, big_commit, provider):
     benchmark.group = f"render 10k items: {provider}"
-    built = json.loads(render_request(big_commit, provider))
+    built = json.loads(render_body(big_commit, provider))
     out = benchmark(orjson.dumps, built)
     assert json.loads(out) == built
 
@@ -185,7 +185,7 @@ def test_render_orjson_floor(benchmark, big_commit, provider):
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_render_json_dumps_floor(benchmark, big_commit, provider):
     benchmark.group = f"render 10k items: {provider}"
-    built = json.loads(render_request(big_commit, provider))
+    built = json.loads(render_body(big_commit, provider))
     out = benchmark(json.dumps, built)
     assert json.loads(out) == built
 
@@ -201,7 +201,7 @@ def test_render_langchain_openai(benchmark, big_commit):
         return json.dumps(convert_to_openai_messages(messages))
 
     out = json.loads(benchmark(langchain))
-    ours = json.loads(render_request(big_commit, "openai-chat"))["messages"]
+    ours = json.loads(render_body(big_commit, "openai-chat"))["messages"]
 
     # Same conversation: the same tool calls and results in the same order (we also
     # merge same-role neighbours, which LangChain leaves apart, so roles are not compared).
@@ -236,9 +236,9 @@ def alternate(commit: ContextCommit, rounds: int) -> list[dict[str, Any]]:
     rows = []
     for provider in PROVIDERS:
         prov = get_provider(provider)
-        built = json.loads(render_request(commit, prov))
+        built = json.loads(render_body(commit, prov))
         fns: dict[str, Callable[[], object]] = {
-            "ours": lambda prov=prov: render_request(commit, prov),
+            "ours": lambda prov=prov: render_body(commit, prov),
             "cold": lambda prov=prov: _cold(commit, prov),
             "orjson": lambda built=built: orjson.dumps(built),
             "floor": lambda built=built: json.dumps(built),

@@ -1,7 +1,7 @@
 """Every request of the corpus rendered incrementally, against rendering each in full.
 
 Every corpus session with an answer (210) is replayed request by request under the
-default rules (``ctxrules.replay.session_requests``: the request of every answer, 2,523
+default rules (``ctxrules.requests.session_requests``: the request of every answer, 2,523
 in all, commits made beforehand), and every request body is materialised for one
 provider with the options ``render --for`` sends (``render_defaults``: the recorded or
 inferred tools, system text, model and parameters; Anthropic's cache breakpoints).
@@ -48,7 +48,7 @@ from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.model import ContextCommit
 from ctxrules.render import clear_cache, render_batch, render_sessions
-from ctxrules.replay import render_defaults, session_requests, session_tool_names
+from ctxrules.requests import render_defaults, session_requests, session_tool_names
 from ctxrules.store import open_store
 
 PROVIDERS = ["anthropic", "openai-chat", "openai-responses", "gemini"]

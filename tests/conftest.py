@@ -117,3 +117,12 @@ def cli_import(tmp_path, corpus, capsys):
         return store, [s["id"] for s in json.loads(capsys.readouterr().out)["sessions"]]
 
     return run
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` of a child a test stops with SIGINT: SIGINT acts as it does in a
+    terminal, even where the test run itself was started with SIGINT ignored (a shell's
+    background job), which every child would inherit."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -14,7 +14,7 @@ body whenever both render.
 
 runs in child processes of ``--chunk`` rounds (a crash of the core is reported with
 the chunk that reproduces it, not lost with the run).  ``make fuzz`` runs it;
-tests/test_core_fuzz.py runs a bounded version under ``make test``.
+tests/core/test_fuzz.py runs a bounded version under ``make test``.
 """
 
 from __future__ import annotations

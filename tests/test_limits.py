@@ -12,7 +12,7 @@ import pytest
 from ctxrules import dag, limits
 from ctxrules.errors import ValidationError
 from ctxrules.limits import MAX_NESTING, check_metadata, check_node, nesting_path
-from ctxrules.model import Call, ToolUseBlock
+from ctxrules.model import Node, ToolUseBlock
 
 
 def nest(depth: int, leaf: object = "leaf", *, lists: bool = False) -> object:
@@ -22,8 +22,8 @@ def nest(depth: int, leaf: object = "leaf", *, lists: bool = False) -> object:
     return value
 
 
-def node(**fields: object) -> Call:
-    return Call(id="n1", seq=1, created_at=0.0, role="assistant", **fields)
+def node(**fields: object) -> Node:
+    return Node(id="n1", seq=1, created_at=0.0, role="assistant", **fields)
 
 
 @pytest.mark.parametrize("lists", [False, True], ids=["maps", "lists"])
@@ -59,7 +59,7 @@ def test_the_body_returned_is_the_node_as_json():
     call = node(output="hi", metadata={"a": [1, 2]})
     import msgspec
 
-    assert msgspec.json.decode(check_node(call), type=Call) == call
+    assert msgspec.json.decode(check_node(call), type=Node) == call
 
 
 def test_a_body_over_max_node_bytes_is_refused(monkeypatch):
@@ -72,7 +72,7 @@ def test_a_body_over_max_node_bytes_is_refused(monkeypatch):
 @pytest.mark.parametrize("when", [math.nan, math.inf, -math.inf])
 def test_times_must_be_finite(when):
     with pytest.raises(ValidationError, match="finite number of epoch seconds"):
-        check_node(Call(id="n1", seq=1, created_at=when, role="user"))
+        check_node(Node(id="n1", seq=1, created_at=when, role="user"))
 
 
 def test_the_dag_api_is_checked_and_a_refusal_writes_nothing(any_store):

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 from ctxrules.errors import ValidationError
 from ctxrules.model import (
     CacheControl,
-    Call,
     Context,
     ContextCommit,
     ContextItem,
     ImageBlock,
     ImageSource,
     Message,
+    Node,
     RedactedThinkingBlock,
     TextBlock,
     ThinkingBlock,
@@ -56,7 +56,7 @@ blocks = st.one_of(
     ),
 )
 calls = st.builds(
-    Call,
+    Node,
     id=st.text(min_size=1, max_size=10),
     seq=st.integers(0, 10**9),
     created_at=st.floats(0, 2e9),
@@ -74,8 +74,8 @@ calls = st.builds(
 @given(calls)
 def test_call_json_round_trip_is_exact(call):
     data = encode(call)
-    assert decode(data, Call) == call
-    assert encode(decode(data, Call)) == data
+    assert decode(data, Node) == call
+    assert encode(decode(data, Node)) == data
 
 
 @settings(max_examples=50, deadline=None)
@@ -104,10 +104,10 @@ def test_commit_round_trip():
 
 def test_both_edges_are_rejected_with_the_node_named():
     with pytest.raises(ValidationError, match=r"node x: .*both 'predecessor' and 'caller'"):
-        Call(id="x", seq=1, created_at=0, role="tool", predecessor="a", caller="b")
+        Node(id="x", seq=1, created_at=0, role="tool", predecessor="a", caller="b")
     raw = b'{"id":"x","seq":1,"created_at":0,"role":"tool","predecessor":"a","caller":"b"}'
     with pytest.raises(ValidationError, match="both"):
-        decode(raw, Call)
+        decode(raw, Node)
 
 
 @pytest.mark.parametrize(
@@ -121,18 +121,18 @@ def test_both_edges_are_rejected_with_the_node_named():
 )
 def test_validation_errors_name_the_field(raw, field):
     with pytest.raises(ValidationError) as info:
-        decode(raw, Call, where="file.json:3")
+        decode(raw, Node, where="file.json:3")
     assert field in str(info.value)
     assert str(info.value).startswith("file.json:3: ")
 
 
 def test_invalid_json_is_a_validation_error():
     with pytest.raises(ValidationError, match="invalid JSON"):
-        decode(b"{not json", Call)
+        decode(b"{not json", Node)
 
 
 def test_nodes_and_commits_are_frozen():
-    call = Call(id="x", seq=1, created_at=0, role="user", output="hi")
+    call = Node(id="x", seq=1, created_at=0, role="user", output="hi")
     with pytest.raises(AttributeError):
         call.output = "changed"  # type: ignore[misc]
     item = ContextItem(source_node_id="x", role="user")

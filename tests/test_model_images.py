@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ctxrules.errors import ValidationError
-from ctxrules.model import Call, ImageBlock, ImageSource, decode, encode
+from ctxrules.model import ImageBlock, ImageSource, Node, decode, encode
 
 
 @pytest.mark.parametrize(
@@ -32,7 +32,7 @@ def test_decoding_refuses_them_with_the_field_path():
         b'[{"type":"image","source":{"type":"url","url":5}}]}'
     )
     with pytest.raises(ValidationError, match=r"output\[0\]\.source\.url"):
-        decode(raw, Call)
+        decode(raw, Node)
 
 
 def test_well_formed_sources_round_trip():
@@ -40,5 +40,5 @@ def test_well_formed_sources_round_trip():
         ImageSource(type="url", url="https://x/y.png"),
         ImageSource(media_type="image/png", data="aGk="),
     ):
-        call = Call(id="x", seq=1, created_at=0, role="user", output=[ImageBlock(source=src)])
-        assert decode(encode(call), Call) == call
+        call = Node(id="x", seq=1, created_at=0, role="user", output=[ImageBlock(source=src)])
+        assert decode(encode(call), Node) == call

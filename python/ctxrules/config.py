@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .plugins import registry
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -133,7 +134,6 @@ class PipelineConfig:
 
     def build(self) -> list[Any]:
         """Instantiate the rules in pipeline order; bad names or parameters: ``ConfigError``."""
-        from .plugins import registry
 
         reg = registry("rules")
         for name in self.rules:

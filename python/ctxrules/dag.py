@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from .errors import AgentRunActiveError, AmbiguousIdError, DagError, NotFoundError
-from .model import Call, Content, Role
+from .model import Content, Node, Role
 from .store import CommitStore, RunInfo, SessionInfo, Store
 
 __all__ = [
@@ -73,7 +73,7 @@ def new_id(prefix: str = "n") -> str:
     return f"{prefix}_{time.time_ns():x}{os.urandom(6).hex()}"
 
 
-def variant_key(node: Call) -> str:
+def variant_key(node: Node) -> str:
     """The variant group of a node: the id of the original that retries/edits copied."""
     return str(node.metadata.get("variant_of") or node.id)
 
@@ -99,7 +99,7 @@ def append(
     metadata: dict[str, Any] | None = None,
     node_id: str | None = None,
     created_at: float | None = None,
-) -> Call:
+) -> Node:
     """Append a node and return it as stored (with its ``seq``).
 
     Without ``caller`` or ``predecessor`` the node continues HEAD (read and advanced
@@ -107,7 +107,7 @@ def append(
     ``caller`` it is a call under that node and HEAD stays; with an explicit
     ``predecessor`` it starts or extends that branch and HEAD moves to it.
     """
-    call = Call(
+    call = Node(
         id=node_id or new_id(),
         seq=0,
         created_at=time.time() if created_at is None else created_at,
@@ -137,7 +137,7 @@ def _refuse_during_run(store: Store, session_id: str, what: str) -> None:
         )
 
 
-def _sibling(store: Store, session_id: str, node: Call, changes: dict[str, Any]) -> Call:
+def _sibling(store: Store, session_id: str, node: Node, changes: dict[str, Any]) -> Node:
     meta = {k: v for k, v in node.metadata.items() if k != "usage"}  # usage was that sample's
     meta.update(changes.pop("metadata", None) or {})
     meta["variant_of"] = variant_key(node)
@@ -151,7 +151,7 @@ def _sibling(store: Store, session_id: str, node: Call, changes: dict[str, Any])
     return store.append(session_id, call, set_head=True)
 
 
-def retry(store: Store, session_id: str, node_id: str) -> Call:
+def retry(store: Store, session_id: str, node_id: str) -> Node:
     """Add a same-content sibling of ``node_id`` (resample / rerun) and show it.
 
     ``AgentRunActiveError`` while an agent run is active on the session.
@@ -171,7 +171,7 @@ def edit(
     output: Content = _UNSET,
     input: Any = _UNSET,
     name: str = _UNSET,
-) -> Call:
+) -> Node:
     """Add a sibling of ``node_id`` with different content and show it.
 
     At least one of ``output`` / ``input`` / ``name`` must differ from the original
@@ -194,7 +194,7 @@ def edit(
         return _sibling(store, session_id, node, changes)
 
 
-def _visible(store: Store, session_id: str, node_id: str) -> Call:
+def _visible(store: Store, session_id: str, node_id: str) -> Node:
     store.get_session(session_id)  # an unknown session is named as such, before the node
     if not node_id:
         raise DagError(
@@ -211,7 +211,7 @@ def _visible(store: Store, session_id: str, node_id: str) -> Call:
     return node
 
 
-def _select(store: Store, session_id: str, node: Call) -> None:
+def _select(store: Store, session_id: str, node: Node) -> None:
     selected = dict(store.get_session(session_id).metadata.get(SELECTED_KEY) or {})
     selected[variant_key(node)] = node.id
     store.update_metadata(session_id, {SELECTED_KEY: selected})
@@ -308,13 +308,13 @@ class Graph:
     """An in-memory snapshot of the nodes visible in one session, for traversals."""
 
     session: SessionInfo
-    by_id: dict[str, Call]
-    next_by_pred: dict[str | None, list[Call]] = field(default_factory=dict)
-    by_caller: dict[str, list[Call]] = field(default_factory=dict)
+    by_id: dict[str, Node]
+    next_by_pred: dict[str | None, list[Node]] = field(default_factory=dict)
+    by_caller: dict[str, list[Node]] = field(default_factory=dict)
 
-    def chain(self, head: str | None) -> list[Call]:
+    def chain(self, head: str | None) -> list[Node]:
         """Conversation nodes from the root (or a sub-conversation's first node) to ``head``."""
-        out: list[Call] = []
+        out: list[Node] = []
         node = self.by_id.get(head) if head else None
         while node is not None:
             out.append(node)
@@ -324,9 +324,9 @@ class Graph:
         out.reverse()
         return out
 
-    def shown_calls(self, node_id: str) -> list[Call]:
+    def shown_calls(self, node_id: str) -> list[Node]:
         """Caller-children of a node, one per variant group (the selected or newest)."""
-        groups: dict[str, list[Call]] = {}
+        groups: dict[str, list[Node]] = {}
         for child in self.by_caller.get(node_id, []):
             groups.setdefault(variant_key(child), []).append(child)
         selected = self.session.metadata.get(SELECTED_KEY) or {}
@@ -336,14 +336,14 @@ class Graph:
             shown.append((members[0].seq, pick))
         return [c for _, c in sorted(shown, key=lambda t: t[0])]
 
-    def siblings(self, node: Call) -> list[Call]:
+    def siblings(self, node: Node) -> list[Node]:
         """The node's alternatives: same-parent conversation nodes, or its variant group."""
         if node.caller is not None:
             key = variant_key(node)
             return [c for c in self.by_caller.get(node.caller, []) if variant_key(c) == key]
         return self.next_by_pred.get(node.predecessor, [])
 
-    def newest_leaf(self, node: Call) -> Call:
+    def newest_leaf(self, node: Node) -> Node:
         """Follow the newest conversation child until none is left."""
         while self.next_by_pred.get(node.id):
             node = self.next_by_pred[node.id][-1]
@@ -376,7 +376,7 @@ def siblings(store: Store, session_id: str, node_id: str) -> tuple[int, int]:
 
 def branch_path(
     store: Store | Graph, session_id: str = "", head: str | None = None, *, nested: bool = False
-) -> list[Call]:
+) -> list[Node]:
     """The current branch, root → HEAD, with caller-children attached: THE traversal.
 
     Returns a flat list in conversation order.  Each conversation node is followed by
@@ -388,9 +388,9 @@ def branch_path(
     from ``load_graph`` may be passed instead of a store to avoid reloading.
     """
     graph = store if isinstance(store, Graph) else load_graph(store, session_id)
-    out: list[Call] = []
+    out: list[Node] = []
 
-    def calls_of(node: Call) -> None:
+    def calls_of(node: Node) -> None:
         for call in graph.shown_calls(node.id):
             out.append(call)
             if nested:
@@ -449,7 +449,7 @@ def resolve_session(store: Store, text: str) -> SessionInfo:
         return store.get_session(sid)
 
 
-def resolve_node(store: Store, session_id: str, text: str) -> Call:
+def resolve_node(store: Store, session_id: str, text: str) -> Node:
     """The node of ``session_id`` (its inherited ones included) whose id is ``text``, or
     the only one whose id starts with it.
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the registered types live above this module; only types are
     from .context_sources import ContextSource
     from .importers import Importer
     from .providers import ModelInfo, Provider
-    from .rules import Rule
+    from .ruleapi import Rule
     from .summarizers import Summarizer
     from .tokenizers import Tokenizer
 

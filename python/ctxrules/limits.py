@@ -20,15 +20,18 @@ from typing import Any
 import msgspec
 
 from .errors import ValidationError
-from .model import Call
+from .model import Node
 
 __all__ = [
     "IMPORT_EXPANSION",
     "IMPORT_SLACK_BYTES",
+    "MAX_EPOCH",
     "MAX_NESTING",
     "MAX_NODE_BYTES",
+    "MIN_EPOCH",
     "check_metadata",
     "check_node",
+    "check_now",
     "import_budget",
     "nesting_path",
 ]
@@ -59,14 +62,42 @@ IMPORT_SLACK_BYTES = 1024 * 1024
 _OUTPUT_FRAME = 2
 
 
-# What a write checks: a body decodes back into a Call.  ``input`` and ``metadata`` are
+# What a write checks: a body decodes back into a Node.  ``input`` and ``metadata`` are
 # free JSON (any value reads back), and decoding them is most of the cost, so the check
-# decodes a struct derived from Call without them (derived, so it cannot drift); a text
+# decodes a struct derived from Node without them (derived, so it cannot drift); a text
 # ``output`` needs no check either, and decoding it would copy the node's largest part.
+#: The times ``check_now`` accepts, in seconds since the epoch: 0001-01-01T00:00:00Z to
+#: 9999-12-31T23:59:59Z, the years an ISO 8601 date can name.
+MIN_EPOCH = -62_135_596_800.0
+MAX_EPOCH = 253_402_300_799.0
+
+
+def check_now(now: object, *, where: str = "now") -> float:
+    """``now`` as a float, or ``ValidationError`` unless it is a finite number of seconds
+    since the epoch within years 1 to 9999 (``bool`` is refused).
+
+    Reproducible commits need the caller's clock: the library never reads the wall clock,
+    and a non-finite time would be stored as NULL by SQL or hash unequal to itself.
+    """
+    if (
+        isinstance(now, bool)
+        or not isinstance(now, (int, float))
+        or not math.isfinite(now)
+        or not MIN_EPOCH <= now <= MAX_EPOCH
+    ):
+        raise ValidationError(
+            "now must be a finite number of seconds since the epoch (years 1 to 9999), "
+            f"got {now!r}",
+            where=where,
+            hint="pass now=time.time() for the current time",
+        )
+    return float(now)
+
+
 def _checked(without: tuple[str, ...]) -> msgspec.json.Decoder[Any]:
     fields = [
         (f.name, f.type) if f.required else (f.name, f.type, f.default)
-        for f in msgspec.structs.fields(Call)
+        for f in msgspec.structs.fields(Node)
         if f.name not in without
     ]
     return msgspec.json.Decoder(msgspec.defstruct("_Checked", fields))
@@ -165,11 +196,11 @@ def _encode(value: Any) -> bytes | None:
         return None
 
 
-def check_node(call: Call) -> bytes:
+def check_node(call: Node) -> bytes:
     """Validate a node before it is stored; returns its JSON body.
 
     Refused with ``ValidationError`` (naming the node and the field): a body that would
-    not decode back into a ``Call`` (``Call(...)`` does not type-check its fields), a
+    not decode back into a ``Node`` (``Node(...)`` does not type-check its fields), a
     non-finite ``created_at``, a free value (``input``, ``metadata``, a tool_use's
     ``input`` in ``output``) nesting more than ``MAX_NESTING`` lists/maps, a body over
     ``MAX_NODE_BYTES``.  A stored node can never be fixed or deleted, so whatever a
@@ -204,8 +235,8 @@ def _unstorable(where: str, exc: Exception) -> ValidationError:
     )
 
 
-def _encode_checked(call: Call, where: str) -> bytes:
-    # The whole body within MAX_NESTING + 1 (the Call object itself) means every field
+def _encode_checked(call: Node, where: str) -> bytes:
+    # The whole body within MAX_NESTING + 1 (the Node object itself) means every field
     # is within its limit; only a deeper body needs the field-by-field look.
     try:
         body = _encode(call)

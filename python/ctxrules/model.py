@@ -14,12 +14,12 @@ from typing import Any, Literal, TypeVar, Union
 
 import msgspec
 
+from ._deprecated import moved
 from .errors import ValidationError
 
 __all__ = [
     "CONTENT_BLOCK_TYPES",
     "CacheControl",
-    "Call",
     "CompactionBlock",
     "Content",
     "ContentBlock",
@@ -30,6 +30,7 @@ __all__ = [
     "ImageSource",
     "ItemState",
     "Message",
+    "Node",
     "RedactedThinkingBlock",
     "Role",
     "TextBlock",
@@ -216,7 +217,7 @@ CONTENT_BLOCK_TYPES = (
 )
 
 
-class Call(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Node(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A node of the history graph; never modified once stored.
 
     ``predecessor`` (conversation edge) and ``caller`` (call edge: assistant → tool →
@@ -239,12 +240,12 @@ class Call(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     def __post_init__(self) -> None:
         if self.predecessor is not None and self.caller is not None:
             raise ValidationError(
-                "a Call cannot have both 'predecessor' and 'caller'",
+                "a Node cannot have both 'predecessor' and 'caller'",
                 where=f"node {self.id}",
                 hint="use predecessor for the conversation chain, caller for tool/sub-LLM calls",
             )
         if not self.id:
-            raise ValidationError("a Call needs a non-empty 'id'")
+            raise ValidationError("a Node needs a non-empty 'id'")
         if self.seq < 0:
             raise ValidationError(f"'seq' must be >= 0, got {self.seq}", where=f"node {self.id}")
 
@@ -377,3 +378,11 @@ def decode(data: bytes | str, type: type[T], *, where: str | None = None) -> T:
 def encode(obj: Any) -> bytes:
     """Encode a model value as compact JSON bytes (the exact inverse of ``decode``)."""
     return msgspec.json.encode(obj)
+
+
+#: Old names of this module (``Call`` was the node's class before it was named ``Node``).
+_MOVED = {"Call": "ctxrules.model:Node"}
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, _MOVED, name)

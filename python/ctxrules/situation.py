@@ -14,7 +14,7 @@ finished ``situation`` layer, so rendering itself never reads the store:
   enclosing frame, out to the main conversation; its answer goes back to that call.
 
 It is text ctxrules writes, not text an agent sent: replaying a recorded session adds it
-only when asked (``ctxrules.replay.request_for(..., situation=True)``, ``ctxrules render
+only when asked (``ctxrules.requests.request_for(..., situation=True)``, ``ctxrules render
 --situation``); framing the sub-agents a turn engine runs is what it is for.
 
 The text depends only on the *frame* (the enclosing calls), never on the head's own
@@ -29,7 +29,7 @@ characters removed and shown as a quoted JSON string.  They end up as plain text
 a system block, which the renderer writes as a JSON string, so they cannot open a
 block, carry ``cache_control`` or change a role.
 
-Limit: ``ensure_latest_commit`` resolves a head with a ``caller`` (a tool node, or a
+Limit: ``make_commit`` resolves a head with a ``caller`` (a tool node, or a
 sub-agent's first message) to the conversation node above it, so the first request of
 a sub-agent cannot be committed as its own frame; ``situation`` on the DAG does give
 that message its sub-agent text.  Later heads of the sub-agent commit as its frame.
@@ -42,7 +42,7 @@ import re
 
 from .dag import Graph, load_graph
 from .errors import DagError, NotFoundError
-from .model import Call, ContextCommit
+from .model import ContextCommit, Node
 from .store import Store
 
 __all__ = ["MAIN_SITUATION", "commit_situation", "situation"]
@@ -70,7 +70,7 @@ def _flat(text: str, limit: int) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def _args(call: Call) -> str:
+def _args(call: Node) -> str:
     args = call.input
     if isinstance(args, dict):
         picked = {k: args[k] for k in _DESCRIBING_KEYS if isinstance(args.get(k), str)}
@@ -88,14 +88,14 @@ def _args(call: Call) -> str:
     return " with arguments " + _flat(text, MAX_ARGS_CHARS)
 
 
-def _turn(graph: Graph, node: Call) -> int:
+def _turn(graph: Graph, node: Node) -> int:
     """1-based ordinal of an assistant node among the assistant turns of its frame."""
     return sum(1 for n in graph.chain(node.id) if n.role == "assistant")
 
 
-def _frames(graph: Graph, head: Call) -> list[tuple[Call | None, Call]]:
+def _frames(graph: Graph, head: Node) -> list[tuple[Node | None, Node]]:
     """Enclosing calls from the innermost out: (tool call or None, the node that made it)."""
-    out: list[tuple[Call | None, Call]] = []
+    out: list[tuple[Node | None, Node]] = []
     node = head
     seen: set[str] = set()
     while True:
@@ -119,7 +119,7 @@ def _frames(graph: Graph, head: Call) -> list[tuple[Call | None, Call]]:
         node = out[-1][1]
 
 
-def _describe(graph: Graph, tool: Call | None, maker: Call, depth: int) -> str:
+def _describe(graph: Graph, tool: Node | None, maker: Node, depth: int) -> str:
     where = "the main conversation" if depth == 0 else f"the sub-agent at depth {depth}"
     by = f"assistant turn {_turn(graph, maker)} of {where}"
     if tool is None:
@@ -129,7 +129,7 @@ def _describe(graph: Graph, tool: Call | None, maker: Call, depth: int) -> str:
     return f"started by tool call {_flat(tool.name or 'tool', 60)}{ident}{_args(tool)} from {by}"
 
 
-def _tool_head(graph: Graph, node: Call) -> Call:
+def _tool_head(graph: Graph, node: Node) -> Node:
     # A tool node is part of the frame of the assistant that called it.
     while node.role == "tool" and node.caller is not None and node.caller in graph.by_id:
         node = graph.by_id[node.caller]

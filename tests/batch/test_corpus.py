@@ -16,7 +16,7 @@ import yaml
 from ctxrules.batch import rerender
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
-from ctxrules.replay import compare_usage
+from ctxrules.requests import compare_usage
 from ctxrules.store import MemoryStore
 
 from .conftest import OPTIONS

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
+from tests.conftest import default_sigint
 
 from ctxrules.batch import ReplayOptions, rerender
 from ctxrules.config import PipelineConfig
 from ctxrules.errors import ConfigError, ValidationError
 
-from .conftest import OPTIONS
+from .conftest import OPTIONS, TAU, TAU_KEPT
 
 
 def test_a_run_stopped_after_three_sessions_resumes_to_the_same_file(subset, reference, tmp_path):
@@ -64,13 +67,30 @@ def test_a_broken_line_before_the_last_is_an_error(subset, reference, tmp_path):
         rerender([str(subset)], OPTIONS, jobs=1, out=out)
 
 
-def test_ctrl_c_stops_the_workers_and_keeps_what_finished(subset, reference, tmp_path):
+@pytest.fixture(scope="module")
+def longer(subset, corpus, tmp_path_factory) -> tuple[Path, int]:
+    """``subset`` and 60 more tau-bench runs: long enough (some seconds) that a SIGINT
+    sent once the first session is written always lands before the run ends."""
+    root = tmp_path_factory.mktemp("longer")
+    shutil.copytree(subset, root, dirs_exist_ok=True)
+    runs = json.loads((corpus / TAU).read_text())[TAU_KEPT : TAU_KEPT + 60]
+    (root / "more" / "tau_more.json").parent.mkdir(parents=True)
+    (root / "more" / "tau_more.json").write_text(json.dumps(runs))
+    return root, 19 + len(runs)
+
+
+def test_ctrl_c_stops_the_workers_and_keeps_what_finished(longer, tmp_path):
+    folder, sessions = longer
     out = tmp_path / "out.jsonl"
-    argv = [sys.executable, "-m", "ctxrules", "rerender", str(subset), "--preset", "aggressive"]
+    argv = [sys.executable, "-m", "ctxrules", "rerender", str(folder), "--preset", "aggressive"]
     argv += ["--jobs", "2", "--out", str(out)]
     # Its own process group, as a terminal's: SIGINT reaches the workers too.
     proc = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        preexec_fn=default_sigint,
     )
     try:
         deadline = time.monotonic() + 120
@@ -85,9 +105,12 @@ def test_ctrl_c_stops_the_workers_and_keeps_what_finished(subset, reference, tmp
     assert proc.returncode == 130, err.decode()
     assert b"interrupted after" in err and b"again to resume" in err
     kept = out.read_bytes().splitlines()
-    assert 0 < len(kept) < 19
-    assert set(kept) <= set(reference.splitlines())  # whole records, as one run makes them
-    result = rerender([str(subset)], OPTIONS, jobs=2, out=out)
-    assert result.resumed == len(kept) and result.replayed == 19 - len(kept)
-    assert out.read_bytes() == reference
-    assert all(json.loads(line)["violations"] == [] for line in reference.splitlines())
+    assert 0 < len(kept) < sessions
+    whole = tmp_path / "whole.jsonl"
+    reference = rerender([str(folder)], OPTIONS, jobs=2, out=whole)
+    assert set(kept) <= set(whole.read_bytes().splitlines())  # whole records, as one run makes
+    result = rerender([str(folder)], OPTIONS, jobs=2, out=out)
+    assert result.resumed == len(kept) and result.replayed == sessions - len(kept)
+    assert out.read_bytes() == whole.read_bytes()
+    assert not reference.interrupted and reference.replayed == sessions
+    assert all(json.loads(line)["violations"] == [] for line in out.read_bytes().splitlines())

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ctxrules import dag
-from ctxrules.commit import Pipeline, ensure_latest_commit, load_commit
+from ctxrules.commit import Pipeline, load_commit, make_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.engine import Engine, EngineConfig, attach
 from ctxrules.errors import DagError, NotFoundError, ValidationError
@@ -87,7 +87,7 @@ def test_attached_session_is_sent_between_markers_once(store, corpus):
     # staged: the pointer is HEAD, nothing was sent or expanded yet
     assert store.get_session(target).head == ptr.id and ptr.predecessor == before
     ref = ptr.metadata["attach"]
-    source = ensure_latest_commit(src, store=store, config=engine.pipeline, now=T0 + 10)
+    source = make_commit(src, store=store, config=engine.pipeline, now=T0 + 10)
     assert ref == {"session": src, "head": store.get_session(src).head, "commit": source.id}
 
     prep = engine.prepare(target, "What did the other session change?", now=T0 + 11)
@@ -167,7 +167,7 @@ def test_rules_compress_attached_items(store, corpus):
     aged: list[Any] = []
     for k in range(8):
         chat(engine, session=target, start=T0 + 20 + 10 * k)
-        commit = ensure_latest_commit(target, store=store, config=engine.pipeline, now=T0 + 99)
+        commit = make_commit(target, store=store, config=engine.pipeline, now=T0 + 99)
         aged = [
             it
             for it in block(commit, cid)
@@ -196,7 +196,7 @@ def test_summarize_folds_a_block_whole_and_never_a_locked_one(store, corpus):
     folded_whole = False
     for k in range(4):
         chat(engine, session=target, start=T0 + 20 + 10 * k)
-        commit = ensure_latest_commit(target, store=store, config=engine.pipeline, now=T0 + 99)
+        commit = make_commit(target, store=store, config=engine.pipeline, now=T0 + 99)
         states = {it.state == "summarized" for it in block(commit, free_id)}
         assert len(states) == 1, f"the block of {free_id} was split by a fold"
         folded_whole = folded_whole or states == {True}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ctxrules import dag
-from ctxrules.commit import derive_with_summaries, ensure_latest_commit, load_commit
+from ctxrules.commit import derive_with_summaries, load_commit, make_commit
 from ctxrules.commit.persist import clear_cache, load
 from ctxrules.engine import MERGED_KEY, merge, merged_into, record_merge
 from ctxrules.errors import DagError, ValidationError
@@ -61,10 +61,9 @@ def state(store, sessions, *, commits=True):
 def test_merge_turn_commit_and_marks(scene, store):
     engine, target, alt, init = scene
     prev = store.get_session(target).head
-    target_prev = ensure_latest_commit(target, prev, store=store, config=engine.pipeline, now=T0)
+    target_prev = make_commit(target, prev, store=store, config=engine.pipeline, now=T0)
     peers = {
-        sid: ensure_latest_commit(sid, store=store, config=engine.pipeline, now=T0)
-        for sid in (alt, init)
+        sid: make_commit(sid, store=store, config=engine.pipeline, now=T0) for sid in (alt, init)
     }
     sent = []
 
@@ -143,7 +142,7 @@ def test_merge_turn_commit_and_marks(scene, store):
     assert row.parent_id == target_prev.id
 
     # the next commit builds on the merge commit with one parent, like any other
-    after = ensure_latest_commit(target, store=store, config=engine.pipeline, now=T0 + 6)
+    after = make_commit(target, store=store, config=engine.pipeline, now=T0 + 6)
     assert after.parent_ids == (result.commit,)
 
 

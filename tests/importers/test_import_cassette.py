@@ -169,7 +169,7 @@ def test_gemini_thought_signatures_sit_before_their_part(corpus, store):
 
 
 def test_gemini_thought_parts_are_thinking_not_text(store, tmp_path):
-    from ctxrules.commit import ensure_latest_commit
+    from ctxrules.commit import make_commit
     from ctxrules.render import render
 
     body = {
@@ -196,7 +196,7 @@ def test_gemini_thought_parts_are_thinking_not_text(store, tmp_path):
         ThinkingBlock(thinking="", signature="c2lnLTQ=", vendor="gemini"),
         TextBlock(text="4"),
     ]
-    commit = ensure_latest_commit(res.id, store=store, now=0)
+    commit = make_commit(res.id, store=store, now=0)
     sent = json.loads(render(commit, "gemini").body)
     # The thought is not re-sent as text; the signature rides on the part that had it.
     assert sent["contents"][1]["parts"] == [{"text": "4", "thoughtSignature": "c2lnLTQ="}]

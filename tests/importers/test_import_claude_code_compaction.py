@@ -18,7 +18,7 @@ import pytest
 
 from ctxrules import dag
 from ctxrules.cli import main
-from ctxrules.commit import boundary_of, ensure_latest_commit
+from ctxrules.commit import boundary_of, make_commit
 from ctxrules.compaction import boundaries
 from ctxrules.importers import import_paths
 from ctxrules.model import content_text
@@ -105,7 +105,7 @@ def test_a_compact_boundary_becomes_a_boundary_node_with_its_summary(corpus, sto
     def no_summarizer(request):
         raise AssertionError(f"a summarizer was asked: {request.rule}")
 
-    commit = ensure_latest_commit(res.id, now=2e9, store=store, answer=no_summarizer)
+    commit = make_commit(res.id, now=2e9, store=store, answer=no_summarizer)
     (sm,) = [it for it in commit.items if it.state == "summary"]
     assert sm.rendered == SUMMARY
     cut = [it.source_node_id for it in commit.items].index(sm.source_node_id)

@@ -196,10 +196,10 @@ def test_a_session_that_cannot_be_stored_names_the_file(corpus, store, monkeypat
     gets an import error naming the file, and the file writes nothing."""
     from ctxrules.importers import ImportedSession
     from ctxrules.importers.swe_agent import SweAgentImporter
-    from ctxrules.model import Call
+    from ctxrules.model import Node
 
-    good = Call(id="n_ok", seq=0, created_at=0.0, role="user", output="fine")
-    bad = Call(id="n_bad", seq=0, created_at=0.0, role="user", output={"not": "content"})
+    good = Node(id="n_ok", seq=0, created_at=0.0, role="user", output="fine")
+    bad = Node(id="n_bad", seq=0, created_at=0.0, role="user", output={"not": "content"})
 
     def sessions(self, path, data, key):
         return [

@@ -15,7 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxrules.commit import ensure_latest_commit
+from ctxrules.commit import make_commit
 from ctxrules.errors import CtxrulesError
 from ctxrules.importers import import_paths
 from ctxrules.limits import check_metadata, check_node
@@ -179,7 +179,7 @@ def test_mutated_files_fail_only_with_typed_errors(corpus, tmp_path_factory, sna
                 info = store.get_session(r.id)
                 if info.head is None:
                     continue
-                commit = ensure_latest_commit(r.id, store=store, now=0)
+                commit = make_commit(r.id, store=store, now=0)
                 try:
                     situation = commit_situation(store, commit)
                     defaults = session_defaults(info.metadata, provider).options

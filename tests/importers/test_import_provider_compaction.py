@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ctxrules.commit import ensure_latest_commit
+from ctxrules.commit import make_commit
 from ctxrules.importers import import_paths
 from ctxrules.model import CompactionBlock
 from ctxrules.render import render
@@ -48,7 +48,7 @@ def test_an_imported_compaction_block_is_kept_and_sent_back(store, tmp_path):
     failed, block, _ = answer.output
     assert isinstance(failed, CompactionBlock) and failed.content is None
     assert isinstance(block, CompactionBlock) and block.signature == "c2ln"
-    commit = ensure_latest_commit(res.id, now=1.0, store=store)
+    commit = make_commit(res.id, now=1.0, store=store)
     sent = json.loads(render(commit, "anthropic", "m").body)
     assert sent["messages"][1]["content"][0] == COMPACTION
     assert "build the header" not in json.dumps(sent)

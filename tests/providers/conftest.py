@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ctxrules.commit import ensure_latest_commit
+from ctxrules.commit import make_commit
 from ctxrules.importers import import_paths
-from ctxrules.model import Call, ContextCommit
+from ctxrules.model import ContextCommit, Node
 from ctxrules.store import open_store
 
 #: Where the cassettes are (the same corpus the ``corpus`` fixture points at).
@@ -57,13 +57,13 @@ def load_cassette(path: Path, interaction: int = -1) -> tuple[dict[str, Any], di
     return it["request"]["parsed_body"], it["response"]["parsed_body"], it["request"]["uri"]
 
 
-def conversation(turns: list[tuple[str, Any]]) -> list[Call]:
+def conversation(turns: list[tuple[str, Any]]) -> list[Node]:
     """Conversation nodes from ``(role, output)`` pairs, each the predecessor of the next
     (ids ``n0``, ``n1``, …)."""
-    calls: list[Call] = []
+    calls: list[Node] = []
     for i, (role, output) in enumerate(turns):
         calls.append(
-            Call(
+            Node(
                 id=f"n{i}",
                 seq=i,
                 created_at=float(i),
@@ -106,7 +106,7 @@ def cassette_session(
             results = import_paths(store, [str(path)], format="cassette-all")
             infos = [store.get_session(r.id) for r in results]
             (info,) = [i for i in infos if i.metadata.get("interaction") == index]
-            commit = ensure_latest_commit(info.id, store=store, now=0.0)
+            commit = make_commit(info.id, store=store, now=0.0)
             request, response, uri = load_cassette(path, index)
             cache[rel, index] = CassetteSession(
                 path, commit, dict(info.metadata), request, response, uri

@@ -20,7 +20,7 @@ from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider, resolve_model
 from ctxrules.render import explain, session_defaults
-from ctxrules.replay import compare_usage
+from ctxrules.requests import compare_usage
 from ctxrules.store import open_store
 
 from .conftest import cassette_cases

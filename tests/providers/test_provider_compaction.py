@@ -28,10 +28,10 @@ from ctxrules.commit import Pipeline, derive_commit
 from ctxrules.errors import ValidationError
 from ctxrules.model import (
     CONTENT_BLOCK_TYPES,
-    Call,
     CompactionBlock,
     ContentBlock,
     ContextItem,
+    Node,
     TextBlock,
     provider_compaction_start,
 )
@@ -121,7 +121,7 @@ OPENAI_RESPONSE = {
 }
 
 
-def _session(answer: list[ContentBlock]) -> list[Call]:
+def _session(answer: list[ContentBlock]) -> list[Node]:
     """An old exchange, a new question, ``answer`` as the assistant node, a follow-up."""
     return conversation(
         [

@@ -14,7 +14,7 @@ from ctxrules.compaction import CircuitBreaker, compact, is_prompt_too_long, ret
 from ctxrules.importers import import_paths
 from ctxrules.providers import get_provider
 from ctxrules.render import render
-from ctxrules.replay import next_request, render_defaults
+from ctxrules.requests import next_request, render_defaults
 from ctxrules.store import open_store
 
 from .conftest import CASSETTES

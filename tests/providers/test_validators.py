@@ -9,7 +9,7 @@ import pytest
 
 from ctxrules.model import ContextCommit, ContextItem
 from ctxrules.providers import get_provider
-from ctxrules.render import render_request
+from ctxrules.render import render_body
 
 from .conftest import CASSETTES, load_cassette
 
@@ -36,7 +36,7 @@ LS = {"name": "ls", "input_schema": {"type": "object"}}
 
 
 def _body(name: str) -> dict:
-    return json.loads(render_request(_commit(), name, tools=[LS]))
+    return json.loads(render_body(_commit(), name, tools=[LS]))
 
 
 def test_rendered_and_recorded_bodies_are_clean():

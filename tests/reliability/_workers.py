@@ -125,7 +125,7 @@ def writer(store_path: str, shared: str, tag: str, count: int) -> None:
     import json
 
     from ctxrules import dag
-    from ctxrules.commit import ensure_latest_commit
+    from ctxrules.commit import make_commit
     from ctxrules.store import open_store
 
     store = open_store(store_path)
@@ -139,25 +139,25 @@ def writer(store_path: str, shared: str, tag: str, count: int) -> None:
         mine = f"{tag}-own-{i}"
         dag.append(store, own, "user", payload(mine), node_id=mine)
         acked["own"].append(mine)
-        acked["commits"].append(ensure_latest_commit(own, now=float(i), store=store).id)
+        acked["commits"].append(make_commit(own, now=float(i), store=store).id)
         if i % 10 == 9:
-            acked["commits"].append(ensure_latest_commit(shared, now=1e6, store=store).id)
+            acked["commits"].append(make_commit(shared, now=1e6, store=store).id)
     print(json.dumps({"session": own, **acked}), flush=True)
     sys.stdin.readline()  # every writer is done: commit the final head together, each
     # at a time of its own, so only the compare-and-set keeps their commits to one
     now = 2e6 + int(tag.lstrip("w") or 0)
-    print(ensure_latest_commit(shared, now=now, store=store).id, flush=True)
+    print(make_commit(shared, now=now, store=store).id, flush=True)
     store.close()
 
 
 def holder(store_path: str, session: str) -> None:
     from ctxrules import dag
-    from ctxrules.model import Call
+    from ctxrules.model import Node
     from ctxrules.store import open_store
 
     store = open_store(store_path)
     nodes = [
-        Call(id=f"killed-{i}", seq=0, created_at=1.0, role="user", output=payload(f"k{i}"))
+        Node(id=f"killed-{i}", seq=0, created_at=1.0, role="user", output=payload(f"k{i}"))
         for i in range(50)
     ]
     with store.transaction():

@@ -11,7 +11,7 @@ import random
 import msgspec
 import pytest
 
-from ctxrules.commit import Pipeline, derive_with_summaries, ensure_latest_commit, rules_version
+from ctxrules.commit import Pipeline, derive_with_summaries, make_commit, rules_version
 from ctxrules.config import PipelineConfig
 from ctxrules.dag import branch_path
 from ctxrules.importers import import_paths
@@ -85,9 +85,7 @@ def test_summary_inserted_by_summarize_does_not_age_the_most_recent_turns(chat_s
     assert sum(c.role == "assistant" for c in heads) == TURNS
     folded = False
     for head in heads:  # commits generated head by head, each from the previous one
-        commit = ensure_latest_commit(
-            sid, head.id, now=head.created_at, store=store, config=pipeline
-        )
+        commit = make_commit(sid, head.id, now=head.created_at, store=store, config=pipeline)
         folded = folded or any(it.state == "summary" for it in commit.items)
         turns = [p for p, it in enumerate(commit.items) if it.role == "assistant"]
         window = turns[-3] if len(turns) >= 3 else 0

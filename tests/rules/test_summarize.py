@@ -46,7 +46,7 @@ def test_a_later_fold_appends_a_summary_and_never_rewrites_an_earlier_one():
     unchanged, and the rendered request up to its end is the same bytes (what the
     provider cached).  The summarize rule used to fold the previous summary into the
     next one, changing the request from there on at every fold."""
-    from ctxrules.render import render_commit
+    from ctxrules.render import render_messages
 
     pipeline = Pipeline.of([Summarize(threshold_tokens=3000, keep_tail_turns=2)])
     runs = drive(Script(_busy(16)), pipeline)
@@ -61,10 +61,10 @@ def test_a_later_fold_appends_a_summary_and_never_rewrites_an_earlier_one():
     assert len(seen) >= 3  # the session folded several times
     first = next(k for k, c in enumerate(commits) if any(it.state == "summary" for it in c.items))
     pos = next(p for p, it in enumerate(commits[first].items) if it.state == "summary")
-    prefix = msgspec.json.encode(render_commit(_upto(commits[first], pos)))
+    prefix = msgspec.json.encode(render_messages(_upto(commits[first], pos)))
     for commit in commits[first + 1 :]:
         p = next(p for p, it in enumerate(commit.items) if it.state == "summary")
-        assert msgspec.json.encode(render_commit(_upto(commit, p))) == prefix
+        assert msgspec.json.encode(render_messages(_upto(commit, p))) == prefix
 
 
 def _upto(commit, pos):

@@ -98,7 +98,7 @@ def test_a_late_result_of_an_old_turn_is_seen_by_every_rule():
     before the end: it is a new position all the same, so it is capped, aged at once and
     cleared once idle (the idle cursor that passed its place steps back for it)."""
     from ctxrules.commit import derive_with_summaries
-    from ctxrules.model import Call
+    from ctxrules.model import Node
     from ctxrules.rules import CLEARED_PLACEHOLDER, IdleClearing, ResultCap
 
     calls, prev = [], None
@@ -106,7 +106,7 @@ def test_a_late_result_of_an_old_turn_is_seen_by_every_rule():
         turn = tool_turn({"output": f"result {i} " * 20}, prefix=f"t{i}_", predecessor=prev)
         calls += turn
         prev = turn[1].id
-    late = Call(
+    late = Node(
         id="t0_t2", seq=99, created_at=700.0, role="tool", name="Bash", caller="t0_a",
         input={}, output="late " * 1000, metadata={"tool_use_id": "t0_t2"},
     )  # fmt: skip

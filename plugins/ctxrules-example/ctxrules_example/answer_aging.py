@@ -14,15 +14,10 @@ is inserted before it) and two turn counts (plain values, never moved).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ctxrules.hookspecs import RegisterRules, hookimpl
-from ctxrules.model import ContextItem
-from ctxrules.rules import Rule
-
-if TYPE_CHECKING:  # rules need the context and the commit only for their types
-    from ctxrules.commit import RuleContext
-    from ctxrules.model import ContextCommit
+from ctxrules.ruleapi import ContextCommit, ContextItem, Rule, RuleContext
 
 __all__ = ["AnswerAging", "register_rules"]
 

@@ -12,9 +12,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ctxrules.commit import RuleContext
 from ctxrules.hookspecs import RegisterRules, hookimpl
-from ctxrules.rules import Rule
+from ctxrules.ruleapi import Rule, RuleContext
 
 __all__ = ["PATTERNS", "RedactSecrets", "redact"]
 

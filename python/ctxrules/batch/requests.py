@@ -17,10 +17,10 @@ from typing import Any
 import msgspec
 
 from .. import dag
-from ..model import Call
+from ..model import Node
 from ..providers import Provider, Usage, get_provider, model_families, provider_names
 from ..render import recorded_request
-from ..replay import recorded_usage, sent_time
+from ..requests import recorded_usage, sent_time
 from ..store import CommitStore
 
 __all__ = ["RequestPoint", "SessionData", "render_provider", "request_points", "session_data"]
@@ -32,7 +32,7 @@ class SessionData(msgspec.Struct, frozen=True, kw_only=True):
 
     id: str
     metadata: dict[str, Any] = {}
-    nodes: tuple[Call, ...] = ()
+    nodes: tuple[Node, ...] = ()
 
 
 def session_data(store: CommitStore, session_id: str) -> SessionData:
@@ -49,7 +49,7 @@ class RequestPoint(msgspec.Struct, frozen=True, kw_only=True):
 
     index: int
     now: float
-    answer: Call | None
+    answer: Node | None
     usage: Usage | None
     output_tokens: int | None
 
@@ -65,8 +65,8 @@ def request_points(data: SessionData, recorded_as: Provider) -> list[RequestPoin
     message, or an answer's tool results), and the last one when the session metadata
     keeps its ``response`` (a cassette)."""
     out: list[RequestPoint] = []
-    last: Call | None = None
-    calls: list[Call] = []
+    last: Node | None = None
+    calls: list[Node] = []
 
     def due() -> bool:
         return last is not None and (last.role != "assistant" or bool(calls))
@@ -114,7 +114,7 @@ def family_provider(model: str) -> str | None:
 
 
 def render_provider(
-    provider: str | None, model: str | None, metadata: Mapping[str, Any], nodes: Sequence[Call]
+    provider: str | None, model: str | None, metadata: Mapping[str, Any], nodes: Sequence[Node]
 ) -> str:
     """The provider to render a session for: ``provider``, else the provider of
     ``model``'s family, else the one the session was recorded for, else the provider of

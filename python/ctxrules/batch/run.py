@@ -33,6 +33,7 @@ from typing import Any
 
 import msgspec
 
+from ..commit import Pipeline
 from ..errors import ConfigError, CtxrulesError
 from .output import OutFile, encode_record, totals
 from .requests import SessionData
@@ -173,7 +174,6 @@ def rerender(
 
 
 def _rules_version(options: ReplayOptions) -> str:
-    from ..commit import Pipeline
 
     return Pipeline.from_config(options.pipeline_config()).version
 
@@ -256,6 +256,7 @@ def _dask(
     """Run the batches on a Dask cluster (the one at ``scheduler``, else a local one of
     ``jobs`` worker processes); returns whether Ctrl-C stopped it."""
     try:
+        # deferred: Dask is the optional extra ctxrules[dask]
         from distributed import Client, as_completed
     except ImportError:
         raise _no_dask() from None
@@ -307,6 +308,7 @@ def local_cluster(workers: int) -> Any:
     on 127.0.0.1 only (its HTTP server on a free port: two runs never collide): what
     ``--backend dask`` starts without a scheduler.  Close it after use."""
     try:
+        # deferred: Dask is the optional extra ctxrules[dask]
         from distributed import LocalCluster
     except ImportError:
         raise _no_dask() from None

@@ -38,12 +38,13 @@ import msgspec
 
 from .. import dag
 from ..commit import Generated, Pipeline, is_boundary, persist, reason_rules, rule_savings
+from ..commit.invariants import InvariantViolation, check_promises, check_step
 from ..compaction import boundaries
 from ..config import PipelineConfig
 from ..context_sources import SourcesConfig
 from ..engine import Engine, EngineConfig, TurnPrep
 from ..errors import CtxrulesError, ValidationError
-from ..model import Call, content_text
+from ..model import Node, content_text
 from ..providers import (
     ModelProfile,
     Provider,
@@ -55,7 +56,6 @@ from ..providers.estimate import PromptEstimate
 from ..quality import assess
 from ..render import check_model, estimate_request, recorded_request, session_defaults
 from ..store import MemoryStore
-from ..testing import InvariantViolation, check_promises, check_step
 from .requests import RequestPoint, SessionData, family_provider, render_provider, request_points
 
 __all__ = ["ReplayOptions", "check_options", "replay_session"]
@@ -121,7 +121,7 @@ class _Track:
         self._before: PromptEstimate | None = None
         self._before_at = 0.0
 
-    def append(self, node: Call) -> None:
+    def append(self, node: Node) -> None:
         dag.append(
             self.store,
             self.session,

@@ -17,6 +17,7 @@ from pathlib import Path
 import msgspec
 
 from ..errors import NotFoundError, ValidationError
+from ..importers import import_paths
 from ..store import DB_NAME, MEMORY_PREFIX, POSTGRES_PREFIXES, CommitStore, MemoryStore, open_store
 from .requests import session_data
 
@@ -91,8 +92,6 @@ def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Ite
                     "transcript files and folders",
                 )
         if transcripts:
-            from ..importers import import_paths
-
             memory = MemoryStore()
             stores.append(memory)
             names.append(", ".join(transcripts))

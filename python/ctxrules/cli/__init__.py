@@ -1,10 +1,13 @@
 """The ``ctxrules`` command line.
 
 Each subcommand lives in its own module of this package and exposes
-``add_parser(subparsers)``; the parser it adds (``_common.subcommand``: a description
-and examples in ``--help``) sets ``func`` to a callable taking the parsed arguments and
-returning an exit code.  A ``CtxrulesError`` prints one line to stderr and exits 1; a
-usage error prints one line and exits 2; no traceback is shown for user errors.
+``add_parser(subparsers)``; ``_commands.COMMANDS`` lists them with their one-line
+summaries.  Only the module of the command being run is imported (``ctxrules --help``
+and ``--version`` import none), so start-up costs what that command needs.  The parser
+a module adds (``_common.subcommand``: a description and examples in ``--help``) sets
+``func`` to a callable taking the parsed arguments and returning an exit code.  A
+``CtxrulesError`` prints one line to stderr and exits 1; a usage error prints one line
+and exits 2; no traceback is shown for user errors.
 
 Arguments naming a session or node take the full id or, as in git, a unique prefix of
 it.  Only ``import``, ``demo`` and ``store copy`` (its destination) create a store;
@@ -20,55 +23,42 @@ import warnings
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from .. import _core
 from ..errors import CtxrulesError, CtxrulesWarning
+from ._commands import COMMANDS, module_of
 from ._common import Parser
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-#: Subcommand modules, in the order ``--help`` lists them.
-COMMANDS: tuple[str, ...] = (
-    "demo",
-    "count",
-    "plugins",
-    "import_",
-    "sessions",
-    "log",
-    "commit",
-    "compact",
-    "checkout",
-    "fork",
-    "attach",
-    "merge",
-    "render",
-    "stats",
-    "quality",
-    "rerender",
-    "tune",
-    "view",
-    "store",
-)
 
-
-def build_parser() -> argparse.ArgumentParser:
-    """The full argument parser, every subcommand included."""
-    from .. import __version__
-
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser: every subcommand when ``command`` is None, else that one
+    in full and the others by name and summary only (their modules are not imported)."""
     parser = Parser(
         prog="ctxrules",
         description="Decide what an LLM is fed on every call.",
         epilog="`ctxrules COMMAND --help` describes a command, with examples.",
     )
-    parser.add_argument("--version", action="version", version=f"ctxrules {__version__}")
+    parser.add_argument("--version", action="version", version=f"ctxrules {_core.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        module = importlib.import_module(f".{name}", __name__)
-        module.add_parser(sub)
+    for name, summary in COMMANDS.items():
+        if command is None or name == command:
+            importlib.import_module(f".{module_of(name)}", __name__).add_parser(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
+
+
+def _command_in(argv: Sequence[str]) -> str:
+    """The subcommand ``argv`` names: its first argument that is not an option (the
+    top-level parser has no option taking a value), or ``""``."""
+    return next((a for a in argv if not a.startswith("-")), "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (also the process's when run as a script)."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

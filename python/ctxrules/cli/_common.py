@@ -13,15 +13,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 import msgspec
 
+from .. import dag
+from ..config import PRESETS, PipelineConfig, find_config, load_config
 from ..errors import CtxrulesError
-
-if TYPE_CHECKING:
-    from ..config import PipelineConfig
-    from ..store import CommitStore
+from ..limits import MAX_EPOCH, MIN_EPOCH
+from ..store import CommitStore, open_store
+from ._commands import COMMANDS
 
 __all__ = [
     "IdKind",
@@ -45,9 +46,6 @@ __all__ = [
 #: What an id argument names: a session, or a node of the command's session.
 IdKind = Literal["session", "node"]
 
-# The range ``datetime`` can show (years 1 to 9999): a time outside it is no one's clock.
-_MIN_EPOCH = datetime(1, 1, 1, tzinfo=timezone.utc).timestamp()
-_MAX_EPOCH = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc).timestamp()
 NOW_FORMS = (
     "seconds since the epoch (1767225600) or an ISO 8601 time "
     "(2026-01-01T00:00:00Z, 2026-01-01T01:00:00+01:00); a time without an offset is UTC"
@@ -66,18 +64,21 @@ def subcommand(
     name: str,
     run: Callable[[argparse.Namespace], int],
     *,
-    help: str,
+    help: str | None = None,
     description: str,
     examples: str,
 ) -> argparse.ArgumentParser:
     """Add a subcommand with its one-line ``help``, a ``description`` and ``examples``.
+
+    A top-level command's ``help`` is its summary in ``ctxrules.cli._commands.COMMANDS``
+    (the one place it is written); a nested command (``store copy``) passes its own.
 
     ``examples`` is shown verbatim under "examples:" at the end of ``--help``
     (command lines, each optionally followed by ``# what it does``).
     """
     p = sub.add_parser(
         name,
-        help=help,
+        help=COMMANDS[name] if help is None else help,
         description=textwrap.fill(" ".join(description.split()), width=88),
         epilog="examples:\n" + "\n".join(f"  {line}" for line in examples.strip().splitlines()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -91,7 +92,7 @@ def add_command(
     name: str,
     run: Callable[[argparse.Namespace], int],
     *,
-    help: str,
+    help: str | None = None,
     description: str,
     examples: str,
     ids: tuple[tuple[str, IdKind], ...] = (),
@@ -160,7 +161,6 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
         help="rule configuration: ctxrules.toml or pyproject.toml "
         "(default: the nearest one, else the default preset)",
     )
-    from ..config import PRESETS
 
     parser.add_argument(
         "--preset",
@@ -172,7 +172,6 @@ def add_config_options(parser: argparse.ArgumentParser) -> None:
 
 def config_of(args: argparse.Namespace) -> PipelineConfig:
     """The rule configuration ``--config`` / ``--preset`` name (else the nearest file)."""
-    from ..config import PipelineConfig, find_config, load_config
 
     if args.config and args.preset:
         raise CtxrulesError("give --config or --preset, not both")
@@ -192,7 +191,7 @@ def epoch(text: str) -> float:
     value = _epoch(text.strip())
     if value is None or not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"expected a finite time: {NOW_FORMS}; got {text!r}")
-    if not _MIN_EPOCH <= value <= _MAX_EPOCH:
+    if not MIN_EPOCH <= value <= MAX_EPOCH:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a time between the years 1 and 9999 (UTC); expected {NOW_FORMS}"
         )
@@ -234,7 +233,6 @@ def open_store_from(args: argparse.Namespace) -> CommitStore:
     """Open the store named by ``--store`` (or the environment / default) and resolve the
     ids the arguments name (``resolve_ids``); a store is created only for a command
     that creates one (``add_store_option``)."""
-    from ..store import open_store
 
     store = open_store(
         getattr(args, "store", None), create=bool(getattr(args, "creates_store", False))
@@ -250,7 +248,6 @@ def open_store_from(args: argparse.Namespace) -> CommitStore:
 def resolve_ids(store: CommitStore, args: argparse.Namespace) -> None:
     """Replace each id argument (``add_id_argument``) by the full id it names, in place:
     the session first, then its nodes (``ctxrules.dag.resolve_session`` / ``resolve_node``)."""
-    from .. import dag
 
     kinds: dict[str, IdKind] = getattr(args, "id_args", None) or {}
     for dest, kind in kinds.items():

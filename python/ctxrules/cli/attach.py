@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..engine import attach
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -31,7 +32,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "attach",
         run,
-        help="stage another session's context for a session's next request",
         description="Append an attach pointer at SESSION's HEAD: the next request of "
         "SESSION carries SOURCE's context at --head (default its HEAD) between "
         "<attached …> markers, expanded once however often it is attached.  The rules "
@@ -65,7 +65,6 @@ ctxrules attach s_67f3 s_d85c --head n_29fd --locked --json
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules attach``; returns the exit code."""
-    from ..engine import attach
 
     config = config_of(args)
     with store_of(args) as store:

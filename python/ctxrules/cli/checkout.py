@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .. import dag
 from ._common import add_command, print_json, store_of
 
 
@@ -13,7 +14,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "checkout",
         run,
-        help="move a session's HEAD to a node or sibling (never reruns anything)",
         description="Move a session's HEAD to NODE (a tool call: show that variant).  "
         "Display only: nothing is rerun, nothing appended, no files are touched.",
         examples="""
@@ -29,7 +29,6 @@ ctxrules checkout s_a5a2 n_deff --leaf --json   # on to the newest end of its br
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules checkout``; returns the exit code."""
-    from .. import dag
 
     with store_of(args) as store:
         info = dag.checkout(store, args.session, args.node, to_leaf=args.leaf)

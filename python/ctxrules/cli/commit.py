@@ -17,7 +17,7 @@ turn.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from rich.console import Console
@@ -25,17 +25,15 @@ from rich.table import Table
 
 from ..commit import (
     CommitDiff,
-    Pipeline,
-    derive_with_summaries,
     diff_commits,
-    ensure_latest_commit,
-    generate_commit,
     load_commit,
+    make_commit,
 )
 from ..config import PipelineConfig
-from ..dag import resolve_commit, resolve_node
+from ..dag import load_graph, resolve_commit, resolve_node
 from ..errors import CtxrulesError
 from ..model import ContextCommit
+from ..store import CommitStore
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -47,10 +45,6 @@ from ._common import (
     print_json,
     subcommand,
 )
-
-if TYPE_CHECKING:
-    from ..store import CommitStore
-    from .demo import DemoState
 
 STATES = ("full", "aged", "cleared", "summarized", "summary")
 ITEM_FIELDS = (
@@ -73,7 +67,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "commit",
         run,
-        help="show the context commit at a head",
         description="Show the ContextCommit at a head (made and saved if there is none "
         "yet): items by state with token totals, what each rule did, the last items.  "
         "With --now the rules run again at that time; with --diff, how another commit "
@@ -171,14 +164,12 @@ def branch_commits(
     ``limit`` > 0 keeps the last ``limit`` turns.  Returns the commits, oldest first, and
     how many turns the branch has.
     """
-    from ..dag import load_graph
 
     graph = load_graph(store, session_id)
     turns = graph.chain(head if head is not None else graph.session.head)
     shown = turns[-limit:] if limit > 0 else turns
     commits = [
-        ensure_latest_commit(session_id, n.id, now=n.created_at, store=store, config=config)
-        for n in shown
+        make_commit(session_id, n.id, now=n.created_at, store=store, config=config) for n in shown
     ]
     return commits, len(turns)
 
@@ -192,7 +183,7 @@ def _other(args: argparse.Namespace, store: Any, commit: ContextCommit, config: 
     if other.startswith("cc_"):
         return load_commit(resolve_commit(store, args.session, other), store=store)
     node = resolve_node(store, args.session, other).id
-    return ensure_latest_commit(args.session, node, now=now_of(args), store=store, config=config)
+    return make_commit(args.session, node, now=now_of(args), store=store, config=config)
 
 
 def _print_diff(console: Console, d: CommitDiff) -> None:
@@ -267,8 +258,14 @@ def run(args: argparse.Namespace) -> int:
     try:
         # Without --now the current commit is shown; with it the rules run at that time
         # (else a stored commit for the head would hide what idle clearing does then).
-        make = ensure_latest_commit if args.now is None else generate_commit
-        commit = make(args.session, args.head, now=now_of(args), store=store, config=config)
+        commit = make_commit(
+            args.session,
+            args.head,
+            now=now_of(args),
+            store=store,
+            config=config,
+            rerun=args.now is not None,
+        )
         if args.diff:
             other = _other(args, store, commit, config)
             if args.json:
@@ -283,83 +280,3 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return 0
-
-
-# -- the demo step ---------------------------------------------------------------------------
-
-DEMO_PRESET = "aggressive"
-
-
-def step_commits(state: DemoState) -> None:
-    """The bundled session through the pipeline turn by turn: items per state, tokens and
-    what each rule did, one commit per conversation node (time = the node's timestamp)."""
-    # A short session: lower the summarize threshold so folding shows too.
-    config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=900)
-    heads = [c for c in state.path if c.caller is None]
-    table = Table(
-        title=f"commits turn by turn (preset {DEMO_PRESET!r}, summarize threshold 900 "
-        "tokens, so every rule fires on a short session)"
-    )
-    for col in (
-        "turn",
-        "head",
-        "items",
-        "full",
-        "aged",
-        "cleared",
-        "summ.",
-        "sent tokens",
-        "what the rules did",
-    ):
-        table.add_column(
-            col,
-            justify="left" if col in ("head", "what the rules did") else "right",
-            overflow="fold",
-            max_width=48 if col.startswith("what") else None,
-        )
-    commits, _ = branch_commits(state.store, state.session_id, None, config=config)
-    commit = None
-    for n, (node, commit) in enumerate(zip(heads, commits), 1):
-        t = totals(commit)
-        did = "; ".join(commit.notes) or "-"
-        table.add_row(
-            str(n),
-            node.role,
-            str(len(commit.items)),
-            str(t["full"]["items"]),
-            str(t["aged"]["items"]),
-            str(t["cleared"]["items"]),
-            f"{t['summarized']['items']}→{t['summary']['items']}",
-            str(commit.total_tokens),
-            did,
-        )
-    state.console.print(table)
-    if commit is None:
-        return
-    last = heads[-1]
-    # What the next generation at this head would do an hour later (computed, not stored,
-    # so the demo shows the same figures every time it runs).
-    later = derive_with_summaries(
-        commit,
-        [],
-        session_id=state.session_id,
-        head_node_id=last.id,
-        pipeline=Pipeline.from_config(config),
-        now=last.created_at + 3600.0,
-    ).commit
-    t = totals(later)
-    state.console.print(
-        f"an hour after the last turn, the same head: {t['cleared']['items']} result(s) "
-        f"cleared, {later.total_tokens} tokens sent; " + ("; ".join(later.notes) or "no changes")
-    )
-    plain = ensure_latest_commit(
-        state.session_id,
-        last.id,
-        now=last.created_at,
-        store=state.store,
-        config=PipelineConfig.preset("off"),
-    )
-    state.console.print(
-        f"final commit {later.id}: {later.total_tokens} tokens sent, against "
-        f"{plain.total_tokens} for the same branch with no rules (preset 'off')"
-    )

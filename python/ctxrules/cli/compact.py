@@ -39,7 +39,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "compact",
         run,
-        help="compact a session: fold its history into a summary",
         description="Compact a session at its HEAD: fold the history into a summary at a "
         "new boundary node (the task statement, locked and system items and the open "
         "turn stay), restore the recently read files, the plan and the skills in the "

@@ -15,7 +15,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "count",
         run,
-        help="count tokens of files (stdin when none)",
         description="Count the tokens of UTF-8 text files (or stdin) with a registered "
         "tokenizer; several files print one line each and the total.",
         examples="""

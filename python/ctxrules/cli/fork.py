@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from .. import dag
 from ._common import add_command, print_json, store_of
 
 
@@ -13,7 +14,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "fork",
         run,
-        help="start a new session at a node (history shared, not copied)",
         description="Start a new session whose HEAD is NODE of SESSION.  The history up "
         "to there is shared, not copied; what either session appends later is its own.",
         examples="""
@@ -26,7 +26,6 @@ ctxrules fork s_a5a2 n_deff --json  # id, head, base_session, base_node
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules fork``; returns the exit code."""
-    from .. import dag
 
     with store_of(args) as store:
         info = dag.fork(store, args.session, args.node)

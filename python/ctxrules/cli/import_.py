@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..importers import import_report
 from ._common import add_command, print_json, store_of
 
 
@@ -21,7 +22,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "import",
         run,
-        help="import transcripts (Claude Code, OpenAI / Anthropic messages, SWE-agent, …)",
         description="Import transcript files, or every transcript under a directory, into "
         "the store (created if missing).  Every file is parsed before anything is "
         "written; a file already imported (same bytes) is found, not duplicated, and a "
@@ -44,7 +44,6 @@ ctxrules import cassettes/*.yaml --store ./replay     # recorded provider traffi
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules import``; returns the exit code."""
-    from ..importers import import_report
 
     with store_of(args) as store:
         report = import_report(store, args.paths, format=args.format)

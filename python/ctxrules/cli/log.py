@@ -1,7 +1,7 @@
 """``ctxrules log SESSION``: every node of a session, as JSON or as a readable tree.
 
 ``--json`` lists every node visible in the session (a fork's inherited ones too) in
-``seq`` order with all ``Call`` fields.  The tree shows the conversation with the calls
+``seq`` order with all ``Node`` fields.  The tree shows the conversation with the calls
 each node made indented under it, marks where the graph branches (``branch 1/2``),
 the nodes on the current branch (``*``) and HEAD.  A compaction boundary is a marker
 line: its trigger, the tokens the request carried before → after, and the items it
@@ -17,8 +17,10 @@ import argparse
 import msgspec
 
 from ..commit import boundary_of
+from ..dag import Graph, load_graph
+from ..engine import merged_into
 from ..errors import ValidationError
-from ..model import Call, content_text
+from ..model import Node, content_text
 from ..store import Store
 from ._common import add_command, print_json, store_of
 
@@ -31,7 +33,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "log",
         run,
-        help="show a session's history graph",
         description="Show every node of a session as a tree: the conversation, the calls "
         "each node made indented under it, where the graph branches (branch 1/2), the "
         "current branch (*) and HEAD.  Reads only.",
@@ -43,18 +44,18 @@ ctxrules log s_a5a2dfbb7d2cd3f5 --json   # every field of every node, in seq ord
     )
 
 
-def call_fields(call: Call) -> dict[str, object]:
+def call_fields(call: Node) -> dict[str, object]:
     """Every field of a node, defaults included (JSON-ready)."""
-    return {f: msgspec.to_builtins(getattr(call, f)) for f in Call.__struct_fields__}
+    return {f: msgspec.to_builtins(getattr(call, f)) for f in Node.__struct_fields__}
 
 
 def log_json(store: Store, session_id: str) -> list[dict[str, object]]:
     """What ``ctxrules log --json`` prints: every node visible in the session (a fork's
-    inherited ones too) in ``seq`` order, each with every ``Call`` field."""
+    inherited ones too) in ``seq`` order, each with every ``Node`` field."""
     return [call_fields(c) for c in store.nodes(session_id, inherited=True)]
 
 
-def _marker(call: Call) -> str:
+def _marker(call: Node) -> str:
     """What an attach pointer or a merge instruction does, as the start of its line."""
     ref = call.metadata.get("attach")
     if isinstance(ref, dict):
@@ -75,14 +76,14 @@ def _marker(call: Call) -> str:
     return ""
 
 
-def _preview(call: Call) -> str:
+def _preview(call: Node) -> str:
     marker = _marker(call)
     if marker and "attach" in call.metadata:
         return marker.strip()  # its own text only repeats what it attaches
     return marker + _text_preview(call)
 
 
-def _text_preview(call: Call) -> str:
+def _text_preview(call: Node) -> str:
     if call.role == "system" or (call.role == "tool" and not call.output):
         text = (
             call.input if isinstance(call.input, str) else msgspec.json.encode(call.input).decode()
@@ -93,7 +94,7 @@ def _text_preview(call: Call) -> str:
     return text if len(text) <= PREVIEW else text[: PREVIEW - 1] + "…"
 
 
-def boundary_marker(call: Call) -> str | None:
+def boundary_marker(call: Node) -> str | None:
     """The marker text of a compaction boundary node (``None`` for any other node)."""
     try:
         record = boundary_of(call)
@@ -115,14 +116,13 @@ def boundary_marker(call: Call) -> str | None:
 
 def tree_lines(graph: object) -> list[str]:
     """The readable tree of a ``dag.Graph`` (see the module docstring)."""
-    from ..dag import Graph
 
     assert isinstance(graph, Graph)
     head = graph.session.head
     on_path = {n.id for n in graph.chain(head)}
     lines: list[str] = []
 
-    def emit(node: Call, indent: int, is_call: bool) -> None:
+    def emit(node: Node, indent: int, is_call: bool) -> None:
         mark = "*" if node.id in on_path else " "
         arrow = "↳ " if is_call else ""
         label = node.role + (f" {node.name}" if node.name else "")
@@ -131,12 +131,12 @@ def tree_lines(graph: object) -> list[str]:
         text = marker if marker is not None else f"{label}: {_preview(node)}"
         lines.append(f"{mark} {'  ' * indent}{arrow}{node.id} [{node.seq}] {text}{tail}")
 
-    def followers(parent: str | None, indent: int) -> list[tuple[Call | str, int, bool]]:
+    def followers(parent: str | None, indent: int) -> list[tuple[Node | str, int, bool]]:
         # A single conversation child continues at the same indent; several are branches.
         kids = graph.next_by_pred.get(parent, [])
         if len(kids) == 1:
             return [(kids[0], indent, False)]
-        out: list[tuple[Call | str, int, bool]] = []
+        out: list[tuple[Node | str, int, bool]] = []
         for i, kid in enumerate(kids, 1):
             out += [
                 (f"  {'  ' * indent}branch {i}/{len(kids)}", indent, False),
@@ -153,7 +153,7 @@ def tree_lines(graph: object) -> list[str]:
             lines.append(item)
             continue
         emit(item, indent, is_call)
-        after: list[tuple[Call | str, int, bool]] = [
+        after: list[tuple[Node | str, int, bool]] = [
             (call, indent + 1, True) for call in graph.by_caller.get(item.id, [])
         ]
         stack.extend(reversed(after + followers(item.id, indent)))
@@ -162,8 +162,6 @@ def tree_lines(graph: object) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules log``; returns the exit code."""
-    from ..dag import load_graph
-    from ..engine import merged_into
 
     with store_of(args) as store:
         if args.json:

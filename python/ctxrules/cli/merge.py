@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
 import msgspec
 
+from ..context_sources import SourcesConfig
+from ..dag import resolve_node, resolve_session
+from ..engine import Engine, EngineConfig, check_answer, merge
 from ..errors import ValidationError
+from ..store import CommitStore
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -32,9 +35,6 @@ from ._common import (
     subcommand,
 )
 
-if TYPE_CHECKING:
-    from ..store import CommitStore
-
 __all__ = ["add_parser", "run"]
 
 
@@ -44,7 +44,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "merge",
         run,
-        help="merge other sessions' heads into a session with one model turn",
         description="Attach each PEER (SESSION or SESSION@NODE) to TARGET's HEAD, the "
         "--base one locked so the model sees it in full, then the --instruction; the "
         "request there is the merge turn, and its commit has TARGET's previous commit "
@@ -102,7 +101,6 @@ ctxrules merge s_67f3 s_d85c --instruction "Pick one" --provider openai-chat --d
 
 def _peer(store: CommitStore, text: str) -> tuple[str, str | None]:
     """``SESSION`` or ``SESSION@NODE`` (ids or unique prefixes) → full ids."""
-    from ..dag import resolve_node, resolve_session
 
     session, sep, node = text.partition("@")
     if sep and not node:
@@ -113,8 +111,6 @@ def _peer(store: CommitStore, text: str) -> tuple[str, str | None]:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules merge``; returns the exit code."""
-    from ..context_sources import SourcesConfig
-    from ..engine import Engine, EngineConfig, check_answer, merge
 
     config = config_of(args)
     answer = None

@@ -43,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "plugins",
         run,
-        help="list loaded plugins, by kind",
         description="List what the loaded plugins registered, grouped by kind, then the "
         "plugins themselves (distribution, version, hooks).  CTXRULES_LOAD_PLUGINS "
         "(an allow-list of third-party plugins) decides what loads.",

@@ -39,7 +39,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "quality",
         run,
-        help="check which key facts a compacted request keeps",
         description="Check a compacted commit: which key facts of the folded history "
         "(the task statement, user constraints, exact identifiers, files touched, open "
         "todos) are still in the request rendered for a provider, per category, with "

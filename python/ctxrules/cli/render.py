@@ -1,13 +1,13 @@
 """``ctxrules render SESSION --provider P``: the request body exactly as it would be sent.
 
-Which request (``ctxrules.replay``): by default the *next* one at ``--head`` (default
+Which request (``ctxrules.requests``): by default the *next* one at ``--head`` (default
 HEAD) — refused when the conversation there ends with the model's answer, since there
 is no new input yet and resending the answer would make it a prefill; with ``--for
 NODE`` the request whose response is the assistant node NODE (what replaying a
 recording needs).  Its commit under ``--config`` / ``--preset`` (default: the nearest
 ctxrules.toml / pyproject, else the default preset) is found or generated at ``--now``
 (``--for``: default the time the request was sent).  The request carries what the
-session recorded (``ctxrules.replay.render_defaults``): its system text, its tool
+session recorded (``ctxrules.requests.render_defaults``): its system text, its tool
 declarations (or, where the format records none, every tool the session called,
 declared with an open schema), the answer's model when it belongs to the provider's
 family, its output limit and — for the provider it was recorded from — its other
@@ -27,11 +27,17 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from ..config import PipelineConfig
 from ..errors import ConfigError, CtxrulesError, ValidationError
+from ..model import ToolSpec
+from ..providers import RenderedRequest, get_provider
+from ..render import render, tool_specs
+from ..requests import Request, explain_request, next_request, render_defaults, request_for
+from ..store import CommitStore
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -45,14 +51,6 @@ from ._common import (
     subcommand,
 )
 
-if TYPE_CHECKING:
-    from ..config import PipelineConfig
-    from ..model import ToolSpec
-    from ..providers import RenderedRequest
-    from ..replay import Request
-    from ..store import CommitStore
-    from .demo import DemoState
-
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 
 
@@ -61,7 +59,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "render",
         run,
-        help="render a session's commit into a provider request",
         description="Render a request of a session into one provider's request body, "
         "exactly as it would be sent: the next request at a head, or with --for the "
         "request whose answer is NODE (the commit is found, or made at --now).  A head "
@@ -168,7 +165,6 @@ def read_tools_file(path: str) -> tuple[ToolSpec, ...]:
     """The tools of a ``--tools-file``: a JSON list of declarations in any provider's
     shape (``ctxrules.render.tool_specs``), or an object with such a ``tools`` list (a
     request body).  ``ConfigError`` naming the file and the entry otherwise."""
-    from ..render import tool_specs
 
     what = "a JSON list of tool declarations"
     text = _read_option_file(path, "--tools-file", what)
@@ -261,9 +257,6 @@ def render_request(
     the time it was sent); otherwise the next request at ``head`` (default HEAD) at
     ``now``, which must then be given.  ``overrides`` are ``overrides_of``'s options.
     """
-    from ..providers import get_provider
-    from ..render import render
-    from ..replay import explain_request, next_request, render_defaults, request_for
 
     plugin = get_provider(provider)
     info = store.get_session(session)
@@ -314,6 +307,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_explain(b: dict) -> None:
+    # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
     from rich.console import Console
     from rich.table import Table
 
@@ -384,46 +378,3 @@ def _print_explain(b: dict) -> None:
             f"{p['total_tokens']:,} tokens read ({p['ratio']:.0%}); "
             f"{p['shared_tokens']:,} shared, {p['shared_items']} items"
         )
-
-
-def step_render(state: DemoState) -> None:
-    """Demo step: the request that produced each answer, rendered for every built-in
-    provider — body size, Anthropic breakpoints, and its predicted cache read."""
-    from rich.table import Table
-
-    from ..config import PipelineConfig
-    from ..replay import (
-        explain_request,
-        render_defaults,
-        render_requests,
-        request_for,
-        session_tool_names,
-    )
-    from .commit import DEMO_PRESET
-
-    # The same configuration as the commit step, so these are the commits it showed.
-    config = PipelineConfig.preset(DEMO_PRESET).with_params("summarize", threshold_tokens=800)
-    table = Table(title="rendered requests per turn (bytes) and predicted prompt-cache hit")
-    for col in ("turn", *PROVIDERS, "breakpoints", "cached / sent tokens", "hit"):
-        table.add_column(col, justify="left" if col == "breakpoints" else "right")
-    used_tools = session_tool_names(state.store, state.session_id)
-    answers = [c for c in state.path if c.caller is None and c.role == "assistant"]
-    requests = [request_for(state.store, state.session_id, a.id, config=config) for a in answers]
-    # Each provider's requests as ``render --for`` renders them, in one call.
-    per_provider = [render_requests(state.store, [requests], p)[0] for p in PROVIDERS]
-    for n, (request, *sizes) in enumerate(zip(requests, *per_provider), 1):
-        ex = explain_request(
-            state.store,
-            request,
-            "anthropic",
-            config=config,
-            defaults=render_defaults(state.store, request, "anthropic", used_tools=used_tools),
-        )
-        table.add_row(
-            str(n),
-            *(f"{len(r.body):,}" for r in sizes),
-            str(len(sizes[0].meta.get("breakpoints", []))),
-            f"{ex['cache_read_tokens']:,} / {ex['input_tokens']:,}",
-            f"{ex['predicted_cache']['ratio']:.0%}",
-        )
-    state.console.print(table)

@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ..batch import BACKENDS, ReplayOptions, rerender
 from ..errors import ConfigError, CtxrulesError
 from ._common import add_config_options, config_of, print_json, subcommand
 
@@ -26,13 +27,11 @@ __all__ = ["add_parser", "run"]
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``rerender`` subcommand."""
-    from ..batch import BACKENDS
 
     p = subcommand(
         sub,
         "rerender",
         run,
-        help="replay recorded sessions under a rule set and report what it changes",
         description="Replay every session of the SOURCEs request by request through the "
         "turn engine (thresholds and compaction act as they would live), once with no "
         "rules and once under the given rules, every request body rendered.  Per session "
@@ -143,7 +142,6 @@ def params_of(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules rerender``; returns the exit code."""
-    from ..batch import ReplayOptions, rerender
 
     options = ReplayOptions.of(params_of(args), provider=args.provider, model=args.model)
     bar = _Progress(sys.stderr)
@@ -220,6 +218,7 @@ class _Progress:
         self.stream.flush()
 
     def _rich(self, done: int, total: int) -> None:
+        # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -261,6 +260,7 @@ def _num(value: Any) -> str:
 
 
 def _table(t: dict[str, Any], replayed: int, resumed: int) -> None:
+    # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
     from rich.console import Console
     from rich.table import Table
 

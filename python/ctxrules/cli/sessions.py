@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from ..model import content_text
+from ..render import recorded_request
 from ..store import SessionInfo, Store
 from ._common import add_command, print_json, store_of
 
@@ -43,7 +44,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "sessions",
         run,
-        help="list the sessions in the store",
         description="List the sessions of the store, oldest first: id, created (UTC), "
         "calls owned, model, source and title.  Reads only: a store that does not "
         "exist is an error.",
@@ -89,7 +89,6 @@ def session_title(store: Store, info: SessionInfo) -> str | None:
 
 
 def _model(info: SessionInfo) -> str | None:
-    from ..render import recorded_request
 
     return recorded_request(info.metadata).model
 

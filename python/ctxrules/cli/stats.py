@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
+from ..config import PipelineConfig
 from ..context_sources import SourcesConfig
 from ..engine import Engine, EngineConfig, SessionStats
 from ..errors import ConfigError
+from ..store import CommitStore
 from ._common import (
     add_config_options,
     add_id_argument,
@@ -30,10 +31,6 @@ from ._common import (
     store_of,
     subcommand,
 )
-
-if TYPE_CHECKING:
-    from ..config import PipelineConfig
-    from ..store import CommitStore
 
 __all__ = ["add_parser", "run", "session_stats"]
 
@@ -48,7 +45,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "stats",
         run,
-        help="show how full a session's context window is, by category",
         description="Show a session's window occupancy: the usage record (measured by "
         "the provider right after a request, else our estimate of the next request), "
         "the level against the compaction thresholds, and the window split by category "
@@ -150,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(s: SessionStats) -> None:
+    # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
     from rich.console import Console
     from rich.table import Table
 

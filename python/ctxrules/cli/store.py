@@ -19,7 +19,9 @@ from contextlib import contextmanager
 
 import msgspec
 
+from .. import store as stores
 from ..errors import CtxrulesError
+from ..store.copy import copy_store
 from ._common import print_json, subcommand
 
 __all__ = ["add_parser", "run_copy"]
@@ -31,7 +33,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "store",
         _usage,
-        help="work on whole stores: copy sessions and commits between them",
         description="Commands on whole stores.  `store copy SRC DST` copies every session "
         "and commit of one store into another: a SQLite store (a directory or .db file), a "
         "PostgreSQL database (postgresql://USER@HOST:PORT/DB) or memory:NAME.",
@@ -74,6 +75,7 @@ def _progress() -> Iterator[Callable[[int, int], None] | None]:
     if not sys.stderr.isatty():
         yield None
         return
+    # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -95,9 +97,6 @@ def _progress() -> Iterator[Callable[[int, int], None] | None]:
 
 def run_copy(args: argparse.Namespace) -> int:
     """Run ``ctxrules store copy``; returns the exit code."""
-    from .. import store as stores
-    from ..store.copy import copy_store
-
     src = stores.open_store(args.src, create=False)
     try:
         dst = stores.open_store(args.dst)

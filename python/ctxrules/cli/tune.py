@@ -14,8 +14,11 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+from ..tune import DEFAULT_BUDGET, OBJECTIVES, SEARCHES, plot, print_table, tune, write_report
+from ..tune.plot import PLOT_HINT
 from ._common import add_config_options, config_of, print_json, subcommand
 
 __all__ = ["DEFAULT_OUT", "add_parser", "run"]
@@ -26,13 +29,11 @@ DEFAULT_OUT = "ctxrules-tune"
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``tune`` subcommand."""
-    from ..tune import DEFAULT_BUDGET, OBJECTIVES, SEARCHES
 
     p = subcommand(
         sub,
         "tune",
         run,
-        help="choose rule parameters by replaying recorded sessions",
         description="Sweep rule parameters over recorded sessions and measure each setting: "
         "prompt tokens sent, predicted cache reads, cost, compactions, the context-quality "
         "score and violations (a setting with any is excluded).  Prints the table, writes "
@@ -120,11 +121,9 @@ ctxrules tune a.jsonl b.jsonl --param tool_aging.step_turns=1..4 --preset claude
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules tune``; returns the exit code."""
-    from pathlib import Path
 
+    # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
     from rich.console import Console
-
-    from ..tune import print_table, tune, write_report
 
     base = config_of(args)
     with _progress() as progress:
@@ -144,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
         )
     written = write_report(result, args.out)
+    if not plot.available():  # on stderr: --json keeps stdout for the result
+        print(f"ctxrules tune: no plots: matplotlib is missing ({PLOT_HINT})", file=sys.stderr)
     if args.json:
         print_json(result)
         return 0
@@ -166,6 +167,7 @@ def _progress() -> Iterator[Any]:
     if not sys.stderr.isatty():
         yield None
         return
+    # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
     from rich.console import Console
     from rich.progress import Progress
 

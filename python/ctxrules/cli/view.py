@@ -32,6 +32,7 @@ import socket
 import sys
 import threading
 import traceback
+import webbrowser
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -96,7 +97,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         sub,
         "view",
         run,
-        help="browse a session in a local web page (or export one HTML file)",
         description="Serve a web page on this machine only (127.0.0.1) that shows a "
         "session's history graph, the commit at each turn of a branch with its items "
         "and what each rule did, the diff of two commits, the usage by category and the "
@@ -412,8 +412,6 @@ def run(args: argparse.Namespace) -> int:
         url = server.url + (f"#session={quote(args.session)}" if args.session else "")
         print(f"ctxrules view: serving {url} (this machine only; Ctrl-C stops)", flush=True)
         if args.open:
-            import webbrowser
-
             webbrowser.open(url)
         try:
             server.serve_forever()

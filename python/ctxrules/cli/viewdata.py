@@ -21,7 +21,7 @@ branch to HEAD, all from ``ctxrules.dag``'s ``Graph`` and ``branch_path``) and
 tells the page which session to open and which providers exist.
 
 Like the commands, the answers may make and store the commit at a head when none is
-stored yet (``ensure_latest_commit``); nothing else is written.
+stored yet (``make_commit``); nothing else is written.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from ..config import PipelineConfig
 from ..dag import branch_path, load_graph, resolve_commit, resolve_node, resolve_session
 from ..engine import merged_into
 from ..errors import ValidationError
-from ..model import Call, ContextCommit
+from ..model import ContextCommit, Node
+from ..providers import provider_names
 from ..store import CommitStore
 from .commit import branch_commits, commit_json, diff_json
 from .log import _preview, call_fields
@@ -79,11 +80,11 @@ def request_key(name: str, params: Mapping[str, str]) -> str:
     return f"{name}?{query}" if query else name
 
 
-def _tool_role(call: Call) -> bool:
+def _tool_role(call: Node) -> bool:
     return call.role == "tool"
 
 
-def _boundary(call: Call) -> dict[str, Any] | None:
+def _boundary(call: Node) -> dict[str, Any] | None:
     """A boundary node's compaction record as ``ctxrules log`` reads it (its summary left
     out: the node itself holds it); ``{"invalid": why}`` for a record that does not
     validate."""
@@ -195,8 +196,6 @@ class ViewData:
     def __post_init__(self) -> None:
         self._answers = {name: getattr(self, f"_{name}") for name in ENDPOINTS}
         if not self.providers:
-            from ..providers import provider_names
-
             self.providers = tuple(provider_names())
 
     def answer(self, name: str, params: Mapping[str, str]) -> Any:

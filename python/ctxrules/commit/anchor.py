@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..model import Call
+from ..model import Node
 from .items import attach_ref, user_text
 
 __all__ = ["SKIP_KINDS", "AnchorSkip", "task_anchor"]
@@ -149,7 +149,7 @@ class AnchorSkip:
         """What ``rules_version`` hashes: a different set skips different lines."""
         return f"kinds={','.join(sorted(set(self.kinds)))};patterns={self.patterns!r}"
 
-    def why_skipped(self, call: Call) -> str | None:
+    def why_skipped(self, call: Node) -> str | None:
         """Why ``call`` is not the task statement: a skip kind, ``pattern:<regex>``,
         ``not a user request`` (another role, a tool result, an attach pointer), or
         ``None`` when it is a real instruction."""
@@ -166,7 +166,7 @@ class AnchorSkip:
         return None
 
 
-def task_anchor(calls: Iterable[Call], skip: AnchorSkip | None = None) -> Call | None:
+def task_anchor(calls: Iterable[Node], skip: AnchorSkip | None = None) -> Node | None:
     """The task statement among ``calls`` (in branch order): the first user request
     that is a real instruction under ``skip`` (default: every built-in kind), or
     ``None`` when there is none yet."""

@@ -39,10 +39,9 @@ from typing import Any, Literal
 import msgspec
 
 from ..errors import ValidationError
-from ..model import Call, ContextItem
-from ..rules.summarize import FULL_COMPACTION_REASON
+from ..model import ContextItem, Node
+from ..ruleapi import FULL_COMPACTION_REASON, RuleContext
 from ..summarizers.units import unit_end
-from .context import RuleContext
 from .items import find_native
 
 __all__ = [
@@ -131,13 +130,13 @@ class Compaction(msgspec.Struct, frozen=True, kw_only=True):
         return out
 
 
-def is_boundary(call: Call) -> bool:
+def is_boundary(call: Node) -> bool:
     """Whether ``call`` is a compaction boundary: a ``system`` conversation node (no
     ``caller``) whose metadata holds ``"compaction"``."""
     return call.role == "system" and call.caller is None and COMPACTION_KEY in call.metadata
 
 
-def boundary_of(call: Call) -> Compaction | None:
+def boundary_of(call: Node) -> Compaction | None:
     """The compaction record of a boundary node, or ``None`` for any other node.
 
     ``ValidationError`` (naming the node) when the node carries a record that does not
@@ -262,7 +261,7 @@ def _selection(
     return positions, ""
 
 
-def fold_at(ctx: RuleContext, call: Call, end: int) -> None:
+def fold_at(ctx: RuleContext, call: Node, end: int) -> None:
     """The derive step of boundary node ``call``: fold per its record the items before
     position ``end`` (where the boundary stands), noting what it did or why not.
 
@@ -309,7 +308,7 @@ def fold_at(ctx: RuleContext, call: Call, end: int) -> None:
 
 
 def _summary_text(
-    ctx: RuleContext, call: Call, record: Compaction, run: list[ContextItem]
+    ctx: RuleContext, call: Node, record: Compaction, run: list[ContextItem]
 ) -> str | None:
     """The recorded summary, or the caller's answer to the request for one (``None``
     after noting why there is none)."""
@@ -335,7 +334,7 @@ def _summary_text(
     return answer.text
 
 
-def restore_of(call: Call) -> Mapping[str, Any] | None:
+def restore_of(call: Node) -> Mapping[str, Any] | None:
     """What a compaction's restore node restored (its metadata ``compaction_restore``)."""
     raw = call.metadata.get(RESTORE_KEY)
     return raw if isinstance(raw, Mapping) else None

@@ -31,12 +31,12 @@ from typing import NamedTuple
 import msgspec
 
 from ..errors import RuleError
-from ..model import Call, ContextCommit, ContextItem
+from ..model import ContextCommit, ContextItem, Node
+from ..ruleapi import RuleContext
+from ..ruleapi import delta as cdelta
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
-from . import delta as cdelta
 from .anchor import task_anchor
 from .boundary import fold_at, is_boundary
-from .context import RuleContext
 from .items import attach_items, attach_ref, find_native, item_for_call, merge_parents
 from .pipeline import Pipeline
 
@@ -62,7 +62,7 @@ class Generated(NamedTuple):
 _encoder = msgspec.msgpack.Encoder(order="sorted")
 
 
-def _place(items: Sequence[ContextItem], call: Call) -> int:
+def _place(items: Sequence[ContextItem], call: Node) -> int:
     """Where a new node's item goes: the end, or a tool right after its caller's calls."""
     if call.caller is None:
         return len(items)
@@ -77,7 +77,7 @@ def _place(items: Sequence[ContextItem], call: Call) -> int:
 
 def derive_commit(
     parent: ContextCommit | None,
-    calls: Sequence[Call],
+    calls: Sequence[Node],
     *,
     session_id: str,
     head_node_id: str,
@@ -135,7 +135,7 @@ def derive_commit(
     )
     if task is not None:
         cursors["anchor"] = 1
-    boundaries: list[tuple[Call, int]] = []
+    boundaries: list[tuple[Node, int]] = []
     merged: list[str] = []
     for call in calls:
         merged.extend(merge_parents(call))
@@ -250,7 +250,7 @@ MAX_SUMMARY_ROUNDS = 32
 
 def derive_with_summaries(
     parent: ContextCommit | None,
-    calls: Sequence[Call],
+    calls: Sequence[Node],
     *,
     session_id: str,
     head_node_id: str,

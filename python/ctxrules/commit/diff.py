@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from .. import _core
 from ..errors import ValidationError
 from ..model import ContextCommit
 
@@ -34,7 +35,6 @@ class CommitDiff(msgspec.Struct, frozen=True, kw_only=True):
 def diff_commits(a: ContextCommit, b: ContextCommit) -> CommitDiff:
     """Diff two commits in Rust: one boundary crossing with both item tuples (the core
     reads items it has not seen before with the same reader as rendering)."""
-    from .. import _core
 
     try:
         added, removed, changed, rewritten, prefix_items, prefix_tokens = _core.diff_items(

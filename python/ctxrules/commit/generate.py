@@ -10,13 +10,13 @@ when another writer got there first the plan is made again on top of its commit.
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 
 from ..config import PipelineConfig
-from ..errors import StoreError, ValidationError
+from ..errors import StoreError
+from ..limits import check_now
 from ..model import ContextCommit
-from ..store import CommitStore, SessionInfo
+from ..store import CommitStore, SessionInfo, open_store
 from . import persist
 from .answers import Answer, stored_answers
 from .derive import derive_with_summaries
@@ -24,7 +24,7 @@ from .pipeline import Pipeline
 from .plan import Plan
 from .plan import plan as plan_commit
 
-__all__ = ["ensure_latest_commit", "generate_commit", "load_commit"]
+__all__ = ["load_commit", "make_commit"]
 
 #: How often a generation re-plans after losing its head to another writer; each round
 #: one writer wins, so this is only reached under a storm of writers to one head.
@@ -35,25 +35,12 @@ def _session_id(session: str | SessionInfo) -> str:
     return session.id if isinstance(session, SessionInfo) else session
 
 
-def _check_now(now: object) -> float:
-    # Reproducible commits need the caller's clock: the library never reads the wall
-    # clock, and a non-finite time would be stored as NULL by SQL or hash unequal to itself.
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise ValidationError(
-            f"now must be a finite number of seconds since the epoch, got {now!r}",
-            where="now",
-            hint="pass now=time.time() for the current time",
-        )
-    return float(now)
-
-
 @contextlib.contextmanager
 def _open(store: CommitStore | None) -> Iterator[CommitStore]:
     """The caller's store, or the default one (``open_store()``), closed after use."""
     if store is not None:
         yield store
         return
-    from ..store import open_store
 
     opened = open_store()
     try:
@@ -68,7 +55,7 @@ def load_commit(commit_id: str, *, store: CommitStore | None = None) -> ContextC
         return persist.load(st, commit_id)
 
 
-def generate_commit(
+def make_commit(
     session: str | SessionInfo,
     head: str | None = None,
     *,
@@ -76,32 +63,21 @@ def generate_commit(
     store: CommitStore | None = None,
     config: PipelineConfig | Pipeline | None = None,
     answer: Answer | None = None,
+    rerun: bool = False,
 ) -> ContextCommit:
-    """Run the rules at ``now`` on the commit of ``head`` (default HEAD) and store the result.
+    """The context commit at ``head`` (default HEAD) of ``session`` under ``config``.
 
-    Builds on the nearest ancestor commit, even one for this head, so idle clearing
-    sees the later time; if the head's current commit was made at this ``now`` it is
-    returned as it is (the same inputs give the same commit, once).  ``now`` is
-    required (seconds since the epoch); ``config`` defaults to ``find_config()``.
+    The stored commit when it is current (same head, same calls, same rules, same
+    session), else a new one derived from the nearest ancestor commit with the rules
+    run at ``now`` and stored.  With ``rerun=True`` the rules run again at ``now`` even
+    over a current commit (idle clearing then sees the later time); a commit already
+    made at this ``now`` is returned as it is: the same inputs give the same commit,
+    once.  ``now`` is required (seconds since the epoch: the library never reads the
+    clock); ``config`` defaults to ``find_config()``; ``store`` to ``open_store()``.
     Summary requests are answered from the store's kept answers, else by ``answer``
     (default ``run_summarizer``), whose good answers are kept (``stored_answers``).
     """
-    return _commit_at(session, head, _check_now(now), store, config, answer, reuse=False)
-
-
-def ensure_latest_commit(
-    session: str | SessionInfo,
-    head: str | None = None,
-    *,
-    now: float,
-    store: CommitStore | None = None,
-    config: PipelineConfig | Pipeline | None = None,
-    answer: Answer | None = None,
-) -> ContextCommit:
-    """The commit for ``head`` (default HEAD) under ``config``: the stored one if it is
-    current (same head, same calls, same rules, same session), else a new one made at
-    ``now`` (required: the time the rules run at).  ``answer`` as in ``generate_commit``."""
-    return _commit_at(session, head, _check_now(now), store, config, answer, reuse=True)
+    return _commit_at(session, head, check_now(now), store, config, answer, reuse=not rerun)
 
 
 def _commit_at(

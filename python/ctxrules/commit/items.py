@@ -18,11 +18,11 @@ from typing import Any
 import msgspec
 
 from ..model import (
-    Call,
     ContentBlock,
     ContextCommit,
     ContextItem,
     ImageBlock,
+    Node,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -79,7 +79,7 @@ def _tool_result_text(output: Any) -> tuple[str, tuple[ContentBlock, ...], bool]
     return "\n".join(parts), tuple(images), failed
 
 
-def user_text(call: Call) -> str:
+def user_text(call: Node) -> str:
     """The text a user node shows: its text blocks joined by newlines (what its item's
     ``rendered`` starts as)."""
     if isinstance(call.output, list):
@@ -87,7 +87,7 @@ def user_text(call: Call) -> str:
     return _text_of(call.output)
 
 
-def item_for_call(call: Call, *, anchor: bool, lock_system: bool, now: float) -> ContextItem:
+def item_for_call(call: Node, *, anchor: bool, lock_system: bool, now: float) -> ContextItem:
     """The ``full`` item of one node (``anchor``: make it the task-statement anchor;
     ``lock_system``: a system node's item is locked)."""
     meta = call.metadata
@@ -141,7 +141,7 @@ def item_for_call(call: Call, *, anchor: bool, lock_system: bool, now: float) ->
     return ContextItem(**common, rendered=user_text(call), blocks=blocks)
 
 
-def attach_ref(call: Call) -> dict[str, str] | None:
+def attach_ref(call: Node) -> dict[str, str] | None:
     """The attach pointer of a node (``session``, ``head``, ``commit``), if it is one."""
     ref = call.metadata.get(ATTACH_KEY)
     if isinstance(ref, dict) and isinstance(ref.get("commit"), str):
@@ -149,7 +149,7 @@ def attach_ref(call: Call) -> dict[str, str] | None:
     return None
 
 
-def merge_parents(call: Call) -> tuple[str, ...]:
+def merge_parents(call: Node) -> tuple[str, ...]:
     """The peer commit ids a merge instruction node names, in order (empty for any other
     node): the parents a commit gains besides its own when it adds this node."""
     record = call.metadata.get(MERGE_KEY)
@@ -163,7 +163,7 @@ def merge_parents(call: Call) -> tuple[str, ...]:
 
 
 def attach_items(
-    call: Call,
+    call: Node,
     ref: dict[str, str],
     load_commit: Callable[[str], ContextCommit | None] | None,
     *,

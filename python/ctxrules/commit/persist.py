@@ -2,7 +2,7 @@
 chain of rows, replay the deltas), with a cache of loaded commits per store.
 
 A row holds the commit's header, its meta (notes, cursors, parent ids) and its delta
-against its first parent (``ctxrules.commit.delta``): storage grows with the items a
+against its first parent (``ctxrules.ruleapi.delta``): storage grows with the items a
 commit changes, not with its length.  The store keeps the bytes; this module is the
 only one that encodes the meta, and ``delta`` the only one that encodes deltas.
 
@@ -17,16 +17,13 @@ import threading
 import weakref
 from collections import OrderedDict
 from types import EllipsisType
-from typing import TYPE_CHECKING
 
 import msgspec
 
 from ..model import ContextCommit, ContextItem
+from ..ruleapi.delta import replay
 from ..store import CommitRow, CommitStore
-from .delta import replay
-
-if TYPE_CHECKING:
-    from .derive import Generated
+from .derive import Generated
 
 __all__ = ["CACHE_SIZE", "clear_cache", "load", "row_reasons", "save", "stored_bytes"]
 

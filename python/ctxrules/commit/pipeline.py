@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..config import PipelineConfig, find_config
-from ..rules.base import Rule
+from ..ruleapi import Rule
 from ..tokenizers import Tokenizer, get_tokenizer
 from .anchor import SKIP_KINDS, AnchorSkip
 

@@ -11,18 +11,17 @@ of an older turn, another variant selected); otherwise the plan is the whole bra
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import msgspec
 
+from ..dag import SELECTED_KEY, Graph, branch_path
 from ..errors import DagError
-from ..model import Call, ContextCommit
+from ..model import ContextCommit, Node
 from ..store import CommitStore, SessionInfo
 from . import persist
 from .items import find_native
-
-if TYPE_CHECKING:
-    from .pipeline import Pipeline
+from .pipeline import Pipeline
 
 __all__ = ["Plan", "graph_marks", "plan"]
 
@@ -33,7 +32,7 @@ class Plan(NamedTuple):
     (``at_head``: what saving compares against, so two writers never both add one)."""
 
     parent: ContextCommit | None
-    calls: list[Call]
+    calls: list[Node]
     head: str
     session_id: str
     marks: dict[str, int]
@@ -43,7 +42,6 @@ class Plan(NamedTuple):
 def graph_marks(info: SessionInfo) -> dict[str, int]:
     """The state of the session graph a commit is made from: its highest own ``seq`` and
     a hash of which variant of each retried call is shown."""
-    from ..dag import SELECTED_KEY
 
     selected = info.metadata.get(SELECTED_KEY) or {}
     digest = zlib.crc32(msgspec.json.encode(selected, order="sorted"))
@@ -81,7 +79,6 @@ def _stale(
 
 def plan(store: CommitStore, session_id: str, head: str | None, pipeline: Pipeline) -> Plan:
     """Find the nearest ancestor commit of ``head`` and the branch nodes added since."""
-    from ..dag import Graph, branch_path
 
     info = store.get_session(session_id)
     head = head if head is not None else info.head
@@ -99,10 +96,10 @@ def plan(store: CommitStore, session_id: str, head: str | None, pipeline: Pipeli
     while node.caller is not None:  # a call is shown through the conversation node above it
         node = store.get_node(node.caller)
     head = node.id
-    walk: list[Call] = []
-    by_caller: dict[str, list[Call]] = {}
+    walk: list[Node] = []
+    by_caller: dict[str, list[Node]] = {}
     parent: ContextCommit | None = None
-    base: Call | None = None
+    base: Node | None = None
     # Only the session's own commits serve as ancestors: a commit records the graph marks
     # (seq watermark, shown tool-call variants) of the session it was made in, so a fork
     # cannot prove its base's commit still fits its own graph (a fork's first commit is
@@ -130,7 +127,7 @@ def plan(store: CommitStore, session_id: str, head: str | None, pipeline: Pipeli
         node = store.get_node(node.predecessor)
         found = store.latest_commit(session_id, node.id, pipeline.version)
     graph = Graph(info, {n.id: n for n in walk}, {}, by_caller)
-    calls: list[Call] = []
+    calls: list[Node] = []
     if base is not None and parent is not None:
         start = max(0, find_native(parent.items, base.id))
         have = {it.source_node_id for it in parent.items[start:]}

@@ -15,7 +15,9 @@ and ``stats``); ``failures`` the failed ones.  docs/compaction.md is the guide.
 from __future__ import annotations
 
 from ..commit import Compaction, boundary_of
-from ..model import Call
+from ..dag import load_graph
+from ..errors import ValidationError
+from ..model import Node
 from ..store import Store
 from .breaker import CircuitBreaker, is_prompt_too_long, retry_after_compaction
 from .flow import FAILURES_KEY, compact, failures
@@ -53,14 +55,12 @@ __all__ = [
 
 def boundaries(
     store: Store, session_id: str, head: str | None = None
-) -> list[tuple[Call, Compaction]]:
+) -> list[tuple[Node, Compaction]]:
     """The compaction boundaries on the branch to ``head`` (default HEAD), oldest first,
     each node with its record (a node whose record does not validate is left out)."""
-    from ..dag import load_graph
-    from ..errors import ValidationError
 
     graph = load_graph(store, session_id)
-    out: list[tuple[Call, Compaction]] = []
+    out: list[tuple[Node, Compaction]] = []
     for node in graph.chain(head if head is not None else graph.session.head):
         try:
             record = boundary_of(node)

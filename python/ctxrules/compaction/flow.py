@@ -4,7 +4,7 @@ Manual, partial (``from`` / ``up_to`` a pivot), automatic (a threshold) and reac
 (the provider refused the prompt as too long) compactions are the same flow with a
 different ``trigger``:
 
-1. the commit at HEAD (``ensure_latest_commit``) and its size (``tokens_before``);
+1. the commit at HEAD (``make_commit``) and its size (``tokens_before``);
 2. the ``pre_compact`` hooks (their text joins the instructions);
 3. the summary: the boundary node is built in memory and a commit derived over it
    (``ctxrules.commit.boundary`` folds; the summary request is answered through the
@@ -42,7 +42,7 @@ from ..commit import (
     Compaction,
     Pipeline,
     derive_with_summaries,
-    ensure_latest_commit,
+    make_commit,
     persist,
     stored_answers,
 )
@@ -58,11 +58,11 @@ from ..errors import (
     PluginError,
     ValidationError,
 )
-from ..model import Call, ContextCommit
+from ..model import ContextCommit, Node
 from ..plugins import call_hook, registry
 from ..providers import Provider, get_provider
 from ..render import estimate_request, render, session_defaults
-from ..replay import session_tool_names
+from ..requests import session_tool_names
 from ..store import CommitStore
 from ..summarizers import SummaryRequest, SummaryResult, run_summarizer
 from .restore import compose_restore
@@ -214,9 +214,7 @@ def compact(
             hint="`ctxrules log SESSION` lists its nodes",
         )
     ask = _Asker(stored_answers(store, answer or run_summarizer))
-    before = ensure_latest_commit(
-        session_id, head, now=now, store=store, config=pipeline, answer=answer
-    )
+    before = make_commit(session_id, head, now=now, store=store, config=pipeline, answer=answer)
     measure = _Measure(store, session_id, provider, model)
     tokens_before = measure(before)
     if pivot is not None:
@@ -248,7 +246,7 @@ def compact(
         timeout_seconds=opts.timeout_seconds,
         keep_tail_tokens=opts.keep_tail_tokens,
     )
-    boundary = Call(
+    boundary = Node(
         id=_node_id(store, session_id, head, record, now, "boundary"),
         seq=0,
         created_at=now,
@@ -257,7 +255,7 @@ def compact(
         metadata={COMPACTION_KEY: record.to_metadata()},
     )
 
-    def derive(calls: list[Call]) -> ContextCommit:
+    def derive(calls: list[Node]) -> ContextCommit:
         return derive_with_summaries(
             before,
             calls,
@@ -313,7 +311,7 @@ def compact(
     nodes = [boundary]
     if text:
         nodes.append(
-            Call(
+            Node(
                 id=_node_id(store, session_id, head, record, now, "restore"),
                 seq=0,
                 created_at=now,
@@ -327,9 +325,7 @@ def compact(
     record = msgspec.structs.replace(record, tokens_after=tokens_after)
     nodes[0] = boundary = _with_record(boundary, record)
     _append(store, session_id, head, nodes)
-    commit = ensure_latest_commit(
-        session_id, None, now=now, store=store, config=pipeline, answer=answer
-    )
+    commit = make_commit(session_id, None, now=now, store=store, config=pipeline, answer=answer)
     result = CompactResult(
         session_id=session_id,
         boundary=boundary.id,
@@ -396,7 +392,7 @@ def _step_note(commit: ContextCommit, boundary_id: str) -> str:
     return ""
 
 
-def _with_record(boundary: Call, record: Compaction) -> Call:
+def _with_record(boundary: Node, record: Compaction) -> Node:
     return msgspec.structs.replace(
         boundary, metadata={**boundary.metadata, COMPACTION_KEY: record.to_metadata()}
     )
@@ -431,7 +427,7 @@ def _node_id(
     raise CompactionError(f"no free node id for the compaction at {head}", where=session_id)
 
 
-def _append(store: CommitStore, session_id: str, head: str, nodes: list[Call]) -> None:
+def _append(store: CommitStore, session_id: str, head: str, nodes: list[Node]) -> None:
     """Append the boundary (and restore) node at ``head`` in one transaction."""
     with store.transaction():
         now_head = store.get_session(session_id).head

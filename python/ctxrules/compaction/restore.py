@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..commit.items import item_for_call
-from ..model import Call, ContextCommit, content_text
+from ..model import ContextCommit, Node, content_text
 from ..quality.facts import todo_state
 from ..summarizers.facts import is_open
 from .types import Restored, RestoreLimits
@@ -57,11 +57,11 @@ MAX_FILE_BYTES = 2_000_000
 MIN_SECTION_TOKENS = 100
 
 
-def _args(call: Call) -> Mapping[str, Any]:
+def _args(call: Node) -> Mapping[str, Any]:
     return call.input if isinstance(call.input, Mapping) else {}
 
 
-def _read_path(call: Call) -> str | None:
+def _read_path(call: Node) -> str | None:
     """The file a read call read, or ``None``."""
     name = call.name.lower()
     keys = READ_TOOLS.get(name)
@@ -129,14 +129,14 @@ def _shown_full(kept: ContextCommit) -> set[str]:
 
 
 def _files(
-    branch: Sequence[Call],
+    branch: Sequence[Node],
     kept: ContextCommit,
     limits: RestoreLimits,
     working_directory: str | None,
     counter: Any,
 ) -> tuple[list[str], list[str], list[str], list[str]]:
     """The file sections, the paths restored, those read from disk and those skipped."""
-    latest: dict[str, Call] = {}
+    latest: dict[str, Node] = {}
     for call in branch:
         path = _read_path(call) if call.role == "tool" else None
         if path is not None:
@@ -172,7 +172,7 @@ def _files(
     return sections, paths, disk, skipped
 
 
-def _plan(branch: Sequence[Call]) -> list[str]:
+def _plan(branch: Sequence[Node]) -> list[str]:
     """The plan sections: the open todos of the latest todo state, the latest plan text."""
     out: list[str] = []
     todos = [(c, s) for c, s, _ in todo_state(branch).values() if is_open(s)]
@@ -188,7 +188,7 @@ def _plan(branch: Sequence[Call]) -> list[str]:
 
 
 def _skills(
-    branch: Sequence[Call], limits: RestoreLimits, counter: Any
+    branch: Sequence[Node], limits: RestoreLimits, counter: Any
 ) -> tuple[list[str], list[str]]:
     """The skill sections and names, most recently invoked first."""
     found: dict[str, str] = {}
@@ -235,7 +235,7 @@ def _deferred_tools(metadata: Mapping[str, Any]) -> list[str]:
 
 
 def compose_restore(
-    branch: Sequence[Call],
+    branch: Sequence[Node],
     kept: ContextCommit,
     *,
     metadata: Mapping[str, Any],

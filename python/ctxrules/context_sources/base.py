@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
@@ -10,13 +9,11 @@ from typing import Any, Protocol, runtime_checkable
 import msgspec
 
 from ..errors import ValidationError
+from ..limits import check_now
+from ..plugins import registry
 from .config import SourcesConfig
 
 __all__ = ["ContextSource", "SourceRequest", "context_source_names", "get_context_source"]
-
-# The span of times ``datetime`` can show: a date source must be able to name the day.
-_MIN_EPOCH = -62_135_596_800.0  # 0001-01-01T00:00:00Z
-_MAX_EPOCH = 253_402_300_799.0  # 9999-12-31T23:59:59Z
 
 
 class SourceRequest(msgspec.Struct, frozen=True, kw_only=True):
@@ -39,19 +36,7 @@ class SourceRequest(msgspec.Struct, frozen=True, kw_only=True):
     config: SourcesConfig = msgspec.field(default_factory=SourcesConfig)
 
     def __post_init__(self) -> None:
-        now = self.now
-        if (
-            isinstance(now, bool)
-            or not isinstance(now, (int, float))
-            or not math.isfinite(now)
-            or not _MIN_EPOCH <= now <= _MAX_EPOCH
-        ):
-            raise ValidationError(
-                "now must be a finite number of seconds since the epoch (years 1 to 9999), "
-                f"got {now!r}",
-                where="SourceRequest.now",
-                hint="pass now=time.time() for the current time",
-            )
+        check_now(self.now, where="SourceRequest.now")
         for field, path in (
             ("working_directory", self.working_directory),
             *(("added_directories", d) for d in self.added_directories),
@@ -89,7 +74,6 @@ class ContextSource(Protocol):
 
 def get_context_source(name: str) -> ContextSource:
     """The registered context source called ``name`` (``PluginError`` lists the known ones)."""
-    from ..plugins import registry
 
     source: ContextSource = registry("context_sources").get(name, ContextSource)
     return source
@@ -97,6 +81,5 @@ def get_context_source(name: str) -> ContextSource:
 
 def context_source_names() -> list[str]:
     """Names of the registered context sources, in registration order."""
-    from ..plugins import registry
 
     return registry("context_sources").names()

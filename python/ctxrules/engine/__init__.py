@@ -1,4 +1,5 @@
-"""The turn engine: what an agent calls on every turn (see ``ctxrules.engine.turn``).
+"""The turn engine: what an agent calls on every turn (see ``ctxrules.engine.turn``;
+its result types are in ``results``, its usage fusion in ``fusion``).
 
 ``Engine(store, EngineConfig(...))`` prepares each request of a session
 (``prepare`` → ``TurnPrep``: the provider body, the budget and level, the usage
@@ -24,15 +25,8 @@ from .attach_merge import (
 from .budget import LEVELS, Budget, Level, budget, output_reserve
 from .config import DEFAULT_OUTPUT_RESERVE, EngineConfig, Skill
 from .references import Reference, find_references
-from .turn import (
-    Engine,
-    Recorded,
-    SessionStats,
-    SystemPrompt,
-    TokenFigures,
-    ToolResult,
-    TurnPrep,
-)
+from .results import Recorded, SessionStats, SystemPrompt, TokenFigures, ToolResult, TurnPrep
+from .turn import Engine
 from .usage import Breakdown, Category, UsageRecord, breakdown
 
 __all__ = [

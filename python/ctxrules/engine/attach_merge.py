@@ -27,14 +27,16 @@ from typing import Any
 import msgspec
 
 from .. import dag
-from ..commit import Pipeline, ensure_latest_commit
+from ..commit import Pipeline, make_commit
 from ..commit.items import ATTACH_KEY, MERGE_KEY, attach_ref
 from ..commit.persist import clear_cache
 from ..config import PipelineConfig
 from ..errors import DagError, ValidationError
-from ..model import Call, ToolUseBlock
+from ..limits import check_now
+from ..model import Node, ToolUseBlock
 from ..store import CommitStore
-from .turn import Engine, Recorded, TurnPrep, _finite
+from .results import Recorded, TurnPrep
+from .turn import Engine
 
 __all__ = [
     "MERGED_KEY",
@@ -104,7 +106,7 @@ class MergeResult(msgspec.Struct, frozen=True, kw_only=True):
 # -- checks ------------------------------------------------------------------------------
 
 
-def _conversation_node(store: CommitStore, node_id: str) -> Call:
+def _conversation_node(store: CommitStore, node_id: str) -> Node:
     """The node a head shows through: a call (a tool node) is shown under its caller."""
     node = store.get_node(node_id)
     while node.caller is not None:
@@ -131,7 +133,7 @@ def _check_off_branch(store: CommitStore, session: str, head: str | None, source
     its predecessors): attaching it would show the same turns twice."""
     if head is None or not store.is_visible(session, source):
         return  # another session's node, not inherited: never on this branch
-    node: Call | None = store.get_node(head)
+    node: Node | None = store.get_node(head)
     while node is not None:
         if node.id == source:
             raise DagError(
@@ -180,7 +182,7 @@ def attach(
     locked: bool = False,
     config: PipelineConfig | Pipeline | None = None,
     now: float,
-) -> Call:
+) -> Node:
     """Stage an attach pointer at ``session``'s HEAD to ``source`` at ``head`` (a node id
     or unique prefix; default its HEAD); returns the pointer node.
 
@@ -194,22 +196,22 @@ def attach(
     ``head`` outside it or already on ``session``'s current branch, or a HEAD whose tool
     calls still wait for results.  Nothing is stored on error.
     """
-    now = _finite(now)
+    now = check_now(now)
     info = store.get_session(session)
     src, at = _source_head(store, source, head)
     _check_off_branch(store, info.id, info.head, at)
     _check_no_pending(store, info.id, info.head)
-    commit = ensure_latest_commit(src, at, now=now, store=store, config=config)
+    commit = make_commit(src, at, now=now, store=store, config=config)
     return _append_pointers(store, info.id, info.head, [(src, at, commit.id, locked)], now)[0]
 
 
 def _pointer(
     session: str, head: str, commit: str, locked: bool, *, predecessor: str | None, now: float
-) -> Call:
+) -> Node:
     metadata: dict[str, Any] = {ATTACH_KEY: {"session": session, "head": head, "commit": commit}}
     if locked:
         metadata["locked"] = True
-    return Call(
+    return Node(
         id=dag.new_id(),
         seq=0,
         created_at=now,
@@ -226,11 +228,11 @@ def _append_pointers(
     head: str | None,
     sources: Sequence[tuple[str, str, str, bool]],
     now: float,
-    then: Callable[[str | None], Call] | None = None,
-) -> list[Call]:
+    then: Callable[[str | None], Node] | None = None,
+) -> list[Node]:
     """Append one pointer per ``(session, head, commit, locked)`` at ``head`` (and the
     node ``then`` makes after them) in one transaction, refused if HEAD moved."""
-    out: list[Call] = []
+    out: list[Node] = []
     with store.transaction():
         now_head = store.get_session(session).head
         if now_head != head:
@@ -327,7 +329,7 @@ def merge(
     HEAD that moved meanwhile.  On these errors nothing is added to the history (the
     commits of the heads it read may be stored, as any read stores them).
     """
-    now = _finite(now)
+    now = check_now(now)
     if not isinstance(instruction, str) or not instruction.strip():
         raise ValidationError(
             "a merge needs an instruction (what to do with the peers' work)", where="instruction"
@@ -364,10 +366,10 @@ def _stage_and_prepare(
     now: float,
 ) -> MergeResult:
     store, pipeline = engine.store, engine.pipeline
-    before = ensure_latest_commit(target, head, now=now, store=store, config=pipeline)
+    before = make_commit(target, head, now=now, store=store, config=pipeline)
     peers: list[Peer] = []
     for k, (session, at) in enumerate(heads):
-        commit = ensure_latest_commit(session, at, now=now, store=store, config=pipeline)
+        commit = make_commit(session, at, now=now, store=store, config=pipeline)
         if f"attach:{commit.id}" in before.cursors:
             raise DagError(
                 f"the commit {commit.id} of peer {session} at {at} is attached in session "
@@ -387,8 +389,8 @@ def _stage_and_prepare(
         "peers": [{"session": p.session, "head": p.head, "commit": p.commit} for p in peers],
     }
 
-    def instruction_node(prev: str | None) -> Call:
-        return Call(
+    def instruction_node(prev: str | None) -> Node:
+        return Node(
             id=dag.new_id(),
             seq=0,
             created_at=now,
@@ -418,10 +420,10 @@ def _stage_and_prepare(
     )
 
 
-def _merge_turn(store: CommitStore, prep: TurnPrep) -> tuple[Call, list[Call]]:
+def _merge_turn(store: CommitStore, prep: TurnPrep) -> tuple[Node, list[Node]]:
     """The merge instruction ``prep`` was made for (at its head, or before the nodes
     appended after it in the same turn) and the pointers before it."""
-    node: Call | None = store.get_node(prep.head)
+    node: Node | None = store.get_node(prep.head)
     while node is not None and MERGE_KEY not in node.metadata:
         if node.role == "assistant" and node.caller is None:
             node = None
@@ -433,7 +435,7 @@ def _merge_turn(store: CommitStore, prep: TurnPrep) -> tuple[Call, list[Call]]:
             where=f"session {prep.session_id}",
             hint="pass the TurnPrep that merge() returned",
         )
-    pointers: list[Call] = []
+    pointers: list[Node] = []
     prev = store.get_node(node.predecessor) if node.predecessor else None
     while prev is not None and attach_ref(prev) is not None:
         pointers.append(prev)
@@ -464,14 +466,12 @@ def record_merge(engine: Engine, prep: TurnPrep, response: Any, *, now: float) -
     ``ValidationError`` (nothing recorded) if ``prep`` is not a merge turn's request or
     the answer is empty (``check_answer``).
     """
-    now = _finite(now)
+    now = check_now(now)
     store = engine.store
     node, pointers = _merge_turn(store, prep)
     check_answer(engine, response)
     recorded = engine.record(prep, response, now=now)
-    commit = ensure_latest_commit(
-        prep.session_id, node.id, now=now, store=store, config=engine.pipeline
-    )
+    commit = make_commit(prep.session_id, node.id, now=now, store=store, config=engine.pipeline)
     record = node.metadata[MERGE_KEY]
     peers = tuple(
         Peer(

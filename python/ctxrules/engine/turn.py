@@ -15,7 +15,7 @@ An agent author's loop::
 
 1. **references**: ``@path`` mentions in the input are read and attached to it;
 2. **history**: the input is appended to the graph and the commit at the new head is
-   made (``ensure_latest_commit``: the rules run; one traversal of the branch);
+   made (``make_commit``: the rules run; one traversal of the branch);
 3. **system prompt**: identity, skills, memory and the context sources (collected once
    per session and memoised, so the prefix stays byte-identical);
 4. **budget**: the window split four ways (system / tools / history / output reserve)
@@ -33,7 +33,6 @@ Everything takes the caller's ``now``: the engine never reads the clock.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -41,17 +40,17 @@ from typing import Any
 import msgspec
 
 from .. import dag
-from ..commit import Pipeline, ensure_latest_commit
+from ..commit import Pipeline, make_commit
 from ..compaction import CircuitBreaker, CompactResult, boundaries, compact, is_prompt_too_long
 from ..config import PipelineConfig
-from ..context_sources import SourceMemo, SourceRequest, SourceText
+from ..context_sources import SourceMemo, SourceRequest
 from ..errors import CompactionError, DagError, RenderError, ValidationError
-from ..model import Call, Content, ContextCommit, TextBlock, ToolSpec, ToolUseBlock
+from ..limits import check_now
+from ..model import Content, ContextCommit, Node, TextBlock, ToolSpec, ToolUseBlock
 from ..providers import (
     ModelProfile,
     Provider,
     RenderedRequest,
-    Usage,
     get_provider,
     model_in_family,
     resolve_model,
@@ -62,13 +61,15 @@ from ..render import (
     render,
     render_side_request,
 )
-from ..replay import Request, recorded_usage, render_defaults, request_for, session_tool_names
+from ..requests import Request, render_defaults, session_tool_names
 from ..situation import commit_situation
 from ..store import CommitStore
-from .budget import Budget, budget, output_reserve
+from .budget import budget, output_reserve
 from .config import EngineConfig
+from .fusion import UsageFusion, sent_count
 from .references import Reference, find_references, reference_block
-from .usage import Breakdown, UsageRecord, breakdown
+from .results import Recorded, SessionStats, SystemPrompt, TokenFigures, ToolResult, TurnPrep
+from .usage import UsageRecord, breakdown
 
 __all__ = [
     "Engine",
@@ -79,149 +80,6 @@ __all__ = [
     "ToolResult",
     "TurnPrep",
 ]
-
-#: How many nodes ``prepare`` walks back looking for the last measured request (usage
-#: fusion); sessions whose answers carry no usage stop there instead of at the root.
-MEASUREMENT_LOOKBACK = 64
-
-
-class ToolResult(msgspec.Struct, frozen=True):
-    """The result of a tool call the model asked for, handed back to ``prepare``."""
-
-    tool_use_id: str
-    output: Content = ""
-    is_error: bool = False
-
-
-class SystemPrompt(msgspec.Struct, frozen=True, kw_only=True):
-    """The system prompt of a request, by part (step 3).
-
-    ``identity``, ``skills`` and ``memory`` come from the engine's configuration (or, for
-    ``identity``, the session's recorded system prompt); ``sources`` are the context
-    sources' texts (memoised per session); ``situation`` is the L1 text (empty unless the
-    configuration asks for it).  ``texts`` is the session-constant layer in order.
-    """
-
-    identity: str = ""
-    skills: str = ""
-    memory: str = ""
-    sources: tuple[SourceText, ...] = ()
-    situation: str = ""
-
-    def texts(self) -> list[str]:
-        """The L0 texts, in the order they are sent (empty parts left out)."""
-        return [t for t in (self.identity, self.skills, self.memory) if t] + [
-            s.text for s in self.sources if s.text
-        ]
-
-
-class TokenFigures(msgspec.Struct, frozen=True, kw_only=True):
-    """Step 5: the local estimate of this request, the last measurement it is fused with.
-
-    ``estimate`` is our billed-prompt estimate of the body (``explain.input_tokens``);
-    ``measured`` the provider's count of the last measured request of this branch as
-    it was sent (``None``: none within reach; the billed prompt, or the vendor's
-    compaction step's when it compacted that request on its side) and
-    ``measured_estimate`` our estimate of that same request; ``fused`` =
-    ``measured + (estimate - measured_estimate)``, or ``estimate`` without a
-    measurement — the figure the budget uses.
-    """
-
-    estimate: int
-    fused: int
-    measured: int | None = None
-    measured_estimate: int | None = None
-    measured_node: str | None = None
-
-    @property
-    def calibration(self) -> float | None:
-        """``measured / measured_estimate`` of the last measured request, if any."""
-        if self.measured is None or not self.measured_estimate:
-            return None
-        return self.measured / self.measured_estimate
-
-
-class TurnPrep(msgspec.Struct, frozen=True, kw_only=True):
-    """Everything ``prepare`` made for one request; send ``body`` and ``record`` the answer.
-
-    ``head`` is the node the request is made at (the new user message, or the assistant
-    turn whose tool results it carries); ``appended`` the nodes this ``prepare`` added.
-    ``request`` is the rendered body (bytes as sent), ``commit`` what it carries,
-    ``system`` / ``tools`` its session-constant parts, ``budget`` the window split and
-    level, ``tokens`` the estimate and usage fusion, ``usage`` the usage record of the
-    session as this request leaves (``basis`` ``"estimated"``).  ``compaction`` is the
-    ``CompactResult`` of a compaction made before it (``None``: none);
-    ``compaction_error`` why an automatic compaction that was due did not happen (it
-    failed, or the circuit breaker is open: the request goes as it is); ``attempt``
-    counts the retries after prompt-too-long refusals (``retry_after_error``).
-    """
-
-    session_id: str
-    head: str
-    appended: tuple[str, ...]
-    provider: str
-    model: str
-    commit: ContextCommit
-    request: RenderedRequest
-    system: SystemPrompt
-    tools: tuple[ToolSpec, ...]
-    references: tuple[Reference, ...]
-    budget: Budget
-    tokens: TokenFigures
-    usage: UsageRecord
-    created_at: float
-    compaction: CompactResult | None = None
-    compaction_error: str = ""
-    attempt: int = 0
-
-    @property
-    def body(self) -> dict[str, Any]:
-        """The request body as a dict, for an SDK call (``client.messages.create(**body)``)."""
-        decoded: dict[str, Any] = json.loads(self.request.body)
-        return decoded
-
-    @property
-    def level(self) -> str:
-        """The budget level: ``ok``, ``warn``, ``compact`` or ``critical``."""
-        return self.budget.level
-
-
-class Recorded(msgspec.Struct, frozen=True, kw_only=True):
-    """What ``record`` stored: the answer node, the usage record it measured, and the tool
-    calls that now wait for results (hand them back with ``prepare(tool_results=…)``)."""
-
-    node: Call
-    usage: UsageRecord
-    tool_calls: tuple[ToolUseBlock, ...]
-    stop_reason: str = ""
-
-
-class SessionStats(msgspec.Struct, frozen=True, kw_only=True):
-    """A session's window occupancy now: the usage record, its breakdown, the budget and
-    level of the next request, and the compaction boundaries on the branch."""
-
-    session_id: str
-    head: str | None
-    provider: str
-    model: str
-    usage: UsageRecord
-    breakdown: Breakdown
-    budget: Budget
-    boundaries: tuple[dict[str, Any], ...] = ()
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-able data (what ``ctxrules stats --json`` prints)."""
-        return {
-            "session": self.session_id,
-            "head": self.head,
-            "provider": self.provider,
-            "model": self.model,
-            "usage": self.usage.as_dict(),
-            "level": self.budget.level,
-            "budget": msgspec.to_builtins(self.budget),
-            "breakdown": self.breakdown.as_dict(),
-            "compactions": list(self.boundaries),
-        }
 
 
 class _Composed(msgspec.Struct, frozen=True, kw_only=True):
@@ -237,7 +95,7 @@ class _Composed(msgspec.Struct, frozen=True, kw_only=True):
     tool_tokens: int
 
 
-class Engine:
+class Engine(UsageFusion):
     """Prepares requests and records responses for sessions of one store.
 
     ``pipeline`` is the rule configuration commits are made with (default:
@@ -280,7 +138,7 @@ class Engine:
         with the user's message).  ``RenderError`` when HEAD is the model's answer and no
         input is given (there is nothing to ask).  See the module docstring for the steps.
         """
-        now = _finite(now)
+        now = check_now(now)
         info = self.store.get_session(session)
         appended: list[str] = []
         refs: tuple[Reference, ...] = ()
@@ -335,7 +193,7 @@ class Engine:
         not help); ``CompactionError`` when the compaction failed or the session's
         circuit breaker is open after consecutive failures.
         """
-        now = _finite(now)
+        now = check_now(now)
         if not is_prompt_too_long(error, self.provider) or prep.attempt >= 1:
             raise error
         try:
@@ -358,7 +216,7 @@ class Engine:
     def record(self, prep: TurnPrep, response: Any, *, now: float) -> Recorded:
         """Append the model's answer to ``prep``'s request (a response body, JSON text, or
         the SDK's response object) with the provider's usage; HEAD moves to it."""
-        now = _finite(now)
+        now = check_now(now)
         parsed = self.provider.read_response(response)
         metadata: dict[str, Any] = {
             "request": {
@@ -392,7 +250,7 @@ class Engine:
                 prep.budget.window,
                 parsed.usage.prompt_tokens,
                 prep.tokens.estimate,
-                sent=_sent(parsed.usage),
+                sent=sent_count(parsed.usage),
             )
             if parsed.usage is not None and parsed.usage.prompt_tokens > 0
             else prep.usage
@@ -427,7 +285,7 @@ class Engine:
         only answers without usage follow that one) under the same model; otherwise the
         local estimate of what the next request at the head carries.
         """
-        now = _finite(now)
+        now = check_now(now)
         info = self.store.get_session(session)
         at = head if head is not None else info.head
         if at is None:
@@ -518,7 +376,7 @@ class Engine:
 
     def _append_user(
         self, session: str, user_input: Content, now: float
-    ) -> tuple[Call, tuple[Reference, ...]]:
+    ) -> tuple[Node, tuple[Reference, ...]]:
         refs: tuple[Reference, ...] = ()
         content = user_input
         metadata: dict[str, Any] = {}
@@ -661,9 +519,7 @@ class Engine:
 
     def _compose(self, session: str, head: str, now: float) -> _Composed:
         info = self.store.get_session(session)
-        commit = ensure_latest_commit(
-            session, head, now=now, store=self.store, config=self.pipeline
-        )
+        commit = make_commit(session, head, now=now, store=self.store, config=self.pipeline)
         system = self._system(session, commit, info.metadata, now)
         model, options = self._defaults(
             Request(session_id=session, commit=commit, situation="", sent_at=now)
@@ -739,84 +595,6 @@ class Engine:
             attempt=attempt,
         )
 
-    # -- measurements --------------------------------------------------------------------
-
-    def _request_estimate(self, session: str, answer: Call) -> int:
-        """Our estimate of the request that produced ``answer``: as recorded by ``record``,
-        else computed once (an imported answer) and remembered."""
-        req = answer.metadata.get("request")
-        if isinstance(req, Mapping) and isinstance(req.get("estimate"), int):
-            return int(req["estimate"])
-        if answer.id not in self._estimates:
-            request = request_for(self.store, session, answer.id, config=self.pipeline)
-            info = self.store.get_session(session)
-            model, options = self._defaults(request)
-            rendered = render(
-                request.commit,
-                self.provider,
-                model,
-                system=self._system(
-                    session, request.commit, info.metadata, request.sent_at
-                ).texts(),
-                **options,
-            )
-            self._estimates[answer.id] = estimate_request(rendered, self.provider).input_tokens
-        return self._estimates[answer.id]
-
-    def _last_measurement(self, session: str, head: str) -> tuple[Call, int] | None:
-        """The newest answer at or before ``head`` on its branch whose request the provider
-        measured, and that measurement (within ``MEASUREMENT_LOOKBACK`` nodes)."""
-        node: Call | None = self.store.get_node(head)
-        for _ in range(MEASUREMENT_LOOKBACK):
-            if node is None:
-                return None
-            if node.metadata.get("compaction") is not None:
-                return None  # what was measured before a compaction is not carried now
-            if node.role == "assistant" and node.caller is None:
-                usage = recorded_usage(self.provider, node.metadata.get("usage"))
-                if usage is not None and usage.prompt_tokens > 0:
-                    # Paired with our estimate of the request as sent: when the vendor
-                    # compacted it, its count of that request is the compaction step's.
-                    sent = _sent(usage)
-                    return node, sent if sent is not None else usage.prompt_tokens
-            node = self.store.get_node(node.predecessor) if node.predecessor else None
-        return None
-
-    def _fuse(self, session: str, head: str, estimate: int) -> TokenFigures:
-        found = self._last_measurement(session, head)
-        if found is None:
-            return TokenFigures(estimate=estimate, fused=estimate)
-        answer, billed = found
-        before = self._request_estimate(session, answer)
-        return TokenFigures(
-            estimate=estimate,
-            fused=max(0, billed + estimate - before),
-            measured=billed,
-            measured_estimate=before,
-            measured_node=answer.id,
-        )
-
-    def _measured_at(
-        self, session: str, head: str, model: str
-    ) -> tuple[int, int, int | None] | None:
-        """``(billed, our estimate, the vendor's count of the request as sent when it
-        compacted it)`` when ``head`` is still described by a measurement:
-        the head is an answer with usage under ``model``, or only answers without usage
-        follow the last one that had it, and no tool result came back since."""
-        node: Call | None = self.store.get_node(head)
-        if node is not None and self.store.children(node.id, session_id=session, edge="caller"):
-            return None  # tool results came back since: the next request carries them
-        while node is not None and node.role == "assistant" and node.caller is None:
-            usage = recorded_usage(self.provider, node.metadata.get("usage"))
-            if usage is not None and usage.prompt_tokens > 0:
-                if node.name and model and not _same_model(node.name, model):
-                    return None  # the model changed: the measurement says nothing now
-                return usage.prompt_tokens, self._request_estimate(session, node), _sent(usage)
-            if node.metadata.get("usage") is not None:
-                return None
-            node = self.store.get_node(node.predecessor) if node.predecessor else None
-        return None
-
     def _categories(self, composed: _Composed) -> dict[str, float]:
         """Local estimates per category of the request (scaled to the record later)."""
         prov, model = self.provider, composed.rendered.model
@@ -854,37 +632,13 @@ class Engine:
         ]
 
 
-def _sent(usage: Usage) -> int | None:
-    """The vendor's count of a request as it was sent, when the vendor compacted it on
-    its side (``Usage.compaction``); ``None`` otherwise (the billed prompt is that)."""
-    step = usage.compaction
-    return step.prompt_tokens if step is not None and step.prompt_tokens > 0 else None
-
-
-def _same_model(a: str, b: str) -> bool:
-    """Whether two model names name the same model (a dated id and its alias match)."""
-    return a == b or a.startswith(b + "-") or b.startswith(a + "-")
-
-
 def resolve_model_ok(provider: Provider, model: str) -> bool:
     """Whether ``model`` resolves for ``provider`` (a recorded name we can count) and is
     not a model of another family (``model_in_family``), which ``render`` refuses."""
-    if model_in_family(model, provider.family or provider.name) is False:
+    if model_in_family(model, provider.model_family) is False:
         return False
     try:
-        resolve_model(f"{provider.family or provider.name}:{model}")
+        provider.model_profile(model)
     except Exception:
         return False
     return True
-
-
-def _finite(now: object) -> float:
-    import math
-
-    if isinstance(now, bool) or not isinstance(now, (int, float)) or not math.isfinite(now):
-        raise ValidationError(
-            f"now must be a finite number of seconds since the epoch, got {now!r}",
-            where="now",
-            hint="pass now=time.time() for the current time",
-        )
-    return float(now)

@@ -12,13 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
 
 from ..errors import ImportFormatError
-from ..model import Call, ContentBlock, TextBlock
+from ..model import ContentBlock, Node, TextBlock
+from ._defaults import SYNTHETIC_MODELS
+from ._yaml_loader import yaml_line
 
 __all__ = [
     "ImportedSession",
@@ -59,7 +62,7 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     key: str
     source: str
     format: str
-    nodes: list[Call]
+    nodes: list[Node]
     head: str | None
     metadata: dict[str, Any] = {}
     origins: dict[str, int | str] = {}
@@ -87,12 +90,8 @@ def fail(
 
 def document_line(path: str, at: str) -> int | None:
     """The line where the element ``at`` starts in a JSON or YAML file (error path only)."""
-    from ._json import json_line
-
     line = json_line(path, at)
     if line is None and path.endswith((".yaml", ".yml")):
-        from ._yaml import yaml_line
-
         line = yaml_line(path, at)
     return line
 
@@ -308,7 +307,6 @@ class SessionBuilder:
     def first_model(self) -> str:
         """The model of the first assistant node that names one (in file order), ``""``
         if none does; a model Claude Code writes on messages it made itself is no model."""
-        from ._defaults import SYNTHETIC_MODELS
 
         named = [
             r
@@ -325,7 +323,7 @@ class SessionBuilder:
         self.stored.update(self.records)
 
     def build(self) -> ImportedSession:
-        """Freeze the records into ``Call``s, parents before children, else by ``pos``
+        """Freeze the records into ``Node``s, parents before children, else by ``pos``
         (the nodes ``mark_stored`` noted are left out).
 
         The session metadata gains ``model`` (``first_model``, unless the importer set
@@ -363,7 +361,7 @@ class SessionBuilder:
                 done.add(nid)
                 order.append(nid)
         stored = self.stored
-        nodes = [Call(**self.records[n].fields) for n in order if n not in stored]
+        nodes = [Node(**self.records[n].fields) for n in order if n not in stored]
         return ImportedSession(
             key=self.key,
             source=self.source,
@@ -378,3 +376,55 @@ class SessionBuilder:
             },
             id_seed=self.seed,
         )
+
+
+_PATH_STEP = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]")
+_WS = re.compile(r"[ \t\n\r]*")
+
+
+def json_line(path: str, at: str) -> int | None:
+    """The line where the element ``at`` (``key[3].other``) starts in a JSON file.
+
+    Only used on the error path, so it simply re-reads the file and hops over sibling
+    values with the stdlib decoder; ``None`` if the file is not such JSON.
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    dec = json.JSONDecoder()
+
+    def ws(i: int) -> int:
+        m = _WS.match(text, i)
+        return m.end() if m else i
+
+    pos = ws(0)
+    try:
+        for step in _PATH_STEP.finditer(at):
+            key, index = step.group(1), step.group(2)
+            if key is not None and text.startswith("{", pos):
+                pos = ws(pos + 1)
+                while not text.startswith("}", pos):
+                    name, end = dec.raw_decode(text, pos)
+                    pos = ws(ws(end) + 1)  # past the colon
+                    if name == key:
+                        break
+                    pos = ws(dec.raw_decode(text, pos)[1])
+                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
+                else:
+                    return None
+            elif index is not None and text.startswith("[", pos):
+                pos = ws(pos + 1)
+                for _ in range(int(index)):
+                    pos = ws(dec.raw_decode(text, pos)[1])
+                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
+            else:
+                return None  # not JSON of that shape (a YAML cassette, say)
+    except (ValueError, IndexError, RecursionError):
+        return None
+    return text.count("\n", 0, pos) + 1
+
+
+# A value closing at the end of a line and one opening on the next: outside a string
+# that is two values, and a JSON string cannot hold a raw newline.

@@ -36,7 +36,6 @@ __all__ = [
     "decode_json",
     "detached",
     "forget_json",
-    "json_line",
     "load_json",
     "loads_strict",
     "open_jsonl",
@@ -377,56 +376,6 @@ def load_json(path: str) -> Any:
     return value
 
 
-_PATH_STEP = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]")
-_WS = re.compile(r"[ \t\n\r]*")
-
-
-def json_line(path: str, at: str) -> int | None:
-    """The line where the element ``at`` (``key[3].other``) starts in a JSON file.
-
-    Only used on the error path, so it simply re-reads the file and hops over sibling
-    values with the stdlib decoder; ``None`` if the file is not such JSON.
-    """
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-    dec = json.JSONDecoder()
-
-    def ws(i: int) -> int:
-        m = _WS.match(text, i)
-        return m.end() if m else i
-
-    pos = ws(0)
-    try:
-        for step in _PATH_STEP.finditer(at):
-            key, index = step.group(1), step.group(2)
-            if key is not None and text.startswith("{", pos):
-                pos = ws(pos + 1)
-                while not text.startswith("}", pos):
-                    name, end = dec.raw_decode(text, pos)
-                    pos = ws(ws(end) + 1)  # past the colon
-                    if name == key:
-                        break
-                    pos = ws(dec.raw_decode(text, pos)[1])
-                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
-                else:
-                    return None
-            elif index is not None and text.startswith("[", pos):
-                pos = ws(pos + 1)
-                for _ in range(int(index)):
-                    pos = ws(dec.raw_decode(text, pos)[1])
-                    pos = ws(pos + 1) if text.startswith(",", pos) else pos
-            else:
-                return None  # not JSON of that shape (a YAML cassette, say)
-    except (ValueError, IndexError, RecursionError):
-        return None
-    return text.count("\n", 0, pos) + 1
-
-
-# A value closing at the end of a line and one opening on the next: outside a string
-# that is two values, and a JSON string cannot hold a raw newline.
 _TWO_VALUES = re.compile(rb"[}\]][ \t\r]*\n[ \t\r\n]*[{\[]")
 
 

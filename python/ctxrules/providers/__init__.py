@@ -10,6 +10,7 @@ is registered as ``ModelInfo`` through ``register_models`` and resolved by
 
 from __future__ import annotations
 
+from ..plugins import registry
 from .base import PromptTooLong, Provider, RenderedRequest, RequestOptions, SystemBlock, Usage
 from .models import (
     ModelInfo,
@@ -44,7 +45,6 @@ __all__ = [
 
 def get_provider(name: str) -> Provider:
     """The registered provider called ``name`` (``PluginError`` lists the known ones)."""
-    from ..plugins import registry
 
     provider: Provider = registry("providers").get(name, Provider)
     return provider
@@ -52,6 +52,5 @@ def get_provider(name: str) -> Provider:
 
 def provider_names() -> list[str]:
     """Names of the registered providers, in registration order."""
-    from ..plugins import registry
 
     return registry("providers").names()

@@ -21,8 +21,9 @@ from ..errors import PromptTooLongError, ProviderError, RenderError
 from ..model import Context, ContextCommit, ContextItem, ToolSpec
 from .cache import CachePrediction, predict_cache
 from .estimate import PromptEstimate, estimate_generic
-from .models import ModelProfile
+from .models import ModelProfile, resolve_model
 from .responses import ModelResponse, parse_response, response_dict
+from .usage import Usage
 
 __all__ = [
     "PromptTooLong",
@@ -32,33 +33,6 @@ __all__ = [
     "SystemBlock",
     "Usage",
 ]
-
-
-class Usage(msgspec.Struct, frozen=True, kw_only=True):
-    """One request's token usage in neutral terms.
-
-    ``input_tokens`` is the uncached remainder of the prompt (Anthropic's meaning), so
-    ``prompt_tokens`` = input + cache read + cache write on every vendor.
-    ``output_tokens`` includes reasoning tokens where the vendor bills them as output.
-
-    ``compaction`` is the vendor's own compaction step run inside this request, when
-    it reported one apart (Anthropic's ``usage.iterations`` of type ``compaction``,
-    summed): billed on top of the counts above, which are those of the answer itself,
-    read from the compacted prompt (the one the next request carries).  Its prompt is
-    the request as it was sent, before compaction, plus the vendor's summarising
-    instructions.
-    """
-
-    input_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    output_tokens: int = 0
-    compaction: Usage | None = None
-
-    @property
-    def prompt_tokens(self) -> int:
-        """The billed prompt size: what the model actually read."""
-        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
 
 class SystemBlock(msgspec.Struct, frozen=True):
@@ -160,6 +134,17 @@ class Provider:
     cache_rule: ClassVar[str] = "none"
     cache_step: ClassVar[int] = 1
     cache_min_tokens: ClassVar[int | None] = None
+
+    @property
+    def model_family(self) -> str:
+        """The family whose model names this provider sends: ``family``, else ``name``
+        (``openai-chat`` and ``openai-responses`` send ``openai`` models)."""
+        return self.family or self.name
+
+    def model_profile(self, model: str) -> ModelProfile:
+        """The profile of ``model`` as this provider sends it (``resolve_model`` of
+        ``"family:model"``)."""
+        return resolve_model(f"{self.model_family}:{model}")
 
     def endpoint(self, model: str) -> str:
         """The HTTP path the body is posted to."""

@@ -37,6 +37,7 @@ from typing import Any
 import msgspec
 
 from ..errors import ValidationError
+from ..tokenizers import get_tokenizer
 from .models import ModelProfile
 
 __all__ = [
@@ -153,7 +154,6 @@ class SegmentBuilder:
     def finish(self, profile: ModelProfile, prefix_tokens: int, **rules: Any) -> PromptEstimate:
         """Count every text in one batch and return the estimate; ``prefix_tokens`` lead
         the segments, ``rules`` are added to what the estimate states."""
-        from ..tokenizers import get_tokenizer
 
         if prefix_tokens < 0:
             raise ValidationError(

@@ -21,15 +21,14 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from ..errors import ProviderError, ValidationError
-
-if TYPE_CHECKING:
-    from ..plugins import Registry
-    from .base import Usage
+from ..plugins import Registry, registry
+from ..tokenizers import get_tokenizer
+from .usage import Usage
 
 __all__ = [
     "ModelInfo",
@@ -165,7 +164,6 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True):
         calibration, rounded."""
         if not texts:
             return 0
-        from ..tokenizers import get_tokenizer
 
         return round(sum(get_tokenizer(self.tokenizer).count_batch(texts)) * self.calibration)
 
@@ -213,7 +211,6 @@ def _table(reg: Registry) -> list[ModelInfo]:
 
 def model_entries() -> list[ModelInfo]:
     """Every registered ``ModelInfo``, in the order ``resolve_model`` consults them."""
-    from ..plugins import registry
 
     return list(_table(registry("models")))
 
@@ -230,7 +227,6 @@ def resolve_model(spec: str) -> ModelProfile:
     states it (see the module docstring); a spec for which no entry states the context
     window, output limit or tokenizer is an error naming what is missing.
     """
-    from ..plugins import registry
 
     if not isinstance(spec, str) or ":" not in spec:
         raise ProviderError(
@@ -275,7 +271,6 @@ def model_families(model: str) -> tuple[str, ...]:
     ``claude-sonnet-4-20250514``, ``("openai",)`` for ``gpt-4o``); empty for a name no
     table names (a custom or fine-tuned model).  A family pattern's wildcards are
     dropped (``openai*`` → ``openai``), in precedence order."""
-    from ..plugins import registry
 
     out: list[str] = []
     for pattern in _naming_families(registry("models"), model):
@@ -289,7 +284,6 @@ def model_in_family(model: str, family: str) -> bool | None:
     """Whether ``model`` belongs to the provider family ``family`` (``Provider.family``):
     ``True`` when that family's table names it, ``False`` when only other families'
     tables do, ``None`` when no table names it (a custom name: allowed anywhere)."""
-    from ..plugins import registry
 
     patterns = _naming_families(registry("models"), model)
     if not patterns:

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from ..errors import ProviderError
 from ..model import CompactionBlock, ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
-
-if TYPE_CHECKING:
-    from .base import Usage
+from .usage import Usage
 
 __all__ = [
     "ModelResponse",

@@ -21,14 +21,14 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from ..commit import Pipeline, derive_commit, ensure_latest_commit, load_commit
+from ..commit import Pipeline, derive_commit, load_commit, make_commit
 from ..commit.anchor import AnchorSkip
 from ..config import PipelineConfig
 from ..dag import branch_path
 from ..errors import CtxrulesError, NotFoundError
-from ..model import Call, ContextCommit
+from ..model import ContextCommit, Node
 from ..render import render
-from ..replay import Request, render_defaults
+from ..requests import Request, render_defaults
 from ..store import CommitStore
 from .facts import CATEGORIES, Fact, extract_facts
 from .text import request_text
@@ -92,8 +92,8 @@ def folded_node_ids(commit: ContextCommit) -> list[str]:
 
 def assess(
     commit: ContextCommit,
-    nodes: Mapping[str, Call],
-    branch: Sequence[Call],
+    nodes: Mapping[str, Node],
+    branch: Sequence[Node],
     *,
     body: bytes,
     baseline_tokens: int,
@@ -112,7 +112,7 @@ def assess(
     ``anchor_skip`` the pipeline's (which node is the task statement).
     Pure: the same inputs give the same report.
     """
-    folded: list[Call] = []
+    folded: list[Node] = []
     for node_id in folded_node_ids(commit):
         node = nodes.get(node_id)
         if node is None:
@@ -155,7 +155,7 @@ def assess(
 
 
 def baseline_tokens(
-    store: CommitStore, commit: ContextCommit, branch: Sequence[Call], pipeline: Pipeline
+    store: CommitStore, commit: ContextCommit, branch: Sequence[Node], pipeline: Pipeline
 ) -> int:
     """Tokens of ``branch`` with no rules, counted with ``pipeline``'s encoding: derived
     in memory (nothing is stored), attach pointers expanded from ``store``."""
@@ -191,15 +191,15 @@ def check_quality(
 ) -> QualityReport:
     """The quality report of the commit ``config`` makes at ``head`` (default HEAD).
 
-    The commit is found or made at ``now`` (``ensure_latest_commit``, so it is stored
+    The commit is found or made at ``now`` (``make_commit``, so it is stored
     like any other), rendered for ``provider`` as the session recorded its requests
-    (``ctxrules.replay.render_defaults``; ``model`` overrides), and assessed against the
+    (``ctxrules.requests.render_defaults``; ``model`` overrides), and assessed against the
     branch's original nodes.  The figures speak for the compaction the commit reached:
     check ``retained_ratio`` (a session that is not over its summarize threshold folds
     nothing, and only its task statement is checked).
     """
     pipeline = config if isinstance(config, Pipeline) else Pipeline.from_config(config)
-    commit = ensure_latest_commit(session, head, now=now, store=store, config=pipeline)
+    commit = make_commit(session, head, now=now, store=store, config=pipeline)
     branch = branch_path(store, commit.session_id, commit.head_node_id)
     nodes = {c.id: c for c in branch}
     for node_id in folded_node_ids(commit):

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import msgspec
 
 from ..commit.anchor import AnchorSkip, task_anchor
-from ..model import Call, TextBlock, ToolResultBlock, content_text
+from ..model import Node, TextBlock, ToolResultBlock, content_text
 from ..summarizers.facts import (
     MAX_FACT_CHARS,
     TODO_TOOLS,
@@ -69,7 +69,7 @@ class Fact(msgspec.Struct, frozen=True, kw_only=True):
     found: bool = False
 
 
-def _text(call: Call) -> str:
+def _text(call: Node) -> str:
     """What a user or assistant node said: its text blocks (no thinking, no tool calls)."""
     out = call.output
     if isinstance(out, str):
@@ -77,7 +77,7 @@ def _text(call: Call) -> str:
     return "\n".join(b.text for b in out if isinstance(b, TextBlock))
 
 
-def _tool_output(call: Call) -> tuple[str, bool]:
+def _tool_output(call: Node) -> tuple[str, bool]:
     """A tool node's result text and whether it failed."""
     failed = bool(call.metadata.get("is_error", False))
     out = call.output
@@ -100,7 +100,7 @@ class _Facts:
             self.items.append(Fact(category=category, kind=kind, text=text, node_id=node_id))
 
 
-def todo_state(branch: Sequence[Call]) -> Todos:
+def todo_state(branch: Sequence[Node]) -> Todos:
     """The todo list after every todo call of the branch (todo key → content, status,
     node id): a whole-list tool (``TodoWrite``) replaces it, item tools update one entry."""
     todos: Todos = {}
@@ -111,7 +111,7 @@ def todo_state(branch: Sequence[Call]) -> Todos:
 
 
 def extract_facts(
-    folded: Sequence[Call], branch: Sequence[Call], anchor_skip: AnchorSkip | None = None
+    folded: Sequence[Node], branch: Sequence[Node], anchor_skip: AnchorSkip | None = None
 ) -> list[Fact]:
     """The facts to look for: the task statement of ``branch`` (its task anchor under
     ``anchor_skip``, default every built-in skip kind) and the facts of the ``folded``

@@ -8,7 +8,7 @@ package would.  Which rules run, in which order and with which parameters comes 
 
 from __future__ import annotations
 
-from .base import Rule
+from ..ruleapi import Rule
 from .idle_clearing import CLEARED_PLACEHOLDER, IdleClearing
 from .result_cap import ResultCap
 from .summarize import Summarize

@@ -21,13 +21,9 @@ it is not idle yet.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from .base import Rule
-
-if TYPE_CHECKING:
-    from ..commit.context import RuleContext
-    from ..model import ContextCommit
+from ..ruleapi import ContextCommit, Rule, RuleContext
 
 __all__ = ["CLEARED_PLACEHOLDER", "IdleClearing"]
 

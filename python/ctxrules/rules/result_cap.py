@@ -10,14 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
+from ..ruleapi import ContextCommit, Rule, RuleContext
 from ._text import cut_middle
-from .base import Rule
-
-if TYPE_CHECKING:
-    from ..commit.context import RuleContext
-    from ..model import ContextCommit
 
 __all__ = ["ResultCap"]
 

@@ -49,30 +49,28 @@ compaction, and a commit left over ``threshold_tokens`` says why in its notes.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ..errors import ConfigError
-from ..model import ContextCommit, ContextItem, provider_compaction_start
+from ..model import provider_compaction_start
+from ..plugins import registry
+from ..ruleapi import (
+    COMPACTION_REASON,
+    FULL_COMPACTION_REASON,
+    ContextCommit,
+    ContextItem,
+    Rule,
+    RuleContext,
+    SummaryResult,
+)
 from ..summarizers.units import unit_end
-from .base import Rule
 from .tool_aging import is_turn
 
-if TYPE_CHECKING:
-    from ..commit.context import RuleContext
-    from ..summarizers.request import SummaryResult
-
-__all__ = ["COMPACTION_REASON", "FULL_COMPACTION_REASON", "Summarize"]
+__all__ = ["Summarize"]
 
 #: Cursors (item positions) of the last run whose summary was not shorter than it.
 _FAILED_START = "summarize.failed_start"
 _FAILED_END = "summarize.failed_end"
-#: How the fold reason of a compaction starts (``ctxrules.commit.boundary`` makes them):
-#: a compaction is an event the user or the engine asked for, not this rule's doing, so
-#: its folds are outside this rule's promise about the kept tail.
-COMPACTION_REASON = "compaction:"
-#: How the fold reason of a full compaction starts: the one fold allowed to merge
-#: earlier summaries.
-FULL_COMPACTION_REASON = COMPACTION_REASON + "full:"
 
 
 def _past(items: Sequence[ContextItem], p: int) -> int:
@@ -114,7 +112,6 @@ class Summarize(Rule):
             raise self.bad("summary_budget_tokens", "must be >= 16")
         if self.timeout_seconds < 0:
             raise self.bad("timeout_seconds", "must be >= 0 (0: no time limit)")
-        from ..plugins import registry
 
         known = registry("summarizers")
         if self.summarizer not in known:

@@ -25,14 +25,10 @@ aged or cleared (an attach block shows its source commit's states as they were).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from ..model import ContextCommit, ContextItem
+from ..ruleapi import ContextCommit, ContextItem, Rule, RuleContext
 from ._text import cut_end, cut_middle, one_line
-from .base import Rule
-
-if TYPE_CHECKING:
-    from ..commit.context import RuleContext
 
 __all__ = ["DEFAULT_PROTECTED_TOOLS", "ToolAging", "is_turn"]
 

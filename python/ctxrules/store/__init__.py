@@ -132,6 +132,7 @@ def open_store(
 
 def _open_postgres(url: str, *, busy_timeout: float | None, create: bool) -> CommitStore:
     try:
+        # deferred: psycopg is the optional extra ctxrules[postgresql]
         from .postgres import PostgresStore
     except ImportError as exc:  # the driver is an optional dependency
         raise StoreError(

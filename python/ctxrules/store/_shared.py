@@ -15,7 +15,7 @@ import msgspec
 
 from ..errors import AgentRunActiveError, DagError, NotFoundError, StoreError, ValidationError
 from ..limits import check_node
-from ..model import Call
+from ..model import Node
 from .base import CommitRow, RunInfo
 
 __all__ = [
@@ -37,21 +37,21 @@ __all__ = [
     "unknown_keys",
 ]
 
-_json_decoder = msgspec.json.Decoder(Call)
+_json_decoder = msgspec.json.Decoder(Node)
 
 
-def decode_node(body: bytes) -> Call:
+def decode_node(body: bytes) -> Node:
     """A node from its stored JSON body."""
     return _json_decoder.decode(body)
 
 
-def node_body(stored: Call) -> bytes:
+def node_body(stored: Node) -> bytes:
     """The JSON body a backend stores for a node; ``ValidationError`` if it is not
     storable (``limits.check_node``: the one write check of every backend)."""
     return check_node(stored)
 
 
-def continuing(call: Call, head: str | None) -> Call:
+def continuing(call: Node, head: str | None) -> Node:
     """``call`` appended at HEAD: its predecessor is ``head``; a call with a caller cannot
     continue HEAD (``DagError``)."""
     if call.caller is not None:
@@ -62,7 +62,7 @@ def continuing(call: Call, head: str | None) -> Call:
     return msgspec.structs.replace(call, predecessor=head)
 
 
-def check_edges(session_id: str, call: Call, visible: Callable[[str], bool]) -> None:
+def check_edges(session_id: str, call: Node, visible: Callable[[str], bool]) -> None:
     """``DagError`` unless both edges of ``call`` name nodes ``visible`` accepts."""
     for edge in (call.predecessor, call.caller):
         if edge is not None and not visible(edge):
@@ -74,7 +74,7 @@ def check_edges(session_id: str, call: Call, visible: Callable[[str], bool]) -> 
 
 
 def check_reads(
-    call: Call, exists: Callable[[str], bool], batch: Collection[str] = frozenset()
+    call: Node, exists: Callable[[str], bool], batch: Collection[str] = frozenset()
 ) -> None:
     """``DagError`` unless every id in ``call.reads`` is stored (or earlier in ``batch``)."""
     for rid in call.reads:

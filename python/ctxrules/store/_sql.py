@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..errors import DagError, StoreError
-from ..model import Call
+from ..model import Node
 from ._shared import (
     check_edges,
     check_reads,
@@ -82,7 +82,7 @@ def resolve_busy_timeout(value: float | None = None) -> float:
     return float(value)
 
 
-def _node_row(stored: Call) -> tuple[Any, ...]:
+def _node_row(stored: Node) -> tuple[Any, ...]:
     """The ``nodes`` row of a node (``node_body`` checks it would read back)."""
     return (
         stored.id,
@@ -195,7 +195,7 @@ class SQLStore(GuardAndKv, Commits):
                 self._set_head(conn, sid, head)
             return _session(self._session_row(sid))
 
-    def _insert_batch(self, conn: Any, sid: str, first_seq: int, nodes: Sequence[Call]) -> None:
+    def _insert_batch(self, conn: Any, sid: str, first_seq: int, nodes: Sequence[Node]) -> None:
         seen: set[str] = set()
         rows = []
         for offset, call in enumerate(nodes):
@@ -289,8 +289,8 @@ class SQLStore(GuardAndKv, Commits):
         return "(" + " OR ".join(parts or ["1 = 0"]) + ")", args
 
     def append(
-        self, session_id: str, call: Call, *, at_head: bool = False, set_head: bool = False
-    ) -> Call:
+        self, session_id: str, call: Node, *, at_head: bool = False, set_head: bool = False
+    ) -> Node:
         """Append one node; ``seq`` and, with ``at_head``, the predecessor are set here."""
         with self.transaction() as conn:
             row = conn.execute(
@@ -317,14 +317,14 @@ class SQLStore(GuardAndKv, Commits):
             )
             return stored
 
-    def get_node(self, node_id: str) -> Call:
+    def get_node(self, node_id: str) -> Node:
         """A node by id; ``NotFoundError`` if unknown."""
         row = self._conn.execute("SELECT body FROM nodes WHERE id = ?", (node_id,)).fetchone()
         if row is None:
             raise not_found("node", node_id, self.location)
         return decode_node(row[0])
 
-    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
+    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Node]:
         """The session's nodes in ``seq`` order; ``inherited`` adds a fork's base nodes."""
         self._session_row(session_id)
         if inherited:
@@ -336,7 +336,7 @@ class SQLStore(GuardAndKv, Commits):
         ).fetchall()
         return [decode_node(r[0]) for r in rows]
 
-    def iter_nodes(self, session_id: str) -> Iterator[Call]:
+    def iter_nodes(self, session_id: str) -> Iterator[Node]:
         """The session's own nodes in ``seq`` order, streamed a page at a time."""
         after = 0
         while True:
@@ -351,7 +351,7 @@ class SQLStore(GuardAndKv, Commits):
                 return
             after = rows[-1][0]
 
-    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
+    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Node]:
         """Visible nodes whose ``edge`` is ``node_id``, in ``seq`` order."""
         if edge not in ("predecessor", "caller"):
             raise StoreError(f"unknown edge {edge!r}", hint="use 'predecessor' or 'caller'")

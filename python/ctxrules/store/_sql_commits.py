@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 from types import EllipsisType
 from typing import Any
 
-from ..model import Call
+from ..model import Node
 from ._shared import (
     check_commit_row,
     check_same_commit,
@@ -139,7 +139,7 @@ class Commits:
         ).fetchall()
         return [_row(r) for r in rows]
 
-    def calls_since(self, session_id: str, seq: int) -> list[Call]:
+    def calls_since(self, session_id: str, seq: int) -> list[Node]:
         """The session's own caller-children above ``seq`` (an indexed range scan)."""
         rows = self._conn.execute(
             "SELECT body FROM nodes WHERE session_id = ? AND seq > ? AND caller IS NOT NULL "

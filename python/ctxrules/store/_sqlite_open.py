@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from ..errors import StoreError
+from .migrations import apply_pending
 
 __all__ = ["APPLICATION_ID", "create_store_file", "inspect_store_file", "write_lock_holder"]
 
@@ -101,7 +102,6 @@ def create_store_file(path: Path) -> None:
     which is synced, then hard-linked to ``path``; if another process linked its store
     there first, that one is kept.
     """
-    from .migrations import apply_pending
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.new")
     try:
@@ -165,6 +165,7 @@ def write_lock_holder(path: str) -> str | None:
     told (Linux, a holder on this host); ``None`` otherwise."""
     if not sys.platform.startswith("linux"):
         return None
+    # deferred: fcntl exists on POSIX only
     import fcntl
 
     try:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_che
 
 import msgspec
 
-from ..model import Call
+from ..model import Node
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing.Unpack needs Python 3.11
@@ -77,7 +77,7 @@ class NewSession(TypedDict, total=False):
     metadata: dict[str, Any] | None
     base_session: str | None
     base_node: str | None
-    nodes: Sequence[Call]
+    nodes: Sequence[Node]
     head: str | None
 
 
@@ -127,8 +127,8 @@ class Store(Protocol):
 
     # -- nodes -----------------------------------------------------------------------
     def append(
-        self, session_id: str, call: Call, *, at_head: bool = False, set_head: bool = False
-    ) -> Call:
+        self, session_id: str, call: Node, *, at_head: bool = False, set_head: bool = False
+    ) -> Node:
         """Append a node, assigning ``seq`` (and ``session_id``) atomically; returns it.
 
         With ``at_head`` the node's predecessor becomes the HEAD read inside the same
@@ -136,16 +136,16 @@ class Store(Protocol):
         touching the edges.  Edges must name nodes visible in the session.
         """
 
-    def get_node(self, node_id: str) -> Call:
+    def get_node(self, node_id: str) -> Node:
         """A node by id; ``NotFoundError`` if unknown."""
 
-    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
+    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Node]:
         """The session's nodes in ``seq`` order (with ``inherited``, a fork's base nodes too)."""
 
-    def iter_nodes(self, session_id: str) -> Iterator[Call]:
+    def iter_nodes(self, session_id: str) -> Iterator[Node]:
         """The session's own nodes in ``seq`` order, streamed."""
 
-    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
+    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Node]:
         """Nodes visible in ``session_id`` whose ``edge`` names ``node_id``, in ``seq`` order."""
 
     def is_visible(self, session_id: str, node_id: str) -> bool:
@@ -229,6 +229,6 @@ class CommitStore(Store, Protocol):
     def session_commits(self, session_id: str) -> list[CommitRow]:
         """The session's commits in the order they were stored."""
 
-    def calls_since(self, session_id: str, seq: int) -> list[Call]:
+    def calls_since(self, session_id: str, seq: int) -> list[Node]:
         """The session's own caller-children (nodes with a ``caller``) with ``seq`` above
         ``seq``, in ``seq`` order."""

@@ -25,7 +25,7 @@ from typing import Any
 import msgspec
 
 from ..errors import NotFoundError, StoreError
-from ..model import Call
+from ..model import Node
 from .base import CommitRow, CommitStore, SessionInfo
 
 __all__ = ["CopyReport", "copy_store"]
@@ -97,7 +97,7 @@ class _Copy:
         self.nodes_copied = self.commits_copied = self.created = 0
 
     # -- checks (read only) ------------------------------------------------------------
-    def check_session(self, s: SessionInfo, nodes: list[Call]) -> None:
+    def check_session(self, s: SessionInfo, nodes: list[Node]) -> None:
         """Note in ``have`` how many of ``s``'s nodes the destination has (``None``: not
         the session); ``StoreError`` if what it has differs or the rest cannot be added
         as they are in the source."""
@@ -196,7 +196,7 @@ class _Copy:
         self._sync_state(s)
         tick()
 
-    def _append(self, sid: str, nodes: list[Call]) -> None:
+    def _append(self, sid: str, nodes: list[Node]) -> None:
         with self.dst.transaction():
             for n in nodes:
                 stored = self.dst.append(sid, n)

@@ -3,7 +3,7 @@ workers and tests.
 
 It accepts and refuses exactly what the SQLite store does (the checks are shared,
 ``_shared``), keeps node bodies as the same JSON bytes (a read returns a fresh
-``Call``, never an object another caller holds) and its transactions are all or
+``Node``, never an object another caller holds) and its transactions are all or
 nothing: every write records how to undo itself, and a failed transaction undoes them
 in reverse.  One lock serialises writers and readers of the same data, across threads.
 Nothing survives the process.
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..errors import DagError, StoreError
-from ..model import Call
+from ..model import Node
 from ._shared import (
     check_commit_row,
     check_edges,
@@ -277,7 +277,7 @@ class MemoryStore:
         row = self._d.sessions.get(sid)
         return None if row is None else (row.info.base_session, row.info.base_seq)
 
-    def _insert(self, sid: str, call: Call, taken: str) -> Call:
+    def _insert(self, sid: str, call: Node, taken: str) -> Node:
         """Store ``call`` as the session's next node (edges checked by the caller);
         ``taken`` is the error message if its id is stored already."""
         d = self._d
@@ -307,8 +307,8 @@ class MemoryStore:
         return stored
 
     def append(
-        self, session_id: str, call: Call, *, at_head: bool = False, set_head: bool = False
-    ) -> Call:
+        self, session_id: str, call: Node, *, at_head: bool = False, set_head: bool = False
+    ) -> Node:
         """Append one node; ``seq`` and, with ``at_head``, the predecessor are set here."""
         with self.transaction():
             head = self._session(session_id).info.head
@@ -323,10 +323,10 @@ class MemoryStore:
                 self._put_session(session_id, replace(row, info=info))
             return stored
 
-    def _node(self, node_id: str) -> Call:
+    def _node(self, node_id: str) -> Node:
         return decode_node(self._d.nodes[node_id].body)
 
-    def get_node(self, node_id: str) -> Call:
+    def get_node(self, node_id: str) -> Node:
         """A node by id; ``NotFoundError`` if unknown."""
         with self._d.lock:
             if node_id not in self._d.nodes:
@@ -343,21 +343,21 @@ class MemoryStore:
         ]
         return sorted(ids, key=lambda i: nodes[i].seq)
 
-    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Call]:
+    def nodes(self, session_id: str, *, inherited: bool = False) -> list[Node]:
         """The session's nodes in ``seq`` order; ``inherited`` adds a fork's base nodes."""
         with self._d.lock:
             self._session(session_id)
             ids = self._visible_ids(session_id) if inherited else self._d.own.get(session_id, [])
             return [self._node(i) for i in ids]
 
-    def iter_nodes(self, session_id: str) -> Iterator[Call]:
+    def iter_nodes(self, session_id: str) -> Iterator[Node]:
         """The session's own nodes in ``seq`` order."""
         with self._d.lock:
             ids = list(self._d.own.get(session_id, []))
         for i in ids:
             yield self.get_node(i)
 
-    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Call]:
+    def children(self, node_id: str, *, session_id: str, edge: Edge) -> list[Node]:
         """Visible nodes whose ``edge`` is ``node_id``, in ``seq`` order."""
         if edge not in ("predecessor", "caller"):
             raise StoreError(f"unknown edge {edge!r}", hint="use 'predecessor' or 'caller'")
@@ -478,7 +478,7 @@ class MemoryStore:
         with self._d.lock:
             return [r for r in self._d.commits.values() if r.session_id == session_id]
 
-    def calls_since(self, session_id: str, seq: int) -> list[Call]:
+    def calls_since(self, session_id: str, seq: int) -> list[Node]:
         """The session's own caller-children above ``seq``, in ``seq`` order."""
         with self._d.lock:
             out = []

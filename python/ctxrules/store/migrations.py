@@ -167,7 +167,7 @@ def apply_pending(conn: sqlite3.Connection, location: str) -> list[int]:
 
 # The tables and indexes of versions 1 and 2, in SQLite's words; the PostgreSQL store
 # runs the same statements with its own types (``_pg_schema``), so both hold one schema.
-# Node rows keep the edges as columns (for the child lookups) and the whole Call as
+# Node rows keep the edges as columns (for the child lookups) and the whole Node as
 # JSON in ``body``: the JSON is the permanent original, the columns an index.
 HISTORY_GRAPH_TABLES = (
     """CREATE TABLE sessions (

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from ..model import ContextItem
+from ..plugins import registry
 from .extractive import ExtractiveSummarizer
 from .request import (
     SummaryRequest,
@@ -74,7 +75,6 @@ class Summarizer(Protocol):
 
 def get_summarizer(name: str = "extractive") -> Summarizer:
     """The registered summarizer called ``name``."""
-    from ..plugins import registry
 
     obj: Summarizer = registry("summarizers").get(name)
     return obj

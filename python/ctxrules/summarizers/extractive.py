@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from ..model import ContextItem
+from ..tokenizers import count
 from .facts import (
     Todos,
     argument_facts,
@@ -240,7 +241,6 @@ class ExtractiveSummarizer:
     ) -> str:
         """The summary of ``items`` in about ``budget`` tokens (see the module docstring);
         ``instructions`` lead it as a ``Focus:`` line."""
-        from ..tokenizers import count
 
         limit = max(_MIN_CHARS, budget * 4)
         run = _Run()

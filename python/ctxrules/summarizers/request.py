@@ -41,8 +41,10 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ConfigError, PluginError, PluginWarning, PromptTooLongError
+from ..errors import ConfigError, CtxrulesError, PluginError, PluginWarning, PromptTooLongError
 from ..model import ContextItem
+from ..plugins import registry
+from ..tokenizers import count
 from .units import units
 
 __all__ = [
@@ -165,9 +167,6 @@ def run_summarizer(
     folds nothing.
     """
     if summarizer is None:
-        from ..errors import CtxrulesError
-        from ..plugins import registry
-
         try:
             summarizer = registry("summarizers").get(request.summarizer)
         except CtxrulesError as exc:  # not installed: no retry will change that
@@ -205,7 +204,6 @@ def run_summarizer(
 def _summary_item(text: str) -> ContextItem:
     """The summary so far as the next chunk's first item: a ``summary`` item, as a
     previous fold leaves one, counted with the default tokenizer."""
-    from ..tokenizers import count
 
     return ContextItem(
         source_node_id="sm_chunk",

@@ -19,6 +19,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import _core
 from ..errors import TokenizerError
+from ..plugins import registry
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -143,6 +144,7 @@ class TiktokenTokenizer:
         """The underlying ``tiktoken.Encoding``, built on first use (~0.5 s) and then
         shared by the process (``build_encoding`` is cached), so registering the oracle
         costs nothing until it counts."""
+        # deferred: tiktoken (the oracle) loads its own ranks, tens of ms, only when asked for
         from ._tiktoken import build_encoding
 
         return build_encoding(self.encoding)
@@ -181,7 +183,6 @@ def get_tokenizer(name: str = DEFAULT_ENCODING) -> Tokenizer:
     Unknown names raise ``PluginError`` listing the known ones.  For the tokenizer of
     a model use ``ctxrules.providers.resolve_model(spec).tokenizer``.
     """
-    from ..plugins import registry
 
     tok: Tokenizer = registry("tokenizers").get(name)
     return tok

@@ -2,7 +2,7 @@
 
 The pattern strings and special tokens are facts from tiktoken's published encoding
 definitions (``tiktoken_ext/openai_public.py`` of tiktoken 0.14, the version we pin;
-``tests/test_tokenizers.py`` compares them with the installed tiktoken's own, without
+``tests/tokenizers/test_tokenizers.py`` compares them with the installed tiktoken's own, without
 downloading).  The mergeable ranks are the very bytes the Rust core counts with, and
 equal the official rank files (the test checks their published sha256).
 """
@@ -51,6 +51,7 @@ _SPECS = {
 @functools.cache
 def build_encoding(name: str):  # type: ignore[no-untyped-def]
     """Return a ``tiktoken.Encoding`` for ``name`` built with no network access."""
+    # deferred: tiktoken (the oracle) loads its own ranks, tens of ms, only when asked for
     import tiktoken
 
     if name not in _SPECS:

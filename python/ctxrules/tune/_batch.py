@@ -24,6 +24,7 @@ from typing import Any
 from ..batch import ReplayOptions, is_store, open_sources, rerender
 from ..batch.session import check_options
 from ..config import PipelineConfig
+from ..importers import import_paths
 from ..store import MEMORY_PREFIX, open_store
 from ..store.memory import forget
 from .results import SessionMetrics
@@ -57,8 +58,6 @@ def opened(sources: Sequence[str]) -> Iterator[Inputs]:
     name = f"tune-{uuid.uuid4().hex}"
     try:
         if transcripts:
-            from ..importers import import_paths
-
             memory = open_store(MEMORY_PREFIX + name)
             try:
                 import_paths(memory, transcripts)

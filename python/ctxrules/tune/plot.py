@@ -18,12 +18,27 @@ from typing import Any
 
 from .sweep import TuneResult
 
-__all__ = ["plot_frontier", "plot_sweep"]
+__all__ = ["PLOT_HINT", "available", "plot_frontier", "plot_sweep"]
+
+#: What to do when matplotlib is missing (``available()`` is False).
+PLOT_HINT = "install the plots with: pip install 'ctxrules[plot]'"
+
+
+def available() -> bool:
+    """Whether matplotlib, the optional extra ``ctxrules[plot]``, can be imported."""
+    try:
+        # deferred: matplotlib is the optional extra ctxrules[plot]
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
 
 _AXIS = {"cost": "cost (USD)", "tokens": "prompt tokens sent"}
 
 
 def _figure(width: float, height: float) -> Any:
+    # deferred: matplotlib is the optional extra ctxrules[plot]
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

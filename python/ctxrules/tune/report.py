@@ -6,7 +6,8 @@
   figures, the frontier, the chosen setting and its TOML);
 * ``results.csv`` — one row per setting: its parameter values, the figures, and
   whether it is on the frontier, chosen, the default, dropped by halving, cached;
-* ``frontier.png`` and ``sweep.png`` (``ctxrules.tune.plot``);
+* ``frontier.png`` and ``sweep.png`` (``ctxrules.tune.plot``; only with matplotlib, the
+  optional extra ``ctxrules[plot]``);
 * ``chosen.toml`` — the chosen configuration, for ``--config`` (when one was chosen).
 """
 
@@ -20,6 +21,7 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from . import plot
 from .results import OBJECTIVES, SettingResult
 from .sweep import TuneResult
 
@@ -95,9 +97,8 @@ def _cell(value: Any) -> Any:
 
 def write_report(result: TuneResult, out: str | Path) -> dict[str, Path]:
     """Write the files listed in the module docstring into ``out`` (created if
-    missing); returns them by name."""
-    from .plot import plot_frontier, plot_sweep
-
+    missing); returns them by name.  Without matplotlib (the optional extra
+    ``ctxrules[plot]``) the plots are left out and everything else is written."""
     folder = Path(out)
     folder.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -111,8 +112,9 @@ def write_report(result: TuneResult, out: str | Path) -> dict[str, Path]:
         writer.writeheader()
         writer.writerows(table)
     written["csv"] = path
-    written["frontier"] = plot_frontier(result, folder / "frontier.png")
-    written["sweep"] = plot_sweep(result, folder / "sweep.png")
+    if plot.available():
+        written["frontier"] = plot.plot_frontier(result, folder / "frontier.png")
+        written["sweep"] = plot.plot_sweep(result, folder / "sweep.png")
     if result.toml:
         path = folder / "chosen.toml"
         path.write_text(result.toml, encoding="utf-8")

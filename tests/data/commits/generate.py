@@ -4,7 +4,7 @@ The seeds are real commits (the corpus imported and committed under several pres
 cut to at most ``MAX_SEED`` bytes at an item boundary) plus hand-made commits for the
 shapes the corpus lacks (images, thinking, summaries, attach blocks, repeated and
 missing call ids, hostile text, provider compaction blocks).  They feed the byte-equality test
-(tests/test_core_bytes.py) and the fuzzers (rust/tests/fuzz_commits.rs, fuzz/).
+(tests/core/test_bytes.py) and the fuzzers (rust/tests/fuzz_commits.rs, fuzz/).
 
 ``golden.json`` holds, for every seed × option set × wire (and the neutral context),
 the SHA-256 of the bytes a given build of the core rendered, and the diff of seed
@@ -73,7 +73,7 @@ CONTEXT_OPTIONS: list[dict] = [{}, {"system": _SYSTEM}]
 
 
 def _corpus_commits() -> list[tuple[str, object]]:
-    from ctxrules.commit import Pipeline, ensure_latest_commit
+    from ctxrules.commit import Pipeline, make_commit
     from ctxrules.config import PipelineConfig
     from ctxrules.importers import import_paths
     from ctxrules.store import open_store
@@ -92,7 +92,7 @@ def _corpus_commits() -> list[tuple[str, object]]:
                     continue
             for preset in PRESETS:
                 config = Pipeline.from_config(PipelineConfig.preset(preset))
-                c = ensure_latest_commit(r.id, store=store, now=1e9, config=config)
+                c = make_commit(r.id, store=store, now=1e9, config=config)
                 out.append((f"{source}-{r.id[-6:]}-{preset}", c))
     return out
 

@@ -1,0 +1,131 @@
+"""Usage fusion: the provider's measurement of the last request on a branch, paired with
+our estimate of that same request, so the next request's figure is ``measured + (our
+estimate now − our estimate then)`` (step 5 of ``prepare``).
+
+``UsageFusion`` is the part of ``Engine`` that finds measurements and the estimates
+they pair with; it uses the engine's store, provider, pipeline and system prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..commit import Pipeline
+from ..model import Node
+from ..providers import Provider, Usage
+from ..render import estimate_request, render
+from ..requests import recorded_usage, request_for
+from ..store import CommitStore
+from .results import TokenFigures
+
+__all__ = ["MEASUREMENT_LOOKBACK", "UsageFusion", "same_model", "sent_count"]
+
+#: How many nodes ``prepare`` walks back looking for the last measured request (usage
+#: fusion); sessions whose answers carry no usage stop there instead of at the root.
+MEASUREMENT_LOOKBACK = 64
+
+
+class UsageFusion:
+    """The engine's measurements: the last measured request on a branch, our estimate of
+    it (recorded with the request, else computed once and remembered), and the fused
+    figure of a new request."""
+
+    store: CommitStore
+    provider: Provider
+    pipeline: Pipeline
+    _estimates: dict[str, int]
+
+    def _defaults(self, request: Any) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _system(self, session: str, commit: Any, metadata: Any, now: float) -> Any:
+        raise NotImplementedError
+
+    def _request_estimate(self, session: str, answer: Node) -> int:
+        """Our estimate of the request that produced ``answer``: as recorded by ``record``,
+        else computed once (an imported answer) and remembered."""
+        req = answer.metadata.get("request")
+        if isinstance(req, Mapping) and isinstance(req.get("estimate"), int):
+            return int(req["estimate"])
+        if answer.id not in self._estimates:
+            request = request_for(self.store, session, answer.id, config=self.pipeline)
+            info = self.store.get_session(session)
+            model, options = self._defaults(request)
+            rendered = render(
+                request.commit,
+                self.provider,
+                model,
+                system=self._system(
+                    session, request.commit, info.metadata, request.sent_at
+                ).texts(),
+                **options,
+            )
+            self._estimates[answer.id] = estimate_request(rendered, self.provider).input_tokens
+        return self._estimates[answer.id]
+
+    def _last_measurement(self, session: str, head: str) -> tuple[Node, int] | None:
+        """The newest answer at or before ``head`` on its branch whose request the provider
+        measured, and that measurement (within ``MEASUREMENT_LOOKBACK`` nodes)."""
+        node: Node | None = self.store.get_node(head)
+        for _ in range(MEASUREMENT_LOOKBACK):
+            if node is None:
+                return None
+            if node.metadata.get("compaction") is not None:
+                return None  # what was measured before a compaction is not carried now
+            if node.role == "assistant" and node.caller is None:
+                usage = recorded_usage(self.provider, node.metadata.get("usage"))
+                if usage is not None and usage.prompt_tokens > 0:
+                    # Paired with our estimate of the request as sent: when the vendor
+                    # compacted it, its count of that request is the compaction step's.
+                    sent = sent_count(usage)
+                    return node, sent if sent is not None else usage.prompt_tokens
+            node = self.store.get_node(node.predecessor) if node.predecessor else None
+        return None
+
+    def _fuse(self, session: str, head: str, estimate: int) -> TokenFigures:
+        found = self._last_measurement(session, head)
+        if found is None:
+            return TokenFigures(estimate=estimate, fused=estimate)
+        answer, billed = found
+        before = self._request_estimate(session, answer)
+        return TokenFigures(
+            estimate=estimate,
+            fused=max(0, billed + estimate - before),
+            measured=billed,
+            measured_estimate=before,
+            measured_node=answer.id,
+        )
+
+    def _measured_at(
+        self, session: str, head: str, model: str
+    ) -> tuple[int, int, int | None] | None:
+        """``(billed, our estimate, the vendor's count of the request as sent when it
+        compacted it)`` when ``head`` is still described by a measurement:
+        the head is an answer with usage under ``model``, or only answers without usage
+        follow the last one that had it, and no tool result came back since."""
+        node: Node | None = self.store.get_node(head)
+        if node is not None and self.store.children(node.id, session_id=session, edge="caller"):
+            return None  # tool results came back since: the next request carries them
+        while node is not None and node.role == "assistant" and node.caller is None:
+            usage = recorded_usage(self.provider, node.metadata.get("usage"))
+            if usage is not None and usage.prompt_tokens > 0:
+                if node.name and model and not same_model(node.name, model):
+                    return None  # the model changed: the measurement says nothing now
+                return usage.prompt_tokens, self._request_estimate(session, node), sent_count(usage)
+            if node.metadata.get("usage") is not None:
+                return None
+            node = self.store.get_node(node.predecessor) if node.predecessor else None
+        return None
+
+
+def sent_count(usage: Usage) -> int | None:
+    """The vendor's count of a request as it was sent, when the vendor compacted it on
+    its side (``Usage.compaction``); ``None`` otherwise (the billed prompt is that)."""
+    step = usage.compaction
+    return step.prompt_tokens if step is not None and step.prompt_tokens > 0 else None
+
+
+def same_model(a: str, b: str) -> bool:
+    """Whether two model names name the same model (a dated id and its alias match)."""
+    return a == b or a.startswith(b + "-") or b.startswith(a + "-")
