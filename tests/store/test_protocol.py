@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-import ctxrules.cli._common
+import ctxrules.cli._store
 import ctxrules.store
 from ctxrules import dag
 from ctxrules.cli import main
@@ -164,7 +164,7 @@ def cli(store_location, monkeypatch, capsys, protocol_only):
         return opened[-1]
 
     monkeypatch.setattr(ctxrules.store, "open_store", wrapped)
-    monkeypatch.setattr(ctxrules.cli._common, "open_store", wrapped)  # imported by name there
+    monkeypatch.setattr(ctxrules.cli._store, "open_store", wrapped)  # imported by name there
     location = store_location("cli")
 
     def run(*argv, code=0):

@@ -11,17 +11,8 @@ from __future__ import annotations
 import argparse
 
 from ..engine import attach
-from ._common import (
-    add_config_options,
-    add_id_argument,
-    add_now_option,
-    add_store_option,
-    config_of,
-    now_of,
-    print_json,
-    store_of,
-    subcommand,
-)
+from ._common import add_now_option, now_of, print_json, subcommand
+from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 
 __all__ = ["add_parser", "run"]
 

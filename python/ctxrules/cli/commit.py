@@ -34,16 +34,13 @@ from ..dag import load_graph, resolve_commit, resolve_node
 from ..errors import CtxrulesError
 from ..model import ContextCommit
 from ..store import CommitStore
-from ._common import (
+from ._common import add_now_option, now_of, print_json, subcommand
+from ._store import (
     add_config_options,
     add_id_argument,
-    add_now_option,
     add_store_option,
     config_of,
-    now_of,
     open_store_from,
-    print_json,
-    subcommand,
 )
 
 STATES = ("full", "aged", "cleared", "summarized", "summary")

@@ -29,7 +29,8 @@ from ..requests import (
 )
 from ..store import CommitStore
 from ..tokenizers import DEFAULT_ENCODING, get_tokenizer
-from ._common import add_store_option, open_store_from, subcommand
+from ._common import subcommand
+from ._store import add_store_option, open_store_from
 from .commit import branch_commits, totals
 from .render import PROVIDERS
 

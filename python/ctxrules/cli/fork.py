@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 
 from .. import dag
-from ._common import add_command, print_json, store_of
+from ._common import print_json
+from ._store import add_command, store_of
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

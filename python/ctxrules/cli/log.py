@@ -22,7 +22,8 @@ from ..engine import merged_into
 from ..errors import ValidationError
 from ..model import Node, content_text
 from ..store import Store
-from ._common import add_command, print_json, store_of
+from ._common import print_json
+from ._store import add_command, store_of
 
 PREVIEW = 70
 

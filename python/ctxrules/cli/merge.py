@@ -22,18 +22,8 @@ from ..dag import resolve_node, resolve_session
 from ..engine import Engine, EngineConfig, check_answer, merge
 from ..errors import ValidationError
 from ..store import CommitStore
-from ._common import (
-    add_config_options,
-    add_id_argument,
-    add_now_option,
-    add_store_option,
-    config_of,
-    now_of,
-    print_json,
-    read_text,
-    store_of,
-    subcommand,
-)
+from ._common import add_now_option, now_of, print_json, read_text, subcommand
+from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 
 __all__ = ["add_parser", "run"]
 

@@ -38,18 +38,8 @@ from ..providers import RenderedRequest, get_provider
 from ..render import render, tool_specs
 from ..requests import Request, explain_request, next_request, render_defaults, request_for
 from ..store import CommitStore
-from ._common import (
-    add_config_options,
-    add_id_argument,
-    add_now_option,
-    add_store_option,
-    config_of,
-    now_of,
-    print_json,
-    read_text,
-    store_of,
-    subcommand,
-)
+from ._common import add_now_option, now_of, print_json, read_text, subcommand
+from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 

@@ -20,7 +20,8 @@ import msgspec
 
 from ..batch import BACKENDS, ReplayOptions, rerender
 from ..errors import ConfigError, CtxrulesError
-from ._common import add_config_options, config_of, print_json, subcommand
+from ._common import print_json, subcommand
+from ._store import add_config_options, config_of
 
 __all__ = ["add_parser", "run"]
 

@@ -28,7 +28,8 @@ import msgspec
 from ..model import content_text
 from ..render import recorded_request
 from ..store import SessionInfo, Store
-from ._common import add_command, print_json, store_of
+from ._common import print_json
+from ._store import add_command, store_of
 
 __all__ = ["TITLE", "add_parser", "created_at", "run", "session_title"]
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..tune import DEFAULT_BUDGET, OBJECTIVES, SEARCHES, plot, print_table, tune, write_report
 from ..tune.plot import PLOT_HINT
-from ._common import add_config_options, config_of, print_json, subcommand
+from ._common import print_json, subcommand
+from ._store import add_config_options, config_of
 
 __all__ = ["DEFAULT_OUT", "add_parser", "run"]
 

@@ -44,17 +44,8 @@ import msgspec
 
 from ..errors import ConfigError, CtxrulesError, NotFoundError
 from ..model import ContextCommit
-from ._common import (
-    add_config_options,
-    add_id_argument,
-    add_now_option,
-    add_store_option,
-    config_of,
-    now_of,
-    print_json,
-    store_of,
-    subcommand,
-)
+from ._common import add_now_option, now_of, print_json, subcommand
+from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 from .commit import diff_json
 from .log import log_json
 from .sessions import session_json, session_title
