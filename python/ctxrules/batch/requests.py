@@ -108,7 +108,7 @@ def family_provider(model: str) -> str | None:
     """The first registered provider of the family whose model table names ``model``."""
     for family in model_families(model) if model else ():
         for name in provider_names():
-            if (get_provider(name).family or name) == family:
+            if get_provider(name).model_family == family:
                 return name
     return None
 

@@ -50,7 +50,6 @@ from ..providers import (
     Provider,
     Usage,
     get_provider,
-    resolve_model,
 )
 from ..providers.estimate import PromptEstimate
 from ..quality import assess
@@ -146,7 +145,7 @@ class _Track:
         prefix), the predicted cache use against the previous request, its cost."""
         est = estimate_request(prep.request, self.provider, prefix_tokens=prefix)
         # The engine resolved this model to make the request: it resolves here too.
-        profile = resolve_model(f"{self.provider.family or self.provider.name}:{prep.model}")
+        profile = self.provider.model_profile(prep.model)
         elapsed = None if self._before is None else max(0.0, point.now - self._before_at)
         cache = self.provider.predict_cache(self._before, est, elapsed=elapsed, profile=profile)
         self._before, self._before_at = est, point.now
@@ -204,7 +203,7 @@ class _Track:
 
 def _profile(provider: Provider, model: str) -> ModelProfile | None:
     try:
-        return resolve_model(f"{provider.family or provider.name}:{model}")
+        return provider.model_profile(model)
     except CtxrulesError:
         return None
 

@@ -53,7 +53,6 @@ from ..providers import (
     RenderedRequest,
     get_provider,
     model_in_family,
-    resolve_model,
 )
 from ..render import (
     estimate_request,
@@ -266,7 +265,7 @@ class Engine(UsageFusion):
         it bypasses ``prepare``, as such calls need none of the conversation around them
         (``ctxrules.render.render_side_request`` with the engine's provider and model)."""
         model = self.config.model or self.provider.default_model
-        profile = resolve_model(f"{self.provider.family or self.provider.name}:{model}")
+        profile = self.provider.model_profile(model)
         return render_side_request(
             self.provider,
             model,
@@ -525,8 +524,7 @@ class Engine(UsageFusion):
             Request(session_id=session, commit=commit, situation="", sent_at=now)
         )
         tools: tuple[ToolSpec, ...] = tuple(options.pop("tools", ()))
-        spec = f"{self.provider.family or self.provider.name}:{model}"
-        profile = resolve_model(spec)
+        profile = self.provider.model_profile(model)
         reserve = output_reserve(profile, self.config)
         rendered = render(
             commit,
