@@ -458,3 +458,41 @@ def test_a_failing_event_hook_names_its_plugin_and_stops_the_compaction(plugin_s
         compact(store, info.id, now=1.0)
     assert store.nodes(info.id) == before  # nothing appended
     store.close()
+
+
+def test_each_builtin_registers_exactly_the_kinds_the_lazy_table_says(fresh_plugins):
+    loaded = {p.name: p for p in plugins.loaded_plugins() if p.builtin}
+    assert set(loaded) == set(plugins.BUILTIN_KINDS)
+    for name, kinds in plugins.BUILTIN_KINDS.items():
+        assert sorted(loaded[name].hooks) == sorted(plugins.KINDS[k] for k in kinds), name
+
+
+def test_counting_tokens_imports_none_of_the_other_builtin_plugins():
+    code = (
+        "import sys, ctxrules\n"
+        "from ctxrules.tokenizers import get_tokenizer\n"
+        "get_tokenizer('cl100k_base').count('hi')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('ctxrules.')))"
+    )
+    env = {**os.environ, plugins.ENV_ALLOW_LIST: ""}  # the built-ins only
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    )
+    loaded = eval(out.stdout)
+    assert "ctxrules.tokenizers._plugin" in loaded
+    for heavy in ("importers", "rules", "providers", "summarizers", "commit", "store"):
+        assert not [m for m in loaded if m.startswith(f"ctxrules.{heavy}")], heavy
+
+
+def test_a_builtin_loaded_late_still_comes_before_third_party_plugins(plugin_site):
+    plugin_site.install(
+        "ctxrules-zz",
+        "fake_zz",
+        "from ctxrules.hookspecs import hookimpl\n"
+        "class I:\n    name = 'zz'\n"
+        "@hookimpl\ndef register_importers(register):\n    register(I())\n",
+        ep_name="zz",
+    )
+    plugins.registry("tokenizers")  # loads the third-party plugin, not the importers
+    names = plugins.registry("importers").names()
+    assert names[-1] == "zz" and names[0] != "zz"

@@ -1,7 +1,10 @@
 """Plugin loading and the registries built from the register hooks.
 
 Loading is lazy and happens once per process: the first registry lookup loads the
-entry points of group ``ctxrules``.  Entry points are read only from the installed
+entry points of group ``ctxrules`` — every third-party plugin, and of the built-ins only
+those that register the kind asked for (``BUILTIN_KINDS``); the other built-ins load when
+their kind is first asked for.  Counting tokens therefore never imports the importers,
+the rules or the providers.  Entry points are read only from the installed
 environment — the interpreter's site-packages directories (``installed_paths``) — never
 from the working directory or another ``sys.path`` entry, so a directory holding a
 stray ``*.dist-info`` cannot inject code by being the current directory.
@@ -24,6 +27,7 @@ import sys
 import sysconfig
 import threading
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -35,6 +39,7 @@ from .. import hookspecs
 from ..errors import PluginError, PluginWarning
 
 __all__ = [
+    "BUILTIN_KINDS",
     "ENV_ALLOW_LIST",
     "EVENT_HOOKS",
     "KINDS",
@@ -58,6 +63,18 @@ KINDS: dict[str, str] = {
     "summarizers": "register_summarizers",
     "context_sources": "register_context_sources",
     "importers": "register_importers",
+}
+#: The kinds each built-in plugin registers: its module (and the package behind it) is
+#: imported only once one of them is asked for.  A built-in not listed loads with the
+#: first lookup of any kind.  tests/plugins/test_registry.py checks this table against
+#: the hooks each module implements.
+BUILTIN_KINDS: dict[str, tuple[str, ...]] = {
+    "builtin_tokenizers": ("tokenizers",),
+    "builtin_rules": ("rules",),
+    "builtin_summarizers": ("summarizers",),
+    "builtin_importers": ("importers",),
+    "builtin_providers": ("providers", "models"),
+    "builtin_context_sources": ("context_sources",),
 }
 #: The event hooks (one ``event`` struct argument each; see ``ctxrules.hookspecs``).
 EVENT_HOOKS: tuple[str, ...] = ("pre_compact", "session_start", "post_compact")
@@ -135,6 +152,8 @@ _lock = threading.RLock()
 _pm: pluggy.PluginManager | None = None
 _loaded: list[LoadedPlugin] = []
 _registries: dict[str, Registry] = {}
+#: The built-in entry points not loaded yet (the kinds they register not asked for).
+_pending: list[_Entry] = []
 
 
 def installed_paths() -> list[str]:
@@ -210,78 +229,110 @@ def _warn_unmatched(allowed: set[str], entries: list[_Entry]) -> None:
     )
 
 
-def get_plugin_manager() -> pluggy.PluginManager:
-    """Return the process-wide plugin manager, loading entry points on first use."""
+def get_plugin_manager(kinds: Collection[str] | None = None) -> pluggy.PluginManager:
+    """Return the process-wide plugin manager, loading entry points on first use.
+
+    ``kinds`` are the plugin kinds about to be used: the built-ins that register other
+    kinds stay unloaded until those are asked for; ``None`` loads every plugin.
+    """
     global _pm
     with _lock:
-        if _pm is not None:
-            return _pm
-        pm = pluggy.PluginManager(hookspecs.PROJECT)
-        pm.add_hookspecs(hookspecs)
-        loaded: list[LoadedPlugin] = []
-        entries = _entries()
-        allowed = _allow_list()
-        if allowed:
-            _warn_unmatched(allowed, entries)
-        allowed_dists = {_normalize(a) for a in allowed or ()}
-        values: dict[str, str] = {}  # plugin name → the module it loaded
-        for e in entries:
-            ep = e.ep
-            if not e.builtin and allowed is not None:
-                if (
-                    _normalize(ep.name) not in allowed_dists
-                    and _normalize(e.dist_name) not in allowed_dists
-                ):
-                    continue
-            if ep.name in values:
-                if values[ep.name] == ep.value:
-                    continue  # the same plugin declared by two copies of a distribution
-                raise PluginError(
-                    f"two plugins are named {ep.name!r}: {values[ep.name]} and {ep.value} "
-                    f"(from {e.dist_name})",
-                    hint="uninstall one of them, or leave one out of " + ENV_ALLOW_LIST,
-                )
-            try:
-                module = ep.load()
-            except Exception as exc:  # a broken third-party plugin must say who it is
-                raise PluginError(
-                    f"plugin {ep.name!r} from {e.dist_name} failed to import: {exc}",
-                    hint=f"fix or uninstall it, or leave it out of {ENV_ALLOW_LIST}",
-                ) from exc
-            if e.builtin and not _in_package(module):
-                raise PluginError(
-                    f"built-in plugin {ep.name!r} ({ep.value}) does not come from the "
-                    f"ctxrules package in {_PACKAGE_DIR}",
-                    hint="reinstall ctxrules; another copy of it shadows this one",
-                )
-            values[ep.name] = ep.value
-            pm.register(module, name=ep.name)
-            hooks = sorted(h.name for h in pm.get_hookcallers(module) or [])
-            loaded.append(LoadedPlugin(ep.name, e.dist_name, e.version, hooks, e.builtin))
-        if not any(p.builtin for p in loaded):
+        if _pm is None:
+            _pm = _start()
+        _load_builtins(_pm, kinds)
+        return _pm
+
+
+def _start() -> pluggy.PluginManager:
+    """A plugin manager with every allowed third-party plugin and the built-ins kept
+    aside for later (``_pending``)."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    entries = _entries()
+    if not any(e.builtin for e in entries):
+        raise PluginError(
+            "ctxrules's built-in plugins are not installed: no entry point of group "
+            f"'ctxrules' names a ctxrules.*._plugin module in {', '.join(installed_paths())}",
+            where=sys.executable,
+            hint="install ctxrules into this interpreter (pip install ctxrules, "
+            "or `make setup` in a checkout)",
+        )
+    allowed = _allow_list()
+    if allowed:
+        _warn_unmatched(allowed, entries)
+    allowed_dists = {_normalize(a) for a in allowed or ()}
+    values: dict[str, str] = {}  # plugin name → the module it names
+    _loaded.clear()
+    _pending.clear()
+    for e in entries:
+        ep = e.ep
+        if not e.builtin and allowed is not None:
+            if (
+                _normalize(ep.name) not in allowed_dists
+                and _normalize(e.dist_name) not in allowed_dists
+            ):
+                continue
+        if ep.name in values:
+            if values[ep.name] == ep.value:
+                continue  # the same plugin declared by two copies of a distribution
             raise PluginError(
-                "ctxrules's built-in plugins are not installed: no entry point of group "
-                f"'ctxrules' names a ctxrules.*._plugin module in {', '.join(installed_paths())}",
-                where=sys.executable,
-                hint="install ctxrules into this interpreter (pip install ctxrules, "
-                "or `make setup` in a checkout)",
+                f"two plugins are named {ep.name!r}: {values[ep.name]} and {ep.value} "
+                f"(from {e.dist_name})",
+                hint="uninstall one of them, or leave one out of " + ENV_ALLOW_LIST,
             )
-        try:
-            pm.check_pending()
-        except pluggy.PluginValidationError as exc:
-            raise PluginError(
-                f"a plugin implements a hook that does not exist: {exc}",
-                hint="check the hook name against ctxrules.hookspecs",
-            ) from exc
-        _loaded[:] = loaded
-        _pm = pm
-        return pm
+        values[ep.name] = ep.value
+        if e.builtin and ep.name in BUILTIN_KINDS:
+            _pending.append(e)
+        else:
+            _register(pm, e)
+    _check(pm)
+    return pm
+
+
+def _load_builtins(pm: pluggy.PluginManager, kinds: Collection[str] | None) -> None:
+    """Load the pending built-ins that register one of ``kinds`` (all for ``None``)."""
+    due = [e for e in _pending if kinds is None or set(BUILTIN_KINDS[e.ep.name]) & set(kinds)]
+    for e in due:
+        _pending.remove(e)
+        _register(pm, e)
+    if due:
+        _check(pm)
+
+
+def _register(pm: pluggy.PluginManager, e: _Entry) -> None:
+    ep = e.ep
+    try:
+        module = ep.load()
+    except Exception as exc:  # a broken third-party plugin must say who it is
+        raise PluginError(
+            f"plugin {ep.name!r} from {e.dist_name} failed to import: {exc}",
+            hint=f"fix or uninstall it, or leave it out of {ENV_ALLOW_LIST}",
+        ) from exc
+    if e.builtin and not _in_package(module):
+        raise PluginError(
+            f"built-in plugin {ep.name!r} ({ep.value}) does not come from the "
+            f"ctxrules package in {_PACKAGE_DIR}",
+            hint="reinstall ctxrules; another copy of it shadows this one",
+        )
+    pm.register(module, name=ep.name)
+    hooks = sorted(h.name for h in pm.get_hookcallers(module) or [])
+    _loaded.append(LoadedPlugin(ep.name, e.dist_name, e.version, hooks, e.builtin))
+
+
+def _check(pm: pluggy.PluginManager) -> None:
+    try:
+        pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        raise PluginError(
+            f"a plugin implements a hook that does not exist: {exc}",
+            hint="check the hook name against ctxrules.hookspecs",
+        ) from exc
 
 
 def loaded_plugins() -> list[LoadedPlugin]:
-    """The plugins that loaded, built-ins included."""
+    """Every plugin, built-ins included (all are loaded), built-ins first."""
     get_plugin_manager()
-    return list(_loaded)
+    return sorted(_loaded, key=lambda p: (not p.builtin, p.name))
 
 
 def registry(kind: str) -> Registry:
@@ -292,10 +343,13 @@ def registry(kind: str) -> Registry:
         reg = _registries.get(kind)
         if reg is not None:
             return reg
-        pm = get_plugin_manager()
+        pm = get_plugin_manager((kind,))
         reg = Registry(kind, builtin_plugins=frozenset(p.name for p in _loaded if p.builtin))
         hook = getattr(pm.hook, KINDS[kind])
-        for impl in hook.get_hookimpls():  # in load order
+        # Built-ins first, then third-party plugins in load order (a built-in loaded
+        # later, when its kind was first asked for, still comes first).
+        impls = sorted(hook.get_hookimpls(), key=lambda i: i.plugin_name not in reg.builtin_plugins)
+        for impl in impls:
             plugin_name = impl.plugin_name
 
             def register(obj: Any, _plugin: str = plugin_name) -> None:
@@ -328,7 +382,7 @@ def call_hook(name: str, event: Any) -> list[Any]:
     """
     if name not in EVENT_HOOKS:
         raise PluginError(f"unknown event hook {name!r}", hint=f"one of {', '.join(EVENT_HOOKS)}")
-    pm = get_plugin_manager()
+    pm = get_plugin_manager(None)
     results: list[Any] = []
     for impl in getattr(pm.hook, name).get_hookimpls():  # in load order, like the registries
         try:
@@ -347,4 +401,5 @@ def reset() -> None:
     with _lock:
         _pm = None
         _loaded.clear()
+        _pending.clear()
         _registries.clear()
