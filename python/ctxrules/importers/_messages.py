@@ -21,7 +21,7 @@ from ..model import (
 )
 from ._common import SessionBuilder, fail, split_tool_results, to_blocks, tool_result_output
 
-__all__ = ["anthropic_messages", "gemini_contents", "openai_messages"]
+__all__ = ["anthropic_messages", "gemini_contents", "openai_messages", "responses_items"]
 
 
 def _beside(at: str, key: str) -> str | None:
@@ -451,4 +451,153 @@ def gemini_contents(
                 metadata={"index": i, "gemini_parts": parts},
                 at=where,
             )
+    b.head = last
+
+
+#: Responses input items an assistant turn is made of (besides assistant messages).
+_RESPONSES_TURN = ("function_call", "reasoning", "custom_tool_call", "compaction")
+
+
+def _responses_parts(content: Any, path: str, at: str) -> Any:
+    """Responses message content: a string stays a string; ``input_text`` /
+    ``output_text`` parts become text, ``input_image`` an image, any other part is
+    kept as its JSON text (see ``to_blocks``)."""
+    if isinstance(content, str) or content is None:
+        return content or ""
+    if not isinstance(content, list):
+        raise fail(path, None, "message content must be a string or a list", "fix the item", at=at)
+    blocks: list[ContentBlock] = []
+    for k, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("input_text", "output_text", "text") and "text" in part:
+            blocks.append(TextBlock(text=str(part["text"])))
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            blocks.append(_image_from_url(part["image_url"], path, f"{at}.content[{k}]"))
+        else:
+            blocks.append(TextBlock(text=json.dumps(part, ensure_ascii=False)))
+    return blocks
+
+
+def responses_items(
+    b: SessionBuilder, instructions: Any, items: Any, *, path: str, at: str, model: str = ""
+) -> None:
+    """Append an OpenAI Responses conversation (``instructions`` + ``input`` items).
+
+    A run of assistant items (an assistant message, ``function_call``, ``reasoning``)
+    is one assistant node: messages give text, calls ``tool_use`` blocks (the
+    arguments string parsed, kept raw in metadata ``raw_arguments`` when it is not
+    an object), and an item of another type stays as its JSON (``to_blocks``, listed
+    in ``converted_blocks``) so it is sent back as it came; the node keeps its raw
+    items in metadata ``responses_items``.  Each ``function_call_output`` becomes a
+    tool node under the node holding its call (``call_id``).  ``input`` given as a
+    string is one user message.
+    """
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list):
+        raise fail(path, None, "expected a list of input items", "pass Responses input", at=at)
+    last: str | None = None
+    if isinstance(instructions, str) and instructions:
+        last = b.add("system", "", pos=-1, input=instructions, at=_beside(at, "instructions"))
+    calls: dict[str, tuple[str, str, dict[str, Any]]] = {}
+    turn: list[tuple[int, dict[str, Any]]] = []
+
+    def close_turn() -> None:
+        nonlocal last
+        if not turn:
+            return
+        first = turn[0][0]
+        nid = b.node_id(f"{at}#{first}")
+        blocks: list[ContentBlock] = []
+        meta: dict[str, Any] = {"index": first, "responses_items": [it for _, it in turn]}
+        raw_args: dict[str, str] = {}
+        for i, item in turn:
+            kind = item.get("type", "message")
+            if kind == "message":
+                out = _responses_parts(item.get("content"), path, f"{at}[{i}]")
+                blocks.extend([TextBlock(text=out)] if isinstance(out, str) and out else out or [])
+            elif kind == "function_call":
+                cid = str(item.get("call_id") or item.get("id") or f"call_{i}")
+                args, raw = _arguments(item.get("arguments"))
+                if raw is not None:
+                    raw_args[cid] = raw
+                name = str(item.get("name", ""))
+                blocks.append(ToolUseBlock(id=cid, name=name, input=args))
+                calls[cid] = (nid, name, args)
+            else:
+                blocks.extend(to_blocks([item], meta, offset=len(blocks)))
+        if raw_args:
+            meta["raw_arguments"] = raw_args
+        last = b.add(
+            "assistant",
+            blocks,
+            pos=first,
+            local=f"{at}#{first}",
+            name=model,
+            predecessor=last,
+            metadata=meta,
+            at=f"{at}[{first}]",
+        )
+        turn.clear()
+
+    for i, item in enumerate(items):
+        where = f"{at}[{i}]"
+        if not isinstance(item, dict):
+            raise fail(path, None, "an input item that is not an object", "fix it", at=where)
+        kind = item.get("type", "message")
+        role = item.get("role")
+        if (kind == "message" and role == "assistant") or kind in _RESPONSES_TURN:
+            turn.append((i, item))
+            continue
+        close_turn()
+        if kind in ("function_call_output", "custom_tool_call_output"):
+            cid = str(item.get("call_id"))
+            call = calls.get(cid)
+            if call is None:
+                raise fail(
+                    path,
+                    None,
+                    f"function_call_output for {cid!r} has no function_call before it",
+                    "the conversation is incomplete; import the full input",
+                    at=where,
+                )
+            b.add(
+                "tool",
+                _responses_parts(item.get("output"), path, where),
+                pos=i,
+                name=call[1],
+                input=call[2],
+                caller=call[0],
+                metadata={"index": i, "tool_use_id": cid, "is_error": False},
+                at=where,
+            )
+        elif kind == "message" and role in ("system", "developer"):
+            meta: dict[str, Any] = {"index": i}
+            if role == "developer":
+                meta["openai_role"] = role
+            content = _responses_parts(item.get("content"), path, where)
+            last = b.add(
+                "system",
+                "",
+                pos=i,
+                input=content if isinstance(content, str) else _text_of(item.get("content")),
+                predecessor=last,
+                metadata=meta,
+                at=where,
+            )
+        elif kind == "message" and role == "user":
+            last = b.add(
+                "user",
+                _responses_parts(item.get("content"), path, where),
+                pos=i,
+                predecessor=last,
+                metadata={"index": i},
+                at=where,
+            )
+        else:  # an item kind the model has no node for: kept whole, as user context
+            meta = {"index": i}
+            last = b.add(
+                "user", to_blocks([item], meta), pos=i, predecessor=last, metadata=meta, at=where
+            )
+    close_turn()
     b.head = last

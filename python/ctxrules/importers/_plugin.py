@@ -13,6 +13,7 @@ from .claude_code import ClaudeCodeImporter
 from .openai_chat import OpenAIChatImporter
 from .openhands import OpenHandsImporter
 from .swe_agent import SweAgentImporter
+from .traffic import TrafficImporter
 
 
 @hookimpl
@@ -22,5 +23,6 @@ def register_importers(register: RegisterImporters) -> None:
     register(OpenHandsImporter())
     register(CassetteImporter("last"))
     register(CassetteImporter("all"))
+    register(TrafficImporter())
     register(AnthropicMessagesImporter())
     register(OpenAIChatImporter())
