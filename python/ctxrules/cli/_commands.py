@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "tune": "choose rule parameters by replaying recorded sessions",
     "view": "browse a session in a local web page (or export one HTML file)",
     "store": "work on whole stores: copy sessions and commits between them",
+    "proxy": "record agents' live API calls into the store, or shape them by the rules",
 }
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "add_now_option",
     "epoch",
     "now_of",
+    "port_number",
     "print_json",
     "read_text",
     "subcommand",
@@ -69,6 +70,17 @@ def subcommand(
     )
     p.set_defaults(func=run)
     return p
+
+
+def port_number(text: str) -> int:
+    """A ``--port`` value: 0 to 65535 (0: any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535)")
+    return value
 
 
 def epoch(text: str) -> float:

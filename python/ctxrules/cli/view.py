@@ -44,7 +44,7 @@ import msgspec
 
 from ..errors import ConfigError, CtxrulesError, NotFoundError
 from ..model import ContextCommit
-from ._common import add_now_option, now_of, print_json, subcommand
+from ._common import add_now_option, now_of, port_number, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 from .commit import diff_json
 from .log import log_json
@@ -113,7 +113,7 @@ ctxrules view s_a5a2 --json                    # the data an export embeds
     )
     p.add_argument(
         "--port",
-        type=_port,
+        type=port_number,
         default=DEFAULT_PORT,
         metavar="N",
         help=f"port to serve on (default {DEFAULT_PORT}; 0 picks a free one)",
@@ -145,16 +145,6 @@ ctxrules view s_a5a2 --json                    # the data an export embeds
     add_now_option(p, "clock for the rules and the next request (default: now)")
     add_config_options(p)
     add_store_option(p)
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535)")
-    return value
 
 
 def loopback_host(text: str) -> str:
