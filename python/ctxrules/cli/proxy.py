@@ -41,7 +41,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "on, never stored.  Needs the extra: pip install 'ctxrules[proxy]'.",
         examples="""
 ctxrules proxy                                   # observe on http://127.0.0.1:8788
-ANTHROPIC_BASE_URL=http://127.0.0.1:8788 claude  # then, in another shell: Claude Code through it
 ctxrules proxy --port 0 --store agents.db        # any free port, another store
 ctxrules proxy --mode apply --preset aggressive  # send what the rules make of each request
 ctxrules proxy --upstream-openai http://127.0.0.1:11434   # a local OpenAI-compatible server
