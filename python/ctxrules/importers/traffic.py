@@ -11,8 +11,8 @@ session header.  ``TrafficGraph.plan`` turns it into the nodes it adds:
   (``_messages``), with the answer appended as the next assistant message, so an
   answer and the same message sent back in the next request are one node;
 * node ids are content addresses: a hash of the session, the node's parent and its
-  content (role, text and blocks without ``cache_control``, tool input, tool call
-  id).  A request that extends an earlier one finds its prefix stored and adds only
+  content (role, text and blocks without ``cache_control``, reasoning blocks or empty
+  text, tool input, tool call id).  A request that extends an earlier one finds its prefix stored and adds only
   what is new; one that diverges (a retry, an edited message, a rewind) shares the
   prefix up to the divergence and branches there — never a copy;
 * the session is the one named by a session header (``SESSION_HEADERS``: Claude
@@ -201,15 +201,32 @@ class Step(msgspec.Struct, kw_only=True):
     error: str | None = None
 
 
+#: Blocks that do not name a message: reasoning, which clients may drop or re-encode
+#: when they send an answer back (Gemini signatures come back base64url-encoded, a
+#: trailing signature-only part left out; earlier turns' thinking is often stripped).
+_UNNAMING = frozenset({"thinking", "redacted_thinking"})
+
+
 def _strip(value: Any) -> Any:
-    """A block structure for hashing: ``cache_control`` dropped, text stripped."""
+    """A block structure for hashing: ``cache_control`` dropped, text stripped,
+    reasoning blocks and empty text left out."""
     if isinstance(value, dict):
         out = {k: _strip(v) for k, v in value.items() if k != "cache_control"}
         if out.get("type") == "text" and isinstance(out.get("text"), str):
             out["text"] = out["text"].strip()
         return out
     if isinstance(value, list):
-        return [_strip(v) for v in value]
+        kept = [_strip(v) for v in value]
+        return [
+            v
+            for v in kept
+            if not (
+                isinstance(v, dict)
+                and (
+                    v.get("type") in _UNNAMING or (v.get("type") == "text" and v.get("text") == "")
+                )
+            )
+        ]
     return value
 
 

@@ -294,12 +294,12 @@ def _row(call: Call, step: Step | None) -> bytes:
     }
     if call.first_byte is not None:
         row["first_byte_ms"] = round(call.first_byte * 1000, 3)
-    if call.disconnected:
-        row["error"] = "client disconnected"
     if step is not None:
         row.update(session=step.session_id, head=step.head, answer=step.answer)
         if step.error is not None:
             row["error"] = step.error
+    if call.disconnected:  # what the stream's end then says is the client's doing
+        row["error"] = "client disconnected"
     if call.sent is not None:
         row["sent"] = call.sent
     return msgspec.json.encode(row)
