@@ -13,10 +13,15 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(BIN)):$$PATH $(BIN)/m
 LINT_PATHS := $(wildcard python tests benches plugins) conftest.py
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
-.PHONY: run test setup setup-run browser build lint fmt pytest cargo-test install-check bench bench-peers fuzz clean
+.PHONY: run proxy test setup setup-run browser build lint fmt pytest cargo-test install-check bench bench-peers fuzz clean
 
 run: setup-run
 	$(BIN)/ctxrules demo
+
+# The proxy's optional dependency (the `proxy` extra of pyproject.toml), then the proxy.
+proxy: setup-run
+	$(BIN)/pip install -q "aiohttp>=3.10,<4"
+	$(BIN)/ctxrules proxy
 
 test: setup lint cargo-test pytest install-check
 

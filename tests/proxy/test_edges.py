@@ -47,15 +47,33 @@ START = (
     },
 )
 TEXT = [
-    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-    ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}}),
+    (
+        "content_block_start",
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+    ),
+    (
+        "content_block_delta",
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hi"}},
+    ),
     ("content_block_stop", {"type": "content_block_stop", "index": 0}),
 ]
 END = [
-    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 3}}),
+    (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn"},
+            "usage": {"output_tokens": 3},
+        },
+    ),
     ("message_stop", {"type": "message_stop"}),
 ]
-BODY = {"model": "claude-x", "max_tokens": 10, "stream": True, "messages": [{"role": "user", "content": "hello"}]}
+BODY = {
+    "model": "claude-x",
+    "max_tokens": 10,
+    "stream": True,
+    "messages": [{"role": "user", "content": "hello"}],
+}
 HEADERS = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "content-type": "application/json"}
 
 
@@ -79,7 +97,9 @@ def proxied(upstream, tmp_path):
     store.close()
 
 
-def answer_with(upstream: Upstream, status: int, body: bytes, content_type: str, *, cut: bool = False):
+def answer_with(
+    upstream: Upstream, status: int, body: bytes, content_type: str, *, cut: bool = False
+):
     async def handler(request: web.Request, ex) -> web.StreamResponse:
         resp = web.StreamResponse(status=status, headers={"content-type": content_type})
         await resp.prepare(request)
@@ -95,9 +115,13 @@ def answer_with(upstream: Upstream, status: int, body: bytes, content_type: str,
 
 
 @pytest.mark.parametrize("status", [400, 429, 500, 529])
-def test_an_error_status_reaches_the_client_as_sent_and_is_recorded_as_failed(upstream, proxied, status):
+def test_an_error_status_reaches_the_client_as_sent_and_is_recorded_as_failed(
+    upstream, proxied, status
+):
     proxy, store = proxied
-    body = json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "x"}}).encode()
+    body = json.dumps(
+        {"type": "error", "error": {"type": "overloaded_error", "message": "x"}}
+    ).encode()
     answer_with(upstream, status, body, "application/json")
     r = httpx2.post(proxy.url + "/v1/messages", content=json.dumps(BODY), headers=HEADERS)
     assert r.status_code == status and r.content == body
@@ -111,7 +135,10 @@ def test_an_error_status_reaches_the_client_as_sent_and_is_recorded_as_failed(up
 
 def test_an_error_event_after_a_200_is_passed_on_and_recorded_as_failed(upstream, proxied):
     proxy, store = proxied
-    err = ("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})
+    err = (
+        "error",
+        {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+    )
     body = sse(START, *TEXT, err)
     answer_with(upstream, 200, body, "text/event-stream")
     r = httpx2.post(proxy.url + "/v1/messages", content=json.dumps(BODY), headers=HEADERS)
@@ -144,9 +171,12 @@ def test_a_client_that_leaves_cancels_the_upstream_request(upstream, proxied):
         return resp
 
     upstream.handler = slow
-    with httpx2.Client() as client, client.stream(
-        "POST", proxy.url + "/v1/messages", content=json.dumps(BODY), headers=HEADERS
-    ) as r:
+    with (
+        httpx2.Client() as client,
+        client.stream(
+            "POST", proxy.url + "/v1/messages", content=json.dumps(BODY), headers=HEADERS
+        ) as r,
+    ):
         next(r.iter_raw())
         assert started.wait(5)
     deadline = time.monotonic() + 10
@@ -158,11 +188,17 @@ def test_a_client_that_leaves_cancels_the_upstream_request(upstream, proxied):
     assert row["error"] == "client disconnected"
 
 
-def test_unknown_fields_and_beta_headers_pass_through_and_keys_are_never_stored(upstream, proxied, tmp_path):
+def test_unknown_fields_and_beta_headers_pass_through_and_keys_are_never_stored(
+    upstream, proxied, tmp_path
+):
     proxy, store = proxied
     answer_with(upstream, 200, sse(START, *TEXT, *END), "text/event-stream")
     body = json.dumps({**BODY, "a_field_from_next_year": {"x": [1, 2]}}, indent=1).encode()
-    headers = {**HEADERS, "anthropic-beta": "future-feature-2031-01-01", "authorization": f"Bearer {KEY}"}
+    headers = {
+        **HEADERS,
+        "anthropic-beta": "future-feature-2031-01-01",
+        "authorization": f"Bearer {KEY}",
+    }
     r = httpx2.post(proxy.url + "/v1/messages", content=body, headers=headers)
     assert r.status_code == 200
     (got,) = upstream.log
@@ -185,7 +221,14 @@ def test_64_concurrent_streams_into_one_store(upstream, proxied):
         user = json.loads(ex.body)["messages"][0]["content"]
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await resp.prepare(request)
-        text = ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": user}})
+        text = (
+            "content_block_delta",
+            {
+                "type": "content_block_delta",
+                "index": 0,
+                "delta": {"type": "text_delta", "text": user},
+            },
+        )
         for event in (START, TEXT[0], text, text, TEXT[2], *END):
             await resp.write(sse(event))
             await asyncio.sleep(0.005)
@@ -199,7 +242,9 @@ def test_64_concurrent_streams_into_one_store(upstream, proxied):
 
             async def one(i: int) -> bytes:
                 body = {**BODY, "messages": [{"role": "user", "content": f"agent {i}"}]}
-                r = await client.post(proxy.url + "/v1/messages", content=json.dumps(body), headers=HEADERS)
+                r = await client.post(
+                    proxy.url + "/v1/messages", content=json.dumps(body), headers=HEADERS
+                )
                 return r.content
 
             return await asyncio.gather(*(one(i) for i in range(64)))
@@ -291,5 +336,8 @@ def test_an_unreachable_upstream_answers_502_in_the_vendors_envelope(tmp_path):
         assert r.status_code == 502
         assert r.json()["type"] == "error" and "unreachable" in r.json()["error"]["message"]
         assert proxy.flush()
-    assert msgspec.json.decode(store.kv_get(KV_NAMESPACE, store.kv_keys(KV_NAMESPACE)[0]))["status"] == 502
+    assert (
+        msgspec.json.decode(store.kv_get(KV_NAMESPACE, store.kv_keys(KV_NAMESPACE)[0]))["status"]
+        == 502
+    )
     store.close()

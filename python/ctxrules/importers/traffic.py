@@ -12,13 +12,14 @@ session header.  ``TrafficGraph.plan`` turns it into the nodes it adds:
   answer and the same message sent back in the next request are one node;
 * node ids are content addresses: a hash of the session, the node's parent and its
   content (role, text and blocks without ``cache_control``, reasoning blocks or empty
-  text, tool input, tool call id).  A request that extends an earlier one finds its prefix stored and adds only
-  what is new; one that diverges (a retry, an edited message, a rewind) shares the
-  prefix up to the divergence and branches there — never a copy;
+  text, tool input, tool call id).  A request that extends an earlier one finds its
+  prefix stored and adds only what is new; one that diverges (a retry, an edited
+  message, a rewind) shares the prefix up to the divergence and branches there —
+  never a copy;
 * the session is the one named by a session header (``SESSION_HEADERS``: Claude
   Code's ``x-claude-code-session-id``, …) when the request has one; an OpenAI
-  Responses request naming a ``previous_response_id`` this graph recorded continues
-  that answer's session from that answer; otherwise the session is keyed by the
+  Responses request naming a ``previous_response_id`` this graph recorded is read as
+  that answer's conversation followed by its new input; otherwise the session is keyed by the
   wire and the request's opening (its system prompt and first user message), so
   requests of one conversation meet in one session;
 * the answer node carries the vendor's ``usage``, the answer's ``model``,
