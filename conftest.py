@@ -6,6 +6,7 @@ is in addopts) and for real under ``make bench``.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -22,6 +23,19 @@ CORPUS = REPO / "tests" / "data" / "corpus"
 def corpus() -> Path:
     """The real recorded sessions in tests/data/corpus (never edited)."""
     return CORPUS
+
+
+@pytest.fixture(scope="session")
+def first_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding copies of the corpus's first files (``tests.corpus.FIRST``) at
+    their corpus paths: for tests that import or replay a corpus folder as a whole."""
+    from tests.corpus import FIRST
+
+    root = tmp_path_factory.mktemp("first-corpus")
+    for rel in FIRST:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(CORPUS / rel, root / rel)
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -35,6 +35,7 @@ from typing import Any
 import msgspec
 import pytest
 import yaml
+from tests.corpus import entries
 
 from ctxrules.commit import make_commit
 from ctxrules.config import PipelineConfig
@@ -45,11 +46,13 @@ from ctxrules.requests import compare_usage, recorded_usage, render_defaults, re
 from ctxrules.store import CommitStore, open_store
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corpus"
-#: Every cassette of the corpus, by the provider folder it is filed under.
+#: The pydantic-ai cassettes of the corpus, by the provider folder they are filed under.
 CASSETTES = {
-    kind.name: sorted(f"{kind.name}/{p.name}" for p in kind.glob("*.yaml"))
-    for kind in sorted((CORPUS / "vcr-cassettes-yaml").iterdir())
-    if kind.is_dir()
+    wire: [
+        e["path"].removeprefix("vcr-cassettes-yaml/")
+        for e in entries(kind="cassette-yaml-pydantic-ai", wire=wire)
+    ]
+    for wire in ("anthropic", "gemini", "openai-chat")
 }
 TRANSCRIPTS = [
     "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",

@@ -40,6 +40,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from tests.corpus import FIRST
 
 from bench_render import build_big_commit  # the long session's conversation
 from ctxrules import _core
@@ -74,7 +75,7 @@ def build(corpus: Path, store_dir: Path) -> dict[str, Workload]:
     choose each request's options per provider (equal options: one mapping object, as
     ``replay.render_requests`` hands them over)."""
     store = open_store(store_dir)
-    files = sorted(str(p) for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    files = [str(corpus / f) for f in FIRST]
     pipeline = Pipeline.from_config(PipelineConfig.preset("default"))
     sessions = [session_requests(store, r.id, config=pipeline) for r in import_paths(store, files)]
     sessions = [s for s in sessions if s]

@@ -1,4 +1,5 @@
-"""``ctxrules rerender`` of the whole corpus (211 sessions, a SQLite store) under the
+"""``ctxrules rerender`` of the corpus's first files (``tests.corpus.FIRST``: 211
+sessions, a SQLite store) under the
 default rules: the local backend with 1 and 2 jobs (a pool started by each run), and
 Dask with 2 worker processes — on a ``LocalCluster`` (127.0.0.1) started once outside
 the timed rounds (its start time is in ``extra_info``), and on one each run starts and
@@ -28,11 +29,11 @@ _seen: dict[str, list[dict]] = {}
 
 
 @pytest.fixture(scope="module")
-def store(corpus, tmp_path_factory) -> str:
+def store(first_corpus, tmp_path_factory) -> str:
     location = str(tmp_path_factory.mktemp("rerender") / "store")
     st = open_store(location)
     try:
-        import_paths(st, [str(corpus)])
+        import_paths(st, [str(first_corpus)])
     finally:
         st.close()
     return location

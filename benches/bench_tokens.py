@@ -22,6 +22,7 @@ import random
 from pathlib import Path
 
 import pytest
+from tests.corpus import FIRST
 
 from ctxrules.tokenizers import ENCODINGS, RustTokenizer, cache_stats, clear_cache, get_tokenizer
 
@@ -43,7 +44,7 @@ def _strings(value: object) -> list[str]:
 def mixed_text(corpus: Path) -> str:
     """~4 MB: the corpus's message strings and raw lines (JSON, YAML, code), shuffled."""
     pieces: list[str] = []
-    for path in sorted(p for p in corpus.rglob("*") if p.is_file()):
+    for path in sorted([corpus / f for f in FIRST] + [corpus / "SOURCES.md"]):
         raw = path.read_text(encoding="utf-8")
         pieces.extend(raw.splitlines(keepends=True))
         if path.suffix in (".json", ".traj"):

@@ -24,15 +24,16 @@ import itertools
 from pathlib import Path
 
 import pytest
+from tests.corpus import FIRST
 
 from ctxrules.config import PipelineConfig
 from ctxrules.tune import tune
 
 CORPUS = Path(__file__).resolve().parent.parent / "tests" / "data" / "corpus"
 SOURCES = [
-    str(CORPUS / "claude-code-jsonl"),
-    str(CORPUS / "openhands-trajectory"),
-    str(CORPUS / "swe-agent-traj"),
+    str(CORPUS / rel)
+    for rel in FIRST
+    if rel.startswith(("claude-code-jsonl/", "openhands-trajectory/", "swe-agent-traj/"))
 ]
 PARAMS = ["tool_aging.tail_turns=1..3", "result_cap.max_tool_result_chars=1000,4000"]
 BASE = PipelineConfig.preset("default")

@@ -58,7 +58,7 @@ def test_the_tour_python_example_runs(clone):
     store = clone / ".ctxrules"
     imported = subprocess.run(
         [sys.executable, "-m", "ctxrules", "import", "--store", str(store)]
-        + [str(p) for p in sorted((clone / "tests/data/corpus/claude-code-jsonl").glob("*"))],
+        + [str(p) for p in sorted((clone / "tests/data/corpus/claude-code-jsonl").glob("*.jsonl"))],
         capture_output=True,
         text=True,
         timeout=120,

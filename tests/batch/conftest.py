@@ -1,5 +1,6 @@
-"""Fixtures of the rerender tests: a subset of the corpus (every format; 8 of the 200
-tau-bench trajectories, cut from the corpus file at test time) and one reference run
+"""Fixtures of the rerender tests: a subset of the corpus (its first files, every format
+the first importers read; 8 of the 200 tau-bench trajectories, cut from the corpus file
+at test time) and one reference run
 of it, in this process, that the other runs are compared with byte for byte."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tests.corpus import FIRST
 
 from ctxrules.batch import ReplayOptions, rerender
 from ctxrules.config import PipelineConfig
@@ -21,14 +23,14 @@ TAU_KEPT = 8
 
 @pytest.fixture(scope="session")
 def subset(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder of transcripts: the corpus without most tau-bench runs (19 sessions)."""
+    """A folder of transcripts: the corpus's first files without most tau-bench runs
+    (19 sessions)."""
     root = tmp_path_factory.mktemp("subset")
-    for path in sorted(corpus.rglob("*")):
-        rel = path.relative_to(corpus)
-        if path.is_dir() or path.suffix == ".md" or str(rel) == TAU:
+    for rel in FIRST:
+        if rel == TAU:
             continue
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, root / rel)
+        shutil.copyfile(corpus / rel, root / rel)
     runs = json.loads((corpus / TAU).read_text())
     (root / TAU).parent.mkdir(parents=True, exist_ok=True)
     (root / TAU).write_text(json.dumps(runs[:TAU_KEPT]))

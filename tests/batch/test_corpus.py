@@ -1,8 +1,9 @@
-"""The whole corpus replayed under the aggressive preset (every rule fires): no session
-fails and no commit breaks an invariant or the tool pairing; the recorded figures are
-the usage the transcripts hold (read here with plain JSON / YAML); the replay with no
-rules matches it, and matches ``replay.compare_usage`` (request_for + explain, another
-path to the same requests); the tokens saved per rule add up to what the rules saved."""
+"""The corpus's first files (``tests.corpus.FIRST``) replayed under the aggressive
+preset (every rule fires): no session fails and no commit breaks an invariant or the
+tool pairing; the recorded figures are the usage the transcripts hold (read here with
+plain JSON / YAML); the replay with no rules matches it, and matches
+``replay.compare_usage`` (request_for + explain, another path to the same requests);
+the tokens saved per rule add up to what the rules saved."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from tests.corpus import FIRST
 
 from ctxrules.batch import rerender
 from ctxrules.config import PipelineConfig
@@ -25,8 +27,8 @@ RULES = set(PipelineConfig.preset("aggressive").pipeline)
 
 
 @pytest.fixture(scope="module")
-def records(corpus: Path) -> dict[str, dict[str, Any]]:
-    result = rerender([str(corpus)], OPTIONS, jobs=2)
+def records(first_corpus: Path) -> dict[str, dict[str, Any]]:
+    result = rerender([str(first_corpus)], OPTIONS, jobs=2)
     assert result.sessions == result.replayed == 211
     return {r["session"]: r for r in result.records}
 
@@ -35,10 +37,9 @@ def records(corpus: Path) -> dict[str, dict[str, Any]]:
 def sessions(corpus: Path) -> dict[str, str]:
     """The corpus file of every session id (an import of each file on its own)."""
     out = {}
-    for path in sorted(corpus.rglob("*")):
-        if path.is_file() and path.suffix != ".md":
-            for res in import_paths(MemoryStore(), [str(path)]):
-                out[res.id] = str(path.relative_to(corpus))
+    for rel in FIRST:
+        for res in import_paths(MemoryStore(), [str(corpus / rel)]):
+            out[res.id] = rel
     return out
 
 
@@ -146,11 +147,11 @@ def test_the_replay_with_no_rules_matches_the_recorded_usage(records):
             assert abs(replayed / recorded - 1) <= TARGET[r["provider"]], r["session"]
 
 
-def test_the_replay_with_no_rules_is_what_compare_usage_estimates(records, corpus):
+def test_the_replay_with_no_rules_is_what_compare_usage_estimates(records, first_corpus):
     """OpenHands' later requests are over-estimated (its recorded prompts grow less than
     the observations it keeps): whatever the estimate, both paths must agree on it."""
     store = MemoryStore()
-    files = [corpus / "claude-code-jsonl", corpus / "openhands-trajectory"]
+    files = [first_corpus / "claude-code-jsonl", first_corpus / "openhands-trajectory"]
     for res in import_paths(store, [str(f) for f in files]):
         r = records[res.id]
         rows = [

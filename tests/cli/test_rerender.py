@@ -22,9 +22,10 @@ def _run(capsys, *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def test_json_totals_add_up_the_sessions(corpus, capsys, tmp_path):
+def test_json_totals_add_up_the_sessions(corpus, first_corpus, capsys, tmp_path):
     out = tmp_path / "out.jsonl"
-    argv = [str(corpus / CASSETTES), str(corpus / OPENHANDS), "--preset", "aggressive"]
+    cassettes = first_corpus / CASSETTES  # the five pydantic-ai cassettes
+    argv = [str(cassettes), str(corpus / OPENHANDS), "--preset", "aggressive"]
     code, stdout, err = _run(capsys, *argv, "--jobs", "1", "--json", "--out", str(out))
     assert code == 0, err
     shown = json.loads(stdout)

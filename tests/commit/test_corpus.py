@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.corpus import FIRST
 
 from ctxrules.commit import Pipeline
 from ctxrules.config import PRESETS, PipelineConfig
@@ -19,7 +20,7 @@ PIPELINES = {name: Pipeline.from_config(PipelineConfig.preset(name)) for name in
 
 @pytest.fixture(scope="module")
 def corpus_store(corpus: Path, tmp_path_factory):
-    files = sorted(str(p) for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    files = [str(corpus / f) for f in FIRST]
     store = open_store(tmp_path_factory.mktemp("corpus-store"))
     results = import_paths(store, files)
     yield store, results

@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.corpus import entries
 
 from ctxrules.cli import main
 from ctxrules.importers import import_paths
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "corpus"
-#: Every cassette of the corpus, by its path in the corpus folder.
-CASSETTES = sorted(
-    str(p.relative_to(CORPUS)) for p in (CORPUS / "vcr-cassettes-yaml").rglob("*.yaml")
-)
+#: The pydantic-ai cassettes (their bodies are ``parsed_body`` mappings), by path.
+CASSETTES = [e["path"] for e in entries(kind="cassette-yaml-pydantic-ai")]
 OPENAI = "vcr-cassettes-yaml/openai-chat/test_tool_search_eval_openai-chat.yaml"
 CC = [
     "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl",

@@ -9,7 +9,8 @@ The built-in offline summarizer writes the summaries.  The checks here are the
 checker's promises on real data, and the targets the offline summarizer meets under
 ``half`` (every fact but the files: ≥ 95 % of identifiers and constraints, all of the
 task statements and open todos); the figures (benches/README.md, "Context quality")
-come from running this file as a script: ``.venv/bin/python tests/quality/test_corpus.py``.
+come from running this file as a module: ``.venv/bin/python -m tests.quality.test_corpus``.
+The sessions are those of the corpus's first files (``tests.corpus.FIRST``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.corpus import FIRST
 
 from ctxrules.commit import make_commit
 from ctxrules.config import PipelineConfig
@@ -48,7 +50,7 @@ CONFIGS: dict[str, Callable[[int], PipelineConfig]] = {
 
 
 def corpus_files(corpus: Path) -> list[str]:
-    return sorted(str(p) for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    return [str(corpus / f) for f in FIRST]
 
 
 def reports(

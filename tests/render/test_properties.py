@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.corpus import FIRST
 
 from ctxrules.commit import Pipeline, make_commit
 from ctxrules.config import PRESETS, PipelineConfig
@@ -38,7 +39,7 @@ class Corpus:
 @pytest.fixture(scope="module")
 def corpus_sessions(corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Corpus:
     """Every file of the corpus imported (format detected) into one fresh store."""
-    files = sorted(str(p) for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    files = [str(corpus / f) for f in FIRST]
     store = open_store(tmp_path_factory.mktemp("corpus-store"))
     results = import_paths(store, files)
     sessions = [(r.id, dict(store.get_session(r.id).metadata), store.nodes(r.id)) for r in results]

@@ -21,6 +21,7 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.corpus import FIRST
 
 from ctxrules import _core
 from ctxrules.commit import Pipeline
@@ -61,7 +62,7 @@ def corpus_requests(
     corpus: Path, where: Path, preset: str, *, situation: bool = False
 ) -> tuple[CommitStore, list[list[Request]]]:
     """The request of every answer of every corpus session, in order, under ``preset``."""
-    files = sorted(str(p) for p in corpus.rglob("*") if p.is_file() and p.name != "SOURCES.md")
+    files = [str(corpus / f) for f in FIRST]
     store = open_store(f"memory:{where}")
     pipeline = Pipeline.from_config(PipelineConfig.preset(preset))
     sessions = [
