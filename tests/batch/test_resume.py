@@ -1,7 +1,8 @@
 """``--out`` keeps every session that finished and resumes from it: a run stopped after
 some sessions (Ctrl-C in the library, SIGINT to the command's process group) and run
 again leaves the same bytes as one uninterrupted run; a last line cut short is dropped;
-results made under other rules are refused."""
+results made under other rules are refused.  (A run killed outright, the journal it
+leaves, and what --out does to other files: tests/reliability/test_output_files.py.)"""
 
 from __future__ import annotations
 
@@ -92,9 +93,11 @@ def test_ctrl_c_stops_the_workers_and_keeps_what_finished(longer, tmp_path):
         start_new_session=True,
         preexec_fn=default_sigint,
     )
+    # Finished sessions go to the journal beside --out; --out is replaced when the run ends.
+    journal = tmp_path / ".out.jsonl.partial"
     try:
         deadline = time.monotonic() + 120
-        while not (out.exists() and out.read_bytes().count(b"\n")) and proc.poll() is None:
+        while not (journal.exists() and journal.read_bytes().count(b"\n")) and proc.poll() is None:
             assert time.monotonic() < deadline, "no session finished in 120 s"
             time.sleep(0.02)
         os.killpg(proc.pid, signal.SIGINT)
@@ -105,7 +108,7 @@ def test_ctrl_c_stops_the_workers_and_keeps_what_finished(longer, tmp_path):
     assert proc.returncode == 130, err.decode()
     assert b"interrupted after" in err and b"again to resume" in err
     kept = out.read_bytes().splitlines()
-    assert 0 < len(kept) < sessions
+    assert 0 < len(kept) < sessions and not journal.exists()
     whole = tmp_path / "whole.jsonl"
     reference = rerender([str(folder)], OPTIONS, jobs=2, out=whole)
     assert set(kept) <= set(whole.read_bytes().splitlines())  # whole records, as one run makes

@@ -93,7 +93,7 @@ def test_a_param_changes_the_rules(corpus, capsys):
         (["{corpus}", "--provider", "nope"], "nope"),
         (["{corpus}", "--provider", "anthropic", "--model", "gpt-4o"], "gpt-4o"),
         (["{corpus}", "--scheduler", "tcp://127.0.0.1:1"], "needs --backend dask"),
-        (["{corpus}", "--jobs", "0"], "jobs must be at least 1"),
+        (["{corpus}", "--jobs", "0"], "jobs must be between 1 and 256, got 0"),
     ],
 )
 def test_errors_are_one_line(corpus, capsys, argv, message):

@@ -9,20 +9,31 @@ rules change (docs/rerender.md).  ``replay_session`` is the work done per sessio
 
 from __future__ import annotations
 
-from .output import OutFile, encode_record, totals
+from .output import OutFile, encode_record, is_results_file, totals
 from .requests import SessionData, session_data
-from .run import BACKENDS, RerenderResult, local_cluster, rerender, run_batch
+from .run import (
+    BACKENDS,
+    MAX_JOBS,
+    RerenderResult,
+    check_jobs,
+    local_cluster,
+    rerender,
+    run_batch,
+)
 from .session import ReplayOptions, replay_session
 from .sources import Sources, is_store, open_sources
 
 __all__ = [
     "BACKENDS",
+    "MAX_JOBS",
     "OutFile",
     "ReplayOptions",
     "RerenderResult",
     "SessionData",
     "Sources",
+    "check_jobs",
     "encode_record",
+    "is_results_file",
     "is_store",
     "local_cluster",
     "open_sources",

@@ -2,24 +2,37 @@
 
 A line is the session's record (``replay_session``) encoded with sorted keys; floats
 are rounded where they are made, so the same record prints the same bytes everywhere.
-``OutFile`` keeps them in a file as they finish (flushed per line), resumes from it — a
-session already in the file is not replayed again; a last line cut short by an
-interrupted run is dropped — and, once every session is in, puts the lines in session
-order, so one run and any number of resumed ones leave the same bytes.
+
+``OutFile`` keeps them in a file (``ctxrules.outfiles.OutputFile``: checked before the
+run starts, refused when it exists and is no results file — recognised by its first
+line, whatever its name — unless ``force``, locked against a second writer).  The
+target itself is only ever replaced whole, by a rename: each session's line goes to a
+journal beside it (``.NAME.partial``, flushed per line) as it finishes, and when the
+run ends — finished, interrupted, or stopped by an error — every line is written in
+session order into a new file that replaces the target, and the journal is removed.
+A run killed outright leaves the journal; the next run resumes from the target and
+the journal together (a last journal line cut short is dropped), so a session already
+in either is not replayed again.  Lines of sessions the sources no longer hold are
+dropped, as are repeated lines of one session, so one run and any number of resumed
+ones leave the same bytes.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import msgspec
 
 from ..errors import ConfigError, ValidationError
+from ..outfiles import OutputFile, io_error
 
-__all__ = ["OutFile", "encode_record", "totals"]
+__all__ = ["OutFile", "encode_record", "is_results_file", "totals"]
+
+#: How much of a file is read to recognise it as a results file (its first line).
+_SNIFF = 1 << 20
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
@@ -27,23 +40,58 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
     return msgspec.json.encode(record, order="sorted")
 
 
+def is_results_file(path: str | os.PathLike[str]) -> bool:
+    """Whether the file at ``path`` is a rerender results file, by its content: empty,
+    or a first line (newline-terminated) that is a session's record."""
+    with open(path, "rb") as fh:
+        head = fh.read(_SNIFF)
+    if not head:
+        return True
+    first, newline, _ = head.partition(b"\n")
+    return bool(newline) and _record(first) is not None
+
+
 class OutFile:
     """A results file being written (see the module docstring).
 
     ``lines`` holds the line of every session in it, by session id.  ``ValidationError``
     when a line before the last is not a session's record, ``ConfigError`` when the
-    file holds results made under other rules, provider or model than ``expect`` says.
+    file holds results made under other rules, provider or model than ``expect`` says;
+    ``CtxrulesError`` when the target is not a results file (without ``force``), cannot
+    be written, or another run writes it now.
     """
 
-    def __init__(self, path: str | os.PathLike[str], expect: Mapping[str, Any]):
+    def __init__(
+        self, path: str | os.PathLike[str], expect: Mapping[str, Any], *, force: bool = False
+    ):
         self.path = Path(path)
+        self._target = OutputFile(
+            path, kind="a rerender results file", ours=is_results_file, force=force
+        )
         self.lines: dict[str, bytes] = {}
+        self._journal: IO[bytes] | None = None
         try:
-            data = self.path.read_bytes()
-        except FileNotFoundError:
-            data = b""
+            if self._target.exists and (force is False or is_results_file(self.path)):
+                self._read(self.path, expect, strict=True)
+            self.journal = self.path.with_name(f".{self.path.name}.partial")
+            keep = self._read(self.journal, expect, strict=False) if self.journal.exists() else 0
+            try:
+                self._journal = open(self.journal, "ab")
+                self._journal.truncate(keep)
+            except OSError as exc:
+                raise io_error(exc, self.journal, "write the journal of the run") from None
+        except BaseException:
+            self._target.close()
+            raise
+
+    def _read(self, path: Path, expect: Mapping[str, Any], *, strict: bool) -> int:
+        """Take the lines of ``path`` (later ones win); returns how many bytes of it are
+        whole lines.  ``strict``: a bad line before the last is an error (a journal is
+        read up to its first bad line instead)."""
+        try:
+            data = path.read_bytes()
         except OSError as exc:
-            raise ValidationError(f"cannot read it: {exc.strerror}", where=str(path)) from None
+            raise io_error(exc, path, "read it") from None
         keep = 0
         rows = data.split(b"\n")
         for number, line in enumerate(rows, 1):
@@ -51,41 +99,50 @@ class OutFile:
                 break  # what follows the last newline: empty, or a line cut short
             record = _record(line)
             if record is None:
-                if number == len(rows) - 1 and not rows[-1]:
-                    break  # the last line is broken: an interrupted write, dropped
+                if not strict or (number == len(rows) - 1 and not rows[-1]):
+                    break  # an interrupted write: dropped
                 raise ValidationError(
                     "not a rerender result line", where=f"{path}:{number}", hint="use another --out"
                 )
             _check(record, expect, f"{path}:{number}")
-            self.lines.setdefault(str(record["session"]), line)
+            self.lines[str(record["session"])] = line
             keep += len(line) + 1
-        try:
-            self._fh = self.path.open("ab")
-            if keep < len(data):
-                self._fh.truncate(keep)
-        except OSError as exc:
-            raise ValidationError(f"cannot write it: {exc.strerror}", where=str(path)) from None
+        return keep
 
     def add(self, session: str, line: bytes) -> None:
-        """Append a session's line and flush it (a run stopped later keeps it)."""
-        self._fh.write(line + b"\n")
-        self._fh.flush()
+        """Add a session's line to the journal and flush it (a run killed later keeps it)."""
+        assert self._journal is not None
+        try:
+            self._journal.write(line + b"\n")
+            self._journal.flush()
+        except OSError as exc:
+            raise io_error(
+                exc,
+                self.journal,
+                "write the journal of the run",
+                what="the results file was kept as it was",
+            ) from None
         self.lines[session] = line
 
-    def finish(self) -> None:
-        """Put the lines in session order (atomically, when they are not already)."""
-        self._fh.close()
-        ordered = [self.lines[k] for k in sorted(self.lines)]
-        if list(self.lines.values()) == ordered:
-            return
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(b"".join(line + b"\n" for line in ordered))
-        os.replace(tmp, self.path)
-        self.lines = dict(sorted(self.lines.items()))
+    def finish(self, keep: Collection[str] | Callable[[str], bool] | None = None) -> None:
+        """Replace the target by every line in session order (only the sessions ``keep``
+        holds, when given), then remove the journal."""
+        wanted = keep if keep is None or callable(keep) else keep.__contains__
+        self.lines = {k: v for k, v in sorted(self.lines.items()) if wanted is None or wanted(k)}
+        for line in self.lines.values():
+            self._target.write(line + b"\n")
+        self._target.commit()
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        self.journal.unlink(missing_ok=True)
 
     def close(self) -> None:
-        """Close the file as it is (an interrupted run: the next one resumes from it)."""
-        self._fh.close()
+        """Release the target (a journal not finished stays: the next run resumes it)."""
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        self._target.close()
 
 
 def _record(line: bytes) -> dict[str, Any] | None:
@@ -93,7 +150,11 @@ def _record(line: bytes) -> dict[str, Any] | None:
         record = msgspec.json.decode(line)
     except msgspec.DecodeError:
         return None
-    ok = isinstance(record, dict) and isinstance(record.get("session"), str)
+    ok = (
+        isinstance(record, dict)
+        and isinstance(record.get("session"), str)
+        and isinstance(record.get("rules_version"), str)
+    )
     return record if ok else None
 
 

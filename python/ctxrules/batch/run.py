@@ -40,11 +40,21 @@ from .requests import SessionData
 from .session import ReplayOptions, check_options, replay_session
 from .sources import Sources, open_sources
 
-__all__ = ["BACKENDS", "RerenderResult", "local_cluster", "rerender", "run_batch"]
+__all__ = [
+    "BACKENDS",
+    "MAX_JOBS",
+    "RerenderResult",
+    "check_jobs",
+    "local_cluster",
+    "rerender",
+    "run_batch",
+]
 
 BACKENDS = ("local", "dask")
 #: The most sessions one batch holds: small enough that progress and a stop come soon.
 MAX_BATCH = 16
+#: The most worker processes a run starts (each holds an interpreter and the rules).
+MAX_JOBS = 256
 
 #: Set in a local pool's workers: the main process sets it to stop them (Ctrl-C).
 _stop: Any = None
@@ -103,20 +113,22 @@ def rerender(
     out: str | os.PathLike[str] | None = None,
     sessions: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
+    force: bool = False,
 ) -> RerenderResult:
     """Replay every session of ``sources`` (``batch.sources``) under ``options``.
 
     ``jobs``: worker processes (default: every core); ``backend``: ``local`` or
     ``dask`` (``scheduler``: a Dask scheduler's address, else a local cluster is
-    started); ``out``: the results file, resumed when it exists (``batch.output``);
-    ``sessions``: only these session ids; ``progress(done, total)`` is called as
-    sessions finish.  Ctrl-C (``KeyboardInterrupt``) stops the run cleanly: the result
-    says ``interrupted`` and ``out`` keeps every session that finished.
+    started); ``out``: the results file, resumed when it exists (``batch.output``;
+    checked before anything is read: an existing file that is no results file is
+    refused unless ``force``); ``sessions``: only these session ids;
+    ``progress(done, total)`` is called as sessions finish.  Ctrl-C
+    (``KeyboardInterrupt``) stops the run cleanly: the result says ``interrupted`` and
+    ``out`` keeps every session that finished.
     """
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}", where="--backend", hint="local or dask")
-    if jobs is not None and jobs < 1:
-        raise ConfigError(f"jobs must be at least 1, got {jobs}", where="--jobs")
+    check_jobs(jobs)
     if scheduler and backend != "dask":
         raise ConfigError("a scheduler address needs --backend dask", where="--scheduler")
     workers = jobs or os.cpu_count() or 1
@@ -128,9 +140,10 @@ def rerender(
         "model": options.model,
     }
     lines: dict[str, bytes] = {}
-    with open_sources(sources, sessions=sessions) as src:
-        outfile = OutFile(out, expect) if out is not None else None
-        try:
+    # The output is checked (and locked) before any source is read or imported.
+    outfile = OutFile(out, expect, force=force) if out is not None else None
+    try:
+        with open_sources(sources, sessions=sessions) as src:
             wanted = src.session_ids
             done_before = (
                 {k: v for k, v in outfile.lines.items() if k in set(wanted)} if outfile else {}
@@ -153,23 +166,35 @@ def rerender(
                 progress(0, len(todo))
             size = max(1, min(MAX_BATCH, math.ceil(len(todo) / (workers * 4))))
             batches = [todo[i : i + size] for i in range(0, len(todo), size)]
-            if backend == "dask":
-                interrupted = _dask(batches, src, plain, workers, scheduler, deliver)
-            else:
-                interrupted = _local(batches, src, plain, workers, deliver)
-            if outfile is not None and not interrupted and finished == len(todo):
-                outfile.finish()
-        finally:
-            if outfile is not None:
-                outfile.close()
-        records = [msgspec.json.decode(lines[k]) for k in sorted(lines)]
-        return RerenderResult(
-            records=records,
-            totals=totals(records),
-            sessions=len(wanted),
-            replayed=finished,
-            resumed=len(done_before),
-            interrupted=interrupted,
+            try:
+                if backend == "dask":
+                    interrupted = _dask(batches, src, plain, workers, scheduler, deliver)
+                else:
+                    interrupted = _local(batches, src, plain, workers, deliver)
+            finally:
+                if outfile is not None:  # whatever ended the run: what finished is kept
+                    outfile.finish(src.holds)
+    finally:
+        if outfile is not None:
+            outfile.close()
+    records = [msgspec.json.decode(lines[k]) for k in sorted(lines)]
+    return RerenderResult(
+        records=records,
+        totals=totals(records),
+        sessions=len(wanted),
+        replayed=finished,
+        resumed=len(done_before),
+        interrupted=interrupted,
+    )
+
+
+def check_jobs(jobs: int | None) -> None:
+    """``ConfigError`` unless ``jobs`` is ``None`` (every core) or 1 to ``MAX_JOBS``."""
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise ConfigError(
+            f"jobs must be between 1 and {MAX_JOBS}, got {jobs}",
+            where="--jobs",
+            hint="leave --jobs out for one worker per core",
         )
 
 

@@ -43,14 +43,21 @@ def is_store(source: str) -> bool:
 class Sources:
     """The opened SOURCEs: which store holds each session, sessions sorted by id."""
 
-    def __init__(self, stores: list[CommitStore], where: dict[str, int]):
+    def __init__(
+        self, stores: list[CommitStore], where: dict[str, int], every: frozenset[str] = frozenset()
+    ):
         self._stores = stores
         self._where = where
+        self._every = every or frozenset(where)
 
     @property
     def session_ids(self) -> list[str]:
         """Every session of every source, sorted by id (the order of the results)."""
         return sorted(self._where)
+
+    def holds(self, session_id: str) -> bool:
+        """Whether any source holds the session (chosen by ``sessions`` or not)."""
+        return session_id in self._every
 
     def data(self, session_id: str) -> bytes:
         """The session as a worker receives it (``SessionData``, MessagePack)."""
@@ -114,9 +121,10 @@ def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Ite
                     where="--session",
                     hint="give full session ids (`ctxrules sessions` lists a store's)",
                 )
+        every = frozenset(where)
         if sessions:
             where = {sid: where[sid] for sid in sessions}
-        yield Sources(stores, where)
+        yield Sources(stores, where, every)
     finally:
         for store in stores:
             store.close()

@@ -102,7 +102,13 @@ ctxrules rerender runs/ --backend dask --scheduler tcp://10.0.0.5:8786 --out a.j
         "--out",
         metavar="FILE",
         default=None,
-        help="write one JSON line per session here; an existing file is resumed",
+        help="write one JSON line per session here; an existing results file is resumed "
+        "(replaced whole when the run ends); any other existing file is refused",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing --out that is not a rerender results file",
     )
     p.add_argument(
         "--session",
@@ -156,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
             out=args.out,
             sessions=args.sessions,
             progress=None if args.quiet else bar.update,
+            force=args.force,
         )
     finally:
         bar.close()

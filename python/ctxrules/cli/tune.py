@@ -11,13 +11,24 @@ and ends with the TOML of the chosen setting.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ..tune import DEFAULT_BUDGET, OBJECTIVES, SEARCHES, plot, print_table, tune, write_report
+from ..outfiles import checked_dir
+from ..tune import (
+    DEFAULT_BUDGET,
+    OBJECTIVES,
+    SEARCHES,
+    plot,
+    print_table,
+    report_targets,
+    tune,
+    write_report,
+)
 from ..tune.plot import PLOT_HINT
 from ._common import print_json, subcommand
 from ._store import add_config_options, config_of
@@ -112,7 +123,13 @@ ctxrules tune a.jsonl b.jsonl --param tool_aging.step_turns=1..4 --preset claude
         default=DEFAULT_OUT,
         metavar="DIR",
         help=f"folder for results.csv/json, the plots, chosen.toml and the cache "
-        f"(default ./{DEFAULT_OUT})",
+        f"(default ./{DEFAULT_OUT}; made if missing); files of an earlier tune there are "
+        "replaced, any other file of those names is refused",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files of --out's names that a tune did not write",
     )
     add_config_options(p)
     p.add_argument(
@@ -127,23 +144,36 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     base = config_of(args)
-    with _progress() as progress:
-        result = tune(
-            args.sources,
-            args.param,
-            base=base,
-            provider=args.provider,
-            model=args.model,
-            objective=args.objective,
-            search=args.search,
-            budget=args.budget,
-            seed=args.seed,
-            cache_dir=Path(args.out) / "cache",
-            min_quality=args.min_quality,
-            jobs=args.jobs,
-            progress=progress,
-        )
-    written = write_report(result, args.out)
+    # Every output is checked (and locked) before anything is measured.
+    made = not Path(args.out).exists()
+    targets = report_targets(args.out, force=args.force)
+    written: dict[str, Path] = {}
+    try:
+        cache = checked_dir(Path(args.out) / "cache", option="--out")
+        with _progress() as progress:
+            result = tune(
+                args.sources,
+                args.param,
+                base=base,
+                provider=args.provider,
+                model=args.model,
+                objective=args.objective,
+                search=args.search,
+                budget=args.budget,
+                seed=args.seed,
+                cache_dir=cache,
+                min_quality=args.min_quality,
+                jobs=args.jobs,
+                progress=progress,
+            )
+        written = write_report(result, args.out, targets)
+    finally:
+        for target in targets.values():
+            target.close()
+        if made and not written:  # refused or failed: leave no empty folder behind
+            for folder in (Path(args.out) / "cache", Path(args.out)):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()  # only ever an empty one
     if not plot.available():  # on stderr: --json keeps stdout for the result
         print(f"ctxrules tune: no plots: matplotlib is missing ({PLOT_HINT})", file=sys.stderr)
     if args.json:

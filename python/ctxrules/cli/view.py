@@ -33,7 +33,7 @@ import sys
 import threading
 import traceback
 import webbrowser
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
@@ -44,6 +44,7 @@ import msgspec
 
 from ..errors import ConfigError, CtxrulesError, NotFoundError
 from ..model import ContextCommit
+from ..outfiles import OutputFile
 from ._common import add_now_option, now_of, port_number, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 from .commit import diff_json
@@ -58,8 +59,11 @@ __all__ = [
     "asset",
     "export_answers",
     "export_html",
+    "is_export",
+    "iter_answers",
     "loopback_host",
     "run",
+    "write_export",
 ]
 
 DEFAULT_PORT = 8742
@@ -76,6 +80,11 @@ SERVED_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+
+#: What an exported page carries in its head, so a later export knows the file is ours.
+EXPORT_MARK = '<meta name="generator" content="ctxrules view --export">'
+#: How the data element of an exported page starts (pages of older versions too).
+_DATA_START = '{"format":"ctxrules-view/1","session":'
 
 #: The tags of index.html that an export replaces with the inline script and style.
 _STYLE_TAG = '<link rel="stylesheet" href="/viewer.css">'
@@ -129,7 +138,13 @@ ctxrules view s_a5a2 --json                    # the data an export embeds
         "--export",
         metavar="FILE",
         default=None,
-        help="write one self-contained HTML file of SESSION at its HEAD instead of serving",
+        help="write one self-contained HTML file of SESSION at its HEAD instead of serving; "
+        "an existing file is replaced only if it is such a page",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="let --export replace an existing file that is not a page it wrote",
     )
     p.add_argument(
         "--json", action="store_true", help="print the data an export embeds instead of serving"
@@ -276,49 +291,54 @@ class _Handler(BaseHTTPRequestHandler):
 # -- the export -------------------------------------------------------------------------------
 
 
-def export_answers(data: ViewData, session: str) -> dict[str, Any]:
-    """The answers an exported file embeds, by ``request_key``: the session, its graph
-    and every node, the timeline at HEAD with each commit and each commit's diff against
-    the one before, the statistics at HEAD and the request at HEAD for every provider.
-    Each value is ``{"ok": answer}`` or ``{"error": message}``, as the server would
-    answer.
+def iter_answers(data: ViewData, session: str) -> Iterator[tuple[str, Any]]:
+    """The answers an exported file embeds, one ``(request_key, value)`` at a time (an
+    export writes each as it comes: memory holds one answer, not the file): the
+    session, its graph and every node, the timeline at HEAD with each commit and each
+    commit's diff against the one before, the statistics at HEAD and the request at
+    HEAD for every provider.  Each value is ``{"ok": answer}`` or ``{"error": message}``,
+    as the server would answer.
 
     Each piece is read once: the nodes' answers are ``ctxrules log --json``'s list, and
     the commits' and diffs' answers are made from the commits the timeline holds."""
-    answers: dict[str, Any] = {}
 
-    def put(name: str, answer: Any, **params: str) -> None:
-        answers[request_key(name, params)] = {"ok": answer}
+    def ok(name: str, answer: Any, **params: str) -> tuple[str, Any]:
+        return request_key(name, params), {"ok": answer}
 
-    def ask(name: str, **params: str) -> None:
+    def ask(name: str, **params: str) -> tuple[str, Any]:
         try:
-            put(name, data.answer(name, params), **params)
+            return ok(name, data.answer(name, params), **params)
         except CtxrulesError as exc:
-            answers[request_key(name, params)] = {"error": str(exc)}
+            return request_key(name, params), {"error": str(exc)}
 
-    ask("config")
+    yield ask("config")
     info = data.store.get_session(session)
     # The file shares one session, not the names of the store's others.
-    put("sessions", [session_json(info, session_title(data.store, info))])
+    yield ok("sessions", [session_json(info, session_title(data.store, info))])
     head = info.head or ""
     commits: list[ContextCommit] = []
     try:
         timeline, commits = data.timeline(session, head or None)
-        put("timeline", timeline, session=session, head=head)
+        yield ok("timeline", timeline, session=session, head=head)
     except CtxrulesError as exc:
-        answers[request_key("timeline", {"session": session, "head": head})] = {"error": str(exc)}
-    ask("graph", session=session)  # after the timeline: it shows the commits made
+        yield request_key("timeline", {"session": session, "head": head}), {"error": str(exc)}
+    yield ask("graph", session=session)  # after the timeline: it shows the commits made
     for node in log_json(data.store, session):
-        put("node", node, session=session, id=str(node["id"]))
+        yield ok("node", node, session=session, id=str(node["id"]))
     for i, commit in enumerate(commits):
-        put("commit", commit_answer(commit), session=session, id=commit.id)
+        yield ok("commit", commit_answer(commit), session=session, id=commit.id)
         if i:
             before = commits[i - 1]
-            put("diff", diff_json(before, commit), session=session, a=before.id, b=commit.id)
-    ask("stats", session=session, head=head)
+            yield ok("diff", diff_json(before, commit), session=session, a=before.id, b=commit.id)
+    del commits
+    yield ask("stats", session=session, head=head)
     for provider in data.providers:
-        ask("render", session=session, node=head, provider=provider)
-    return answers
+        yield ask("render", session=session, node=head, provider=provider)
+
+
+def export_answers(data: ViewData, session: str) -> dict[str, Any]:
+    """Every answer of ``iter_answers`` in one mapping (what ``--json`` prints)."""
+    return dict(iter_answers(data, session))
 
 
 def _embedded_json(obj: Any) -> str:
@@ -333,10 +353,8 @@ def _sha256(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
 
 
-def export_html(answers: Mapping[str, Any], session: str) -> str:
-    """One self-contained HTML page of ``answers`` (``export_answers``): the page's
-    script and style inline, allowed by their hashes in a Content-Security-Policy
-    ``<meta>`` that allows nothing else (no requests, no other script)."""
+def _export_chunks(answers: Iterable[tuple[str, Any]], session: str) -> Iterator[str]:
+    """The exported page in pieces: the page up to the data, each answer, the rest."""
     script, style = asset("viewer.js"), asset("viewer.css")
     # Our files, checked anyway: either tag inside would end the inline element early.
     if "</script" in script.lower() or "</style" in style.lower():
@@ -346,21 +364,60 @@ def export_html(answers: Mapping[str, Any], session: str) -> str:
         f"default-src 'none'; script-src {_sha256(script)}; style-src {_sha256(style)}; "
         "img-src data:; base-uri 'none'; form-action 'none'"
     )
-    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-    data = {"format": "ctxrules-view/1", "session": session, "answers": answers}
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">\n{EXPORT_MARK}'
     for tag in (_STYLE_TAG, _SCRIPT_TAG, "<head>"):
         if tag not in page:
             raise ConfigError(f"the viewer's index.html lacks {tag!r}; it cannot be exported")
-    return (
-        page.replace("<head>", f"<head>\n{meta}", 1)
-        .replace(_STYLE_TAG, f"<style>{style}</style>", 1)
-        .replace(
-            _SCRIPT_TAG,
-            f'<script type="application/json" id="ctxrules-data">{_embedded_json(data)}'
-            f"</script>\n<script>{script}</script>",
-            1,
-        )
+    page = page.replace("<head>", f"<head>\n{meta}", 1).replace(
+        _STYLE_TAG, f"<style>{style}</style>", 1
     )
+    before, _, after = page.partition(_SCRIPT_TAG)
+    yield before
+    yield f'<script type="application/json" id="ctxrules-data">{_DATA_START}'
+    yield f'{_embedded_json(session)},"answers":{{'
+    for i, (key, value) in enumerate(answers):
+        yield ("," if i else "") + f"{_embedded_json(key)}:{_embedded_json(value)}"
+    yield f"}}}}</script>\n<script>{script}</script>"
+    yield after
+
+
+def export_html(answers: Mapping[str, Any], session: str) -> str:
+    """One self-contained HTML page of ``answers`` (``export_answers``): the page's
+    script and style inline, allowed by their hashes in a Content-Security-Policy
+    ``<meta>`` that allows nothing else (no requests, no other script)."""
+    return "".join(_export_chunks(answers.items(), session))
+
+
+def is_export(path: str | Path) -> bool:
+    """Whether the file at ``path`` is a page ``view --export`` wrote, by its content
+    (read a piece at a time)."""
+    marks = (EXPORT_MARK.encode(), _DATA_START.encode())
+    keep = max(len(m) for m in marks)
+    with open(path, "rb") as fh:
+        head = fh.read(1 << 12)
+        if not head.lstrip().lower().startswith(b"<!doctype html"):
+            return False
+        tail = b""
+        chunk = head
+        while chunk:
+            window = tail + chunk
+            if any(m in window for m in marks):
+                return True
+            tail = window[-keep:]
+            chunk = fh.read(1 << 20)
+    return False
+
+
+def write_export(data: ViewData, session: str, out: OutputFile) -> int:
+    """Write the exported page of ``session`` into ``out`` (then renamed into place),
+    one answer at a time; returns its size in bytes."""
+    size = 0
+    for chunk in _export_chunks(iter_answers(data, session), session):
+        raw = chunk.encode()
+        out.write(raw)
+        size += len(raw)
+    out.commit()
+    return size
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -369,37 +426,62 @@ def export_html(answers: Mapping[str, Any], session: str) -> str:
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules view``; returns the exit code (serving: when stopped)."""
     config = config_of(args)
-    with store_of(args) as store:
-        data = ViewData(
-            store=store,
-            config=config,
-            now=now_of(args),
-            session=args.session,
-            timeline_turns=max(0, args.turns),
+    # The export's file is checked (and locked) before anything is read.
+    out = (
+        OutputFile(
+            args.export,
+            kind="a page ctxrules view exported",
+            ours=is_export,
+            force=args.force,
+            option="--export",
         )
-        if args.export or args.json:
-            session = args.session or _only_session(store)
-            data.session = session
-            answers = export_answers(data, session)
-            if args.json:
-                print_json({"session": session, "answers": answers})
-            if args.export:
-                html = export_html(answers, session)
-                Path(args.export).write_text(html, encoding="utf-8")
-                if not args.json:
-                    print(f"wrote {args.export} ({len(html.encode()):,} bytes): session {session}")
-            return 0
-        server = ViewerServer(data, args.host, args.port)
-        url = server.url + (f"#session={quote(args.session)}" if args.session else "")
-        print(f"ctxrules view: serving {url} (this machine only; Ctrl-C stops)", flush=True)
-        if args.open:
-            webbrowser.open(url)
-        try:
-            server.serve_forever()
-        except KeyboardInterrupt:
-            print("ctxrules view: stopped", file=sys.stderr)
-        finally:
-            server.server_close()
+        if args.export
+        else None
+    )
+    try:
+        with store_of(args) as store:
+            data = ViewData(
+                store=store,
+                config=config,
+                now=now_of(args),
+                session=args.session,
+                timeline_turns=max(0, args.turns),
+            )
+            if out is not None or args.json:
+                session = args.session or _only_session(store)
+                data.session = session
+                if args.json:
+                    answers = export_answers(data, session)
+                    print_json({"session": session, "answers": answers})
+                if out is not None:
+                    if args.json:
+                        size = 0
+                        for chunk in _export_chunks(answers.items(), session):
+                            out.write(raw := chunk.encode())
+                            size += len(raw)
+                        out.commit()
+                    else:
+                        size = write_export(data, session, out)
+                        print(f"wrote {args.export} ({size:,} bytes): session {session}")
+                return 0
+            return _serve(data, args)
+    finally:
+        if out is not None:
+            out.close()
+
+
+def _serve(data: ViewData, args: argparse.Namespace) -> int:
+    server = ViewerServer(data, args.host, args.port)
+    url = server.url + (f"#session={quote(args.session)}" if args.session else "")
+    print(f"ctxrules view: serving {url} (this machine only; Ctrl-C stops)", flush=True)
+    if args.open:
+        webbrowser.open(url)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("ctxrules view: stopped", file=sys.stderr)
+    finally:
+        server.server_close()
     return 0
 
 

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from .frontier import choose, frontier_ranks, pareto_front, ranked
 from .params import MAX_VALUES, Param, parse_param, parse_params
-from .report import print_table, write_report
+from .report import REPORT_FILES, print_table, report_targets, write_report
 from .results import OBJECTIVES, SessionMetrics, SettingResult, aggregate
 from .search import (
     DEFAULT_BUDGET,
+    MAX_SETTINGS,
     SEARCHES,
     Setting,
     grid,
@@ -32,8 +33,10 @@ from .sweep import ParamInfo, TuneResult, setting_config, tune
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "MAX_SETTINGS",
     "MAX_VALUES",
     "OBJECTIVES",
+    "REPORT_FILES",
     "SEARCHES",
     "Param",
     "ParamInfo",
@@ -54,6 +57,7 @@ __all__ = [
     "print_table",
     "random_settings",
     "ranked",
+    "report_targets",
     "setting_at",
     "setting_config",
     "starting_settings",

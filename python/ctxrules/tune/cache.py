@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from ..outfiles import io_error
 from ..store import open_store
 from .results import SessionMetrics
 
@@ -79,13 +80,17 @@ class ResultCache:
         try:
             data = (self.folder / f"{key}.json").read_bytes()
             return msgspec.json.decode(data, type=list[SessionMetrics])
-        except (FileNotFoundError, msgspec.DecodeError):
-            return None
+        except (OSError, msgspec.DecodeError):
+            return None  # missing, unreadable or damaged: measured again
 
     def put(self, key: str, metrics: Sequence[SessionMetrics]) -> None:
         """Store a measurement under ``key``, atomically."""
-        self.folder.mkdir(parents=True, exist_ok=True)
         final = self.folder / f"{key}.json"
         tmp = final.with_name(f".{key}.{os.getpid()}.tmp")
-        tmp.write_bytes(msgspec.json.encode(list(metrics)))
-        tmp.replace(final)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp.write_bytes(msgspec.json.encode(list(metrics)))
+            tmp.replace(final)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise io_error(exc, final, "store a measurement in the cache") from None

@@ -14,14 +14,21 @@ tune runs on a headless machine and inside a user's notebook alike.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .sweep import TuneResult
 
-__all__ = ["PLOT_HINT", "available", "plot_frontier", "plot_sweep"]
+__all__ = ["MAX_TICKS", "PLOT_HINT", "SOFTWARE", "available", "plot_frontier", "plot_sweep"]
 
 #: What to do when matplotlib is missing (``available()`` is False).
 PLOT_HINT = "install the plots with: pip install 'ctxrules[plot]'"
+#: The PNG metadata ``Software`` of our plots: how a later run knows a file is ours.
+SOFTWARE = "ctxrules tune"
+#: The most labelled ticks of a parameter's axis: beyond, every n-th value is labelled
+#: (a label per value of a long range is unreadable and slow to draw).
+MAX_TICKS = 24
+#: The most settings annotated by name on the frontier plot.
+MAX_NAMES = 40
 
 
 def available() -> bool:
@@ -47,8 +54,14 @@ def _figure(width: float, height: float) -> Any:
     return fig
 
 
-def plot_frontier(result: TuneResult, path: str | Path) -> Path:
-    """Write the trade-off plot of ``result`` to ``path`` (PNG)."""
+def _save(fig: Any, path: str | Path | IO[bytes]) -> Path | IO[bytes]:
+    fig.savefig(path, format="png", metadata={"Software": SOFTWARE})
+    return Path(path) if isinstance(path, (str, Path)) else path
+
+
+def plot_frontier(result: TuneResult, path: str | Path | IO[bytes]) -> Any:
+    """Write the trade-off plot of ``result`` to ``path`` (PNG; a path or a binary
+    file); returns it (a path as a ``Path``)."""
     objective = result.objective
     fig = _figure(9, 6)
     ax = fig.subplots()
@@ -80,7 +93,7 @@ def plot_frontier(result: TuneResult, path: str | Path) -> Path:
         names: dict[tuple[float, float], list[str]] = {}
         for r, x, y in zip(front, xs, ys):
             names.setdefault((x, y), []).append(r.label)  # equal points share one note
-        for (x, y), labels in names.items():
+        for (x, y), labels in list(names.items())[:MAX_NAMES]:
             ax.annotate(
                 "\n".join(labels),
                 (x, y),
@@ -124,12 +137,12 @@ def plot_frontier(result: TuneResult, path: str | Path) -> Path:
     ax.grid(True, alpha=0.3)
     ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    return Path(path)
+    return _save(fig, path)
 
 
-def plot_sweep(result: TuneResult, path: str | Path) -> Path:
-    """Write one panel per swept parameter: objective against the parameter's value."""
+def plot_sweep(result: TuneResult, path: str | Path | IO[bytes]) -> Any:
+    """Write one panel per swept parameter: objective against the parameter's value
+    (every value's tick, labels thinned to at most ``MAX_TICKS`` per panel)."""
     objective = result.objective
     n = max(1, len(result.params))
     fig = _figure(4.2 * n, 3.8)
@@ -138,27 +151,32 @@ def plot_sweep(result: TuneResult, path: str | Path) -> Path:
     ok = [r for r in result.results if r.ok]
     for ax, p in zip(axes[0], result.params):
         order = {v: i for i, v in enumerate(p.values)}
+        points: dict[bool, tuple[list[int], list[float]]] = {True: ([], []), False: ([], [])}
         for r in ok:
-            value = r.setting.get(p.key)
-            x = order.get(_key(value), None)
+            x = order.get(_key(r.setting.get(p.key)), None)
             if x is None:  # the default's value, when not swept
                 continue
+            xs, ys = points[r.label in front]
+            xs.append(x)
+            ys.append(r.objective(objective))
+        for on_front, (xs, ys) in points.items():  # one call per group, not per point
             ax.scatter(
-                [x],
-                [r.objective(objective)],
-                s=28 if r.label in front else 14,
-                color="#1f77b4" if r.label in front else "#9aa5b1",
-                zorder=3 if r.label in front else 2,
+                xs,
+                ys,
+                s=28 if on_front else 14,
+                color="#1f77b4" if on_front else "#9aa5b1",
+                zorder=3 if on_front else 2,
             )
-        ax.set_xticks(range(len(p.values)))
-        ax.set_xticklabels([_tick(v) for v in p.values], rotation=45, fontsize=7)
+        step = -(-len(p.values) // MAX_TICKS)  # ceil: at most MAX_TICKS labels
+        shown = range(0, len(p.values), step)
+        ax.set_xticks(list(shown))
+        ax.set_xticklabels([_tick(p.values[i]) for i in shown], rotation=45, fontsize=7)
         ax.set_xlabel(p.key)
         ax.set_ylabel(_AXIS[objective])
         ax.grid(True, alpha=0.3)
     fig.suptitle("each setting's objective by parameter value (blue: Pareto-optimal)")
     fig.tight_layout()
-    fig.savefig(path, format="png")
-    return Path(path)
+    return _save(fig, path)
 
 
 def _key(value: Any) -> Any:

@@ -9,11 +9,22 @@
 * ``frontier.png`` and ``sweep.png`` (``ctxrules.tune.plot``; only with matplotlib, the
   optional extra ``ctxrules[plot]``);
 * ``chosen.toml`` — the chosen configuration, for ``--config`` (when one was chosen).
+
+``report_targets(out)`` checks those files before a sweep starts
+(``ctxrules.outfiles.OutputFile``): an existing one is replaced only when it is one a
+tune wrote, recognised by its content (the folder's ``results.json`` is a tune's
+result, or the file itself is: JSON of a result, the CSV's header, a PNG whose
+metadata names ``ctxrules tune``, TOML of a configuration) — unless ``force``.  Each
+file is written to a temporary name beside it and renamed into place.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +32,31 @@ import msgspec
 from rich.console import Console
 from rich.table import Table
 
+from ..outfiles import OutputFile, checked_dir
 from . import plot
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 from .results import OBJECTIVES, SettingResult
 from .sweep import TuneResult
 
-__all__ = ["FIGURES", "print_table", "rows", "write_report"]
+__all__ = ["FIGURES", "REPORT_FILES", "print_table", "report_targets", "rows", "write_report"]
+
+#: The files of a report, by the name ``write_report`` returns them under.
+REPORT_FILES: dict[str, str] = {
+    "json": "results.json",
+    "csv": "results.csv",
+    "frontier": "frontier.png",
+    "sweep": "sweep.png",
+    "toml": "chosen.toml",
+}
+
+#: The first columns of ``results.csv``'s header (the parameters' columns follow).
+_CSV_HEAD = b"setting,"
+_CSV_TAIL = b",frontier,chosen,default,status,cached"
+_PNG = b"\x89PNG\r\n\x1a\n"
 
 #: The figures of a setting, in table order: (column, SettingResult field).
 FIGURES: tuple[tuple[str, str], ...] = (
@@ -95,30 +126,102 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def write_report(result: TuneResult, out: str | Path) -> dict[str, Path]:
+def _is_result(path: Path) -> bool:
+    try:
+        data = msgspec.json.decode(path.read_bytes())
+    except msgspec.DecodeError:
+        return False
+    return isinstance(data, dict) and {"objective", "search", "results", "version"} <= set(data)
+
+
+def _is_csv(path: Path) -> bool:
+    with path.open("rb") as fh:
+        first = fh.readline(1 << 16).rstrip(b"\r\n")
+    return first.startswith(_CSV_HEAD) and first.endswith(_CSV_TAIL)
+
+
+def _is_png(path: Path) -> bool:
+    with path.open("rb") as fh:
+        head = fh.read(1 << 12)
+    return head.startswith(_PNG) and plot.SOFTWARE.encode() in head
+
+
+def _is_toml(path: Path) -> bool:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return "pipeline" in data and "encoding" in data
+
+
+_RECOGNISE: dict[str, Callable[[Path], bool]] = {
+    "json": _is_result,
+    "csv": _is_csv,
+    "frontier": _is_png,
+    "sweep": _is_png,
+    "toml": _is_toml,
+}
+
+
+def report_targets(out: str | os.PathLike[str], *, force: bool = False) -> dict[str, OutputFile]:
+    """The report's files in ``out`` (made if missing), checked and locked before the
+    sweep (see the module docstring); close each (``OutputFile.close``) when done."""
+    folder = checked_dir(out, option="--out")
+    first = folder / REPORT_FILES["json"]
+    ours_folder = first.is_file() and not first.is_symlink() and _is_result(first)
+    targets: dict[str, OutputFile] = {}
+    try:
+        for key, name in REPORT_FILES.items():
+            targets[key] = OutputFile(
+                folder / name,
+                kind="a file of ctxrules tune",
+                ours=(lambda _: True) if ours_folder else _RECOGNISE[key],
+                force=force,
+            )
+    except BaseException:
+        for target in targets.values():
+            target.close()
+        raise
+    return targets
+
+
+def write_report(
+    result: TuneResult,
+    out: str | Path,
+    targets: dict[str, OutputFile] | None = None,
+    *,
+    force: bool = False,
+) -> dict[str, Path]:
     """Write the files listed in the module docstring into ``out`` (created if
-    missing); returns them by name.  Without matplotlib (the optional extra
-    ``ctxrules[plot]``) the plots are left out and everything else is written."""
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    missing); returns them by name.  ``targets``: the files ``report_targets`` checked
+    (else they are checked now, ``force`` as there).  Without matplotlib (the optional
+    extra ``ctxrules[plot]``) the plots are left out and everything else is written."""
+    own = targets is None
+    files = report_targets(out, force=force) if targets is None else targets
     written: dict[str, Path] = {}
-    path = folder / "results.json"
-    path.write_bytes(msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n")
-    written["json"] = path
-    table = rows(result)
-    path = folder / "results.csv"
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["setting"])
+    try:
+        files["json"].write(msgspec.json.format(msgspec.json.encode(result), indent=2) + b"\n")
+        table = rows(result)
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=list(table[0]) if table else ["setting"])
         writer.writeheader()
         writer.writerows(table)
-    written["csv"] = path
-    if plot.available():
-        written["frontier"] = plot.plot_frontier(result, folder / "frontier.png")
-        written["sweep"] = plot.plot_sweep(result, folder / "sweep.png")
-    if result.toml:
-        path = folder / "chosen.toml"
-        path.write_text(result.toml, encoding="utf-8")
-        written["toml"] = path
+        files["csv"].write(text.getvalue().encode("utf-8"))
+        if plot.available():
+            plot.plot_frontier(result, files["frontier"].open())
+            plot.plot_sweep(result, files["sweep"].open())
+        if result.toml:
+            files["toml"].write(result.toml.encode("utf-8"))
+        for key, target in files.items():
+            if target.started:
+                target.commit()
+                written[key] = target.path
+            elif target.exists:
+                target.remove()  # an earlier run's plot or choice: no longer true
+    finally:
+        if own:
+            for target in files.values():
+                target.close()
     return written
 
 

@@ -11,6 +11,10 @@ round measures the surviving settings on a longer prefix of one seeded shuffle o
 the sessions, keeps the better half (``rank_key``: frontier rank first), and the last
 round measures the survivors on every session.  Everything is deterministic given
 the seed.
+
+The work is bounded before anything is built: the grid is counted, not made, and a
+search measures at most ``MAX_SETTINGS`` settings — ``grid`` refuses a larger grid
+(naming ``random`` / ``halving``), and ``--budget`` may not exceed it.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from .params import Param
 
 __all__ = [
     "DEFAULT_BUDGET",
+    "MAX_SETTINGS",
     "SEARCHES",
     "Search",
     "Setting",
@@ -45,6 +50,9 @@ SEARCHES: tuple[str, ...] = ("auto", "grid", "random", "halving")
 #: Settings measured in full when ``--budget`` is not given: ``auto`` sweeps a grid up
 #: to this size and halves down from a sample of this many beyond it.
 DEFAULT_BUDGET = 48
+#: The most settings one search measures (each is a replay of every session): the
+#: largest grid ``--search grid`` takes and the largest ``--budget``.
+MAX_SETTINGS = 10_000
 
 
 @dataclass(frozen=True)
@@ -110,8 +118,15 @@ def random_settings(params: Sequence[Param], count: int, seed: int) -> list[Sett
     size = grid_size(params)
     if count >= size:
         return list(grid(params))
-    picks = sorted(random.Random(seed).sample(range(size), count))
-    return [setting_at(params, i) for i in picks]
+    rng = random.Random(seed)
+    if size <= 4 * count:
+        picks = rng.sample(range(size), count)
+    else:  # a huge grid: draw indices (few repeats), never a range longer than a C long
+        chosen: set[int] = set()
+        while len(chosen) < count:
+            chosen.add(rng.randrange(size))
+        picks = list(chosen)
+    return [setting_at(params, i) for i in sorted(picks)]
 
 
 def starting_settings(
@@ -125,9 +140,22 @@ def starting_settings(
     """
     if budget < 1:
         raise ConfigError(f"--budget must be at least 1, got {budget}", where="--budget")
+    if budget > MAX_SETTINGS:
+        raise ConfigError(
+            f"--budget {budget:,} is more settings than one search measures "
+            f"(at most {MAX_SETTINGS:,}; each replays every session)",
+            where="--budget",
+        )
     size = grid_size(params)
     chosen = search if search != "auto" else ("grid" if size <= budget else "halving")
     if chosen == "grid":
+        if size > MAX_SETTINGS:
+            raise ConfigError(
+                f"the grid holds {size:,} settings, more than one search measures "
+                f"(at most {MAX_SETTINGS:,}; each replays every session)",
+                where="--search grid",
+                hint="use --search random or --search halving with --budget N, or fewer values",
+            )
         return chosen, list(grid(params))
     return chosen, random_settings(params, budget, seed)
 

@@ -11,6 +11,7 @@ measured too, as the *default* point.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ from typing import Any
 import msgspec
 
 from .. import __version__
+from ..batch import check_jobs
 from ..commit import Pipeline
 from ..config import PipelineConfig, dump_config, find_config
-from ..errors import ConfigError, CtxrulesError
+from ..errors import ConfigError, CtxrulesError, CtxrulesWarning
 from . import _batch
 from .cache import ResultCache, inputs_hash
 from .frontier import choose, pareto_front, ranked
@@ -30,6 +32,7 @@ from .search import (
     DEFAULT_BUDGET,
     Search,
     Setting,
+    grid_size,
     halving,
     halving_rounds,
     starting_settings,
@@ -133,14 +136,21 @@ def tune(
         raise ConfigError(
             f"the quality score lies between 0 and 1, got {min_quality}", where="--min-quality"
         )
-    if jobs is not None and jobs < 1:
-        raise ConfigError(f"jobs must be at least 1, got {jobs}", where="--jobs")
+    check_jobs(jobs)
     _batch.check(base, provider, model)
     parsed = [p for p in params if isinstance(p, Param)]
     parsed += parse_params([p for p in params if isinstance(p, str)], base)
     if not parsed:
         raise ConfigError("nothing to tune", where="--param", hint="give at least one --param")
     chosen_search, settings = starting_settings(parsed, search, budget, seed)
+    size = grid_size(parsed)
+    if len(settings) < size:
+        warnings.warn(
+            f"the grid holds {size:,} settings; --search {chosen_search} measures "
+            f"{len(settings):,} of them (--budget {budget:,})",
+            CtxrulesWarning,
+            stacklevel=2,
+        )
     default_setting = Setting(tuple((p.key, p.default) for p in parsed))
     for s in [default_setting, *settings]:
         try:
