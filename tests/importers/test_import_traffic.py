@@ -1,6 +1,7 @@
 """Traffic as a graph (``importers.traffic``): requests that extend one another continue
 one session, a divergence branches at its point and copies nothing, a session header
-groups, and streamed answers are read back from their events as the SDKs read them."""
+groups, and a streamed answer (read back from its events) is the very message the
+next request sends back."""
 
 from __future__ import annotations
 
@@ -8,8 +9,20 @@ import gzip
 import json
 import zlib
 
+import pytest
+
+from ctxrules.importers import import_paths
 from ctxrules.importers._streams import decode_body, read_response
-from ctxrules.importers.traffic import TrafficGraph, exchange_of
+from ctxrules.importers.traffic import TrafficGraph, cassette_exchanges, exchange_of
+
+STREAMED = [
+    "vcr-cassettes-yaml/anthropic/chatlas__test_anthropic_tool_variations.yaml",
+    "vcr-cassettes-yaml/openai-chat/chatlas__test_openai_tool_variations.yaml",
+    "vcr-cassettes-yaml/gemini/chatlas__test_tools_simple.yaml",
+]
+#: A client that sends a Responses function call back under its item id (``fc_…``)
+#: instead of the ``call_id`` it was given: what was sent differs, so it branches.
+REWRITTEN_IDS = "vcr-cassettes-yaml/openai-responses/chatlas__test_openai_tool_variations.yaml"
 
 
 def call(messages, answer="ok", headers=None, status=200):
@@ -98,6 +111,48 @@ def test_a_failed_call_records_its_request_and_no_answer():
     step = g.plan(call([u("hi")], status=529))
     assert step.error == "HTTP 529" and step.answer is None
     assert [n.role for n in step.nodes] == ["user"] and step.head == step.nodes[0].id
+
+
+@pytest.mark.parametrize("cassette", STREAMED, ids=lambda c: c.split("/")[1])
+def test_a_streamed_answer_is_the_message_the_next_request_sends_back(cassette, corpus, store):
+    """Every request of these cassettes sends back the earlier answers of its
+    conversation (text, tool calls with their JSON input, signatures).  Read as
+    traffic, each conversation is a session of one branch ending at its last answer —
+    so every answer read from its stream equals what the agent sent back, or the
+    session would branch there."""
+    calls = cassette_exchanges(str(corpus / cassette))
+    assert calls and all(ex.response.streamed and ex.response.complete for _, ex in calls)
+    results = import_paths(store, [str(corpus / cassette)], format="traffic")
+    answers = 0
+    for result in results:
+        conversation = [n for n in store.nodes(result.id) if n.caller is None]
+        heads = {n.id for n in conversation} - {n.predecessor for n in conversation}
+        assert len(heads) == 1, result.id  # one branch
+        answered = [n for n in conversation if "usage" in n.metadata]
+        assert store.get_session(result.id).head == answered[-1].id == next(iter(heads))
+        answers += len(answered)
+    assert answers == len(calls)
+
+
+def test_a_call_sent_back_under_another_id_is_a_branch_at_that_call(corpus, store):
+    calls = cassette_exchanges(str(corpus / REWRITTEN_IDS))
+    assert all(ex.response.streamed and ex.response.complete for _, ex in calls)
+    branched = 0
+    for result in import_paths(store, [str(corpus / REWRITTEN_IDS)], format="traffic"):
+        nodes = store.nodes(result.id)
+        conversation = [n for n in nodes if n.caller is None]
+        for parent in {n.predecessor for n in conversation}:
+            twins = [n for n in conversation if n.predecessor == parent]
+            if len(twins) < 2:
+                continue
+            branched += 1
+            # The answer as received and as sent back: the same call but for its id.
+            answer, echo = sorted(twins, key=lambda n: "usage" not in n.metadata)
+            got, sent = answer.output, echo.output
+            assert [(b.name, b.input) for b in got] == [(b.name, b.input) for b in sent]
+            assert all(b.id.startswith("call_") for b in got)
+            assert all(b.id.startswith("fc_") for b in sent)
+    assert branched >= 1
 
 
 def test_bodies_are_decoded_as_they_travel():

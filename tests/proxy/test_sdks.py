@@ -28,12 +28,16 @@ from ctxrules.store import open_store
 
 from .loopback import AsyncTee, Tee, Upstream, recorded_requests, recorded_responses, write_cassette
 
-#: Cassettes replayed (paths under the corpus), by wire.
+#: Cassettes replayed (paths under the corpus), by wire; the chatlas ones stream (SSE).
 CASSETTES = [
     "vcr-cassettes-yaml/anthropic/test_multiple_parallel_tool_calls.yaml",
     "vcr-cassettes-yaml/anthropic/test_anthropic_tool_with_thinking.yaml",
+    "vcr-cassettes-yaml/anthropic/chatlas__test_anthropic_tool_variations.yaml",
     "vcr-cassettes-yaml/openai-chat/test_tool_search_eval_openai-chat.yaml",
+    "vcr-cassettes-yaml/openai-chat/chatlas__test_openai_tool_variations.yaml",
+    "vcr-cassettes-yaml/openai-responses/chatlas__test_openai_tool_variations.yaml",
     "vcr-cassettes-yaml/gemini/test_google_instructions_only_with_tool_calls.yaml",
+    "vcr-cassettes-yaml/gemini/chatlas__test_tools_simple.yaml",
 ]
 
 #: Headers a hop may change (the proxy forwards every other one unchanged).
