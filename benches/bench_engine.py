@@ -38,6 +38,8 @@ def _answer(i: int, *, call: bool, prompt: int) -> dict:
         )
     return {
         "id": f"msg_{i}",
+        "type": "message",
+        "role": "assistant",
         "model": "claude-sonnet-4-5",
         "content": content,
         "stop_reason": "tool_use" if call else "end_turn",

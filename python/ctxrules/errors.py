@@ -22,12 +22,15 @@ __all__ = [
     "PromptTooLongError",
     "ProviderError",
     "RenderError",
+    "ResponseError",
     "RuleError",
     "StoreError",
+    "StreamError",
     "SummarizerError",
     "TokenizerError",
     "TranscriptWarning",
     "ValidationError",
+    "VendorError",
 ]
 
 
@@ -109,6 +112,52 @@ class ProviderError(CtxrulesError):
 
 class PromptTooLongError(ProviderError):
     """The provider refused a request because the prompt exceeds the model's window."""
+
+
+class ResponseError(ProviderError):
+    """A response is not an answer of the provider it was handed to: another vendor's
+    body, a wrong role, content of the wrong type, usage that is not a finite count.
+    ``field`` is the path of what is wrong (``"usage.input_tokens"``); nothing was
+    recorded."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str = "",
+        where: str | None = None,
+        hint: str | None = None,
+    ):
+        self.field = field
+        super().__init__(message, where=where, hint=hint)
+
+
+class StreamError(ResponseError):
+    """A streamed response that did not finish (no final event), or one event of a
+    stream handed over as if it were the whole answer; nothing was recorded."""
+
+
+class VendorError(ProviderError):
+    """The vendor answered with an error (its error body, or an error event of a
+    stream), not with an answer.  ``status`` is the HTTP status when known, ``type`` /
+    ``code`` the vendor's error type and code, ``body`` the error as received."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        type: str = "",
+        code: str = "",
+        body: object = None,
+        where: str | None = None,
+        hint: str | None = None,
+    ):
+        self.status = status
+        self.type = type
+        self.code = code
+        self.body = body
+        super().__init__(message, where=where, hint=hint)
 
 
 class CtxrulesWarning(UserWarning):

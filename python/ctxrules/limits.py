@@ -28,6 +28,7 @@ __all__ = [
     "MAX_EPOCH",
     "MAX_NESTING",
     "MAX_NODE_BYTES",
+    "MAX_USAGE_TOKENS",
     "MIN_EPOCH",
     "check_metadata",
     "check_node",
@@ -47,6 +48,12 @@ MAX_NESTING = 100
 #: sent whole, and far below SQLite's 1 GB limit on one value, so the commit holding a
 #: node's text can be stored too.
 MAX_NODE_BYTES = 64 * 1024 * 1024
+
+#: Largest token count a vendor's usage may report for one request (any of its fields):
+#: fifty times the largest context window on sale (2M tokens), so no real answer is
+#: refused, while a count that could only be a bug (10^30, which ``stats`` would then
+#: show as the window's use) is.
+MAX_USAGE_TOKENS = 100_000_000
 
 #: What one import may store: at most ``IMPORT_EXPANSION`` bytes of nodes and session
 #: metadata per byte of the file, plus ``IMPORT_SLACK_BYTES``.  Importers copy little

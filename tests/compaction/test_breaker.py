@@ -171,7 +171,8 @@ def test_sdk_style_errors_are_recognised_by_the_provider():
             self.status_code, self.body = status_code, body
 
     assert is_prompt_too_long(StatusError(400, ANTHROPIC_REFUSAL), "anthropic")
-    assert not is_prompt_too_long(StatusError(400, ANTHROPIC_REFUSAL))  # no provider named
+    # No provider named: every registered provider's recogniser is asked.
+    assert is_prompt_too_long(StatusError(400, ANTHROPIC_REFUSAL))
     other = {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}
     assert not is_prompt_too_long(StatusError(400, other), "anthropic")
     assert not is_prompt_too_long(StatusError(500, ANTHROPIC_REFUSAL), "anthropic")

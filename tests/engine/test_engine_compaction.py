@@ -185,7 +185,8 @@ def test_context_sources_are_collected_afresh_after_a_compaction(store, corpus, 
     first = engine.prepare(sid, "Go on.", now=NOW)
     assert "Always run the tests." in json.dumps(first.body["system"])
     (tmp_path / "AGENTS.md").write_text("Never run the tests.")
-    engine.record(first, {"id": "m", "content": [{"type": "text", "text": "ok"}]}, now=NOW + 1)
+    answer = {"id": "m", "role": "assistant", "content": [{"type": "text", "text": "ok"}]}
+    engine.record(first, answer, now=NOW + 1)
     same = engine.prepare(sid, "More.", now=NOW + 2)  # memoised: the prefix stays
     assert "Always run the tests." in json.dumps(same.body["system"])
     retry = engine.retry_after_error(same, PromptTooLongError("too long"), now=NOW + 3)
@@ -203,6 +204,7 @@ def test_a_vendor_compaction_is_paired_with_the_request_as_sent(store):
     sent = prep.tokens.estimate * 3  # the vendor read far more than the answer's prompt
     answer = {
         "id": "msg_c",
+        "role": "assistant",
         "model": "claude-sonnet-4-5",
         "content": [{"type": "text", "text": "hi"}],
         "stop_reason": "end_turn",

@@ -18,6 +18,7 @@ COMPACTION = {"type": "compaction", "content": "Summary: the header is done.", "
 def _answer(*content: dict, prompt: int = 100) -> dict:
     return {
         "id": "msg_x",
+        "role": "assistant",
         "model": "claude-sonnet-4-5",
         "content": list(content),
         "stop_reason": "end_turn",

@@ -146,7 +146,13 @@ def _engine(store, **config: Any) -> Engine:
 def _answer(text: str = "done", *, calls=(), prompt: int | None = None) -> dict:
     content: list[dict] = [{"type": "text", "text": text}]
     content += [{"type": "tool_use", "id": cid, "name": "ls", "input": {}} for cid in calls]
-    body: dict = {"id": "msg_x", "model": "claude-sonnet-4-5", "content": content}
+    body: dict = {
+        "id": "msg_x",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": content,
+    }
     body["stop_reason"] = "tool_use" if calls else "end_turn"
     if prompt is not None:
         body["usage"] = {"input_tokens": prompt, "output_tokens": 5}

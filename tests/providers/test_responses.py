@@ -113,10 +113,11 @@ def test_responses_items_and_unknown_blocks_are_kept_apart():
     assert read.usage is not None and read.usage.input_tokens == 10
     anthropic = get_provider("anthropic").read_response(
         {
+            "role": "assistant",
             "content": [
                 {"type": "server_tool_use", "id": "s", "name": "web_search"},
                 {"type": "text", "text": "x"},
-            ]
+            ],
         }
     )
     assert anthropic.content == (TextBlock(text="x"),) and len(anthropic.unknown) == 1

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import CompactionError, CtxrulesError, PromptTooLongError
-from ..providers import Provider, get_provider
+from ..errors import CompactionError, CtxrulesError
+from ..providers import Provider, prompt_too_long_of
 from .types import CompactResult
 
 __all__ = ["CircuitBreaker", "is_prompt_too_long", "retry_after_compaction"]
@@ -71,16 +71,12 @@ class CircuitBreaker:
 
 
 def is_prompt_too_long(exc: BaseException, provider: str | Provider | None = None) -> bool:
-    """Whether ``exc`` is a provider's prompt-too-long refusal: a ``PromptTooLongError``,
-    or an SDK error whose ``status_code`` and ``body`` ``provider`` recognises
-    (``Provider.prompt_too_long``)."""
-    if isinstance(exc, PromptTooLongError):
-        return True
-    status = getattr(exc, "status_code", None)
-    if provider is None or not isinstance(status, int):
-        return False
-    prov = get_provider(provider) if isinstance(provider, str) else provider
-    return prov.prompt_too_long(status, getattr(exc, "body", None)) is not None
+    """Whether ``exc`` is a provider's prompt-too-long refusal: a ``PromptTooLongError``
+    (what ``Engine.record`` raises for such an error body or stream event), or an error
+    of a vendor SDK, of a framework wrapping one, or of a raw HTTP client whose status
+    and error body ``provider`` — or another registered provider — recognises
+    (``ctxrules.providers.prompt_too_long_of``)."""
+    return prompt_too_long_of(exc, provider) is not None
 
 
 def retry_after_compaction(

@@ -5,12 +5,14 @@ its result types are in ``results``, its usage fusion in ``fusion``).
 (``prepare`` → ``TurnPrep``: the provider body, the budget and level, the usage
 fusion), records each response (``record``), and reports the window's occupancy
 (``stats`` → the usage record of one number and its breakdown by category).
+``StreamAccumulator`` collects a stream's events for callers who stream themselves.
 ``attach`` stages another branch's context for the next request; ``merge`` runs one
 turn over several peers' context and makes the merge commit (``attach_merge``).
 """
 
 from __future__ import annotations
 
+from ..providers import StreamAccumulator
 from .attach_merge import (
     MERGED_KEY,
     MergeResult,
@@ -46,6 +48,7 @@ __all__ = [
     "Reference",
     "SessionStats",
     "Skill",
+    "StreamAccumulator",
     "SystemPrompt",
     "TokenFigures",
     "ToolResult",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ..plugins import registry
 from .base import PromptTooLong, Provider, RenderedRequest, RequestOptions, SystemBlock, Usage
+from .failures import error_parts, prompt_too_long_of
 from .models import (
     ModelInfo,
     ModelProfile,
@@ -22,6 +23,7 @@ from .models import (
     resolve_model,
 )
 from .responses import ModelResponse
+from .streams import StreamAccumulator
 
 __all__ = [
     "ModelInfo",
@@ -32,12 +34,15 @@ __all__ = [
     "Provider",
     "RenderedRequest",
     "RequestOptions",
+    "StreamAccumulator",
     "SystemBlock",
     "Usage",
+    "error_parts",
     "get_provider",
     "model_entries",
     "model_families",
     "model_in_family",
+    "prompt_too_long_of",
     "provider_names",
     "resolve_model",
 ]

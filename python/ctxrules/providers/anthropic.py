@@ -324,12 +324,21 @@ class AnthropicProvider(Provider):
             )
         return msgspec.structs.replace(_anthropic_counts(u), compaction=compaction)
 
-    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+    def prompt_too_long(self, status: int | None, body: Any) -> PromptTooLong | None:
+        """``prompt is too long: N tokens > M maximum`` (400, or 413 from a gateway), or
+        ``input length and `max_tokens` exceed context limit: A + B > C`` (the prompt
+        leaves no room for the output limit: compacting the prompt makes room)."""
         err = body.get("error") if isinstance(body, Mapping) else None
         msg = str(err.get("message", "")) if isinstance(err, Mapping) else str(body or "")
-        if status not in (400, 413) or "prompt is too long" not in msg.lower():
+        if status not in (None, 400, 413):
             return None
-        tokens, limit = self._numbers(r"(\d[\d,]*)\s*tokens\s*>\s*(\d[\d,]*)", msg)
+        lowered = msg.lower()
+        if "prompt is too long" in lowered:
+            tokens, limit = self._numbers(r"(\d[\d,]*)\s*tokens\s*>\s*(\d[\d,]*)", msg)
+        elif "exceed context limit" in lowered:
+            tokens, limit = self._numbers(r"(\d[\d,]*)\s*\+\s*\d[\d,]*\s*>\s*(\d[\d,]*)", msg)
+        else:
+            return None
         return PromptTooLong(f"anthropic: {msg}", tokens=tokens, limit=limit)
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:

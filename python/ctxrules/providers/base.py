@@ -17,12 +17,13 @@ from typing import Any, ClassVar
 import msgspec
 
 from .. import _core
-from ..errors import PromptTooLongError, ProviderError, RenderError
+from ..errors import PromptTooLongError, ProviderError, RenderError, StreamError, VendorError
 from ..model import Context, ContextCommit, ContextItem, ToolSpec
 from .cache import CachePrediction, predict_cache
 from .estimate import PromptEstimate, estimate_generic
 from .models import ModelProfile, resolve_model
-from .responses import ModelResponse, parse_response, response_dict
+from .responses import ModelResponse, error_envelope, parse_response, response_dict
+from .streams import accumulate, is_event_stream
 from .usage import Usage
 
 __all__ = [
@@ -101,6 +102,21 @@ def neutral_context(
     except (ValueError, TypeError, msgspec.ValidationError) as exc:  # DecodeError: a ValueError
         raise RenderError(str(exc), where=where, hint=BAD_COMMIT) from None
     return msgspec.structs.replace(ctx, tools=options.tools)
+
+
+def _refuse_stream_object(body: Any) -> None:
+    """A stream object of an SDK (not yet read, or read and gone) is not an answer: say
+    how to hand over the finished stream instead."""
+    if isinstance(body, (Mapping, str, bytes)) or hasattr(body, "model_dump"):
+        return
+    if hasattr(body, "__iter__") or hasattr(body, "__aiter__"):
+        raise StreamError(
+            f"a {type(body).__name__} is a stream, not a finished answer",
+            where="response",
+            hint="pass the list of its events (events = list(stream), or collect them "
+            "with StreamAccumulator as you stream), or the SDK's final message "
+            "(get_final_message / get_final_completion / get_final_response)",
+        )
 
 
 class Provider:
@@ -210,18 +226,57 @@ class Provider:
         """Read the vendor's usage from a response body; ``None`` when it has none."""
         raise NotImplementedError
 
-    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
-        """Return the error when ``(status, body)`` is this vendor's prompt-too-long refusal."""
+    def prompt_too_long(self, status: int | None, body: Any) -> PromptTooLong | None:
+        """Return the error when ``(status, body)`` is this vendor's prompt-too-long
+        refusal; ``body`` is the vendor's error envelope ``{"error": {...}}``, ``status``
+        ``None`` when it is not known (an error body or event handed to ``record``)."""
         return None
 
+    def vendor_error(self, status: int | None, envelope: Mapping[str, Any]) -> Exception:
+        """The error a vendor's error body stands for: ``PromptTooLong`` when this
+        vendor's refusal says the prompt is too long, else a ``VendorError`` with its
+        type, code and message."""
+        found = self.prompt_too_long(status, envelope)
+        if found is not None:
+            return found
+        err = envelope.get("error")
+        inner: Mapping[str, Any] = err if isinstance(err, Mapping) else {}
+        kind = str(inner.get("type") or inner.get("status") or "")
+        code = inner.get("code")
+        message = str(inner.get("message") or kind or "an error without a message")
+        return VendorError(
+            f"{self.name} answered with an error, not an answer: {message}",
+            status=status,
+            type=kind,
+            code="" if code is None else str(code),
+            body=dict(envelope),
+            where=f"{self.name} response",
+            hint="nothing was recorded; handle the vendor's error (retry_after_error "
+            "compacts a prompt-too-long refusal)",
+        )
+
     def read_response(self, body: Any) -> ModelResponse:
-        """Read a response of this vendor: the assistant's blocks, its usage (raw and
+        """Read an answer of this vendor: the assistant's blocks, its usage (raw and
         neutral), the model and the stop reason.  ``body`` is the response as received:
-        a dict, JSON bytes or text, or the official SDK's response object.  Built-ins
-        read their wire format; a plugin provider without a ``wire`` overrides this."""
-        data = response_dict(body)
+        a dict, JSON bytes or text, the official SDK's response object, or a finished
+        stream (the list of its events, or its server-sent-event text; see
+        ``ctxrules.providers.streams``).  Built-ins read their wire format; a plugin
+        provider without a ``wire`` overrides this.
+
+        Refused, so nothing is recorded: anything that is not such an answer
+        (``ResponseError`` naming the field), a stream cut short or one event of a stream
+        (``StreamError``), and the vendor's error body or error event, which is raised
+        as the vendor's error (``vendor_error``)."""
         if self.wire is None:
             raise NotImplementedError(f"provider {self.name!r} has no read_response")
+        if is_event_stream(body):
+            data: Mapping[str, Any] = accumulate(self, body)
+        else:
+            _refuse_stream_object(body)
+            data = response_dict(body)
+        envelope = error_envelope(data)
+        if envelope is not None:
+            raise self.vendor_error(None, envelope)
         parsed = parse_response(self.wire, data)
         return msgspec.structs.replace(parsed, usage=self.parse_usage(data))
 

@@ -207,12 +207,18 @@ class GeminiProvider(Provider):
             + self._int(_get(u, "thoughtsTokenCount")),
         )
 
-    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+    def prompt_too_long(self, status: int | None, body: Any) -> PromptTooLong | None:
+        """``The input token count (N) exceeds the maximum number of tokens allowed
+        (M).`` or the older ``Input request contains (N) tokens, which is more than the
+        max tokens limit allowed: (M)`` (400 INVALID_ARGUMENT)."""
         err = body.get("error") if isinstance(body, Mapping) else None
-        if status != 400 or not isinstance(err, Mapping):
+        if status not in (None, 400) or not isinstance(err, Mapping):
             return None
         msg = str(err.get("message", ""))
-        if "exceeds the maximum number of tokens" not in msg:
+        if (
+            "exceeds the maximum number of tokens" not in msg
+            and "more than the max tokens limit" not in msg
+        ):
             return None
         tokens, limit = self._numbers(r"\((\d+)\).*?\((\d+)\)", msg)
         return PromptTooLong(f"gemini: {msg}", tokens=tokens, limit=limit)

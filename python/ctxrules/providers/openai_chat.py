@@ -109,13 +109,14 @@ def openai_usage(response: Mapping[str, Any], prompt: str, output: str) -> Usage
     )
 
 
-def openai_prompt_too_long(status: int, body: Any) -> PromptTooLong | None:
-    """OpenAI's refusal (both APIs): code ``context_length_exceeded`` or its message."""
+def openai_prompt_too_long(status: int | None, body: Any) -> PromptTooLong | None:
+    """OpenAI's refusal (both APIs): code ``context_length_exceeded`` or its message
+    ("maximum context length", "exceeds the context window")."""
     err = body.get("error") if isinstance(body, Mapping) else None
     if not isinstance(err, Mapping):
         return None
     msg = str(err.get("message", ""))
-    if status != 400:
+    if status not in (None, 400):
         return None
     lowered = msg.lower()
     if err.get("code") != "context_length_exceeded" and not (
@@ -279,7 +280,7 @@ class OpenAIChatProvider(Provider):
     def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
         return openai_usage(response, "prompt_tokens", "completion_tokens")
 
-    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+    def prompt_too_long(self, status: int | None, body: Any) -> PromptTooLong | None:
         return openai_prompt_too_long(status, body)
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:

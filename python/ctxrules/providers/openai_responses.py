@@ -178,7 +178,7 @@ class OpenAIResponsesProvider(Provider):
     def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
         return openai_usage(response, "input_tokens", "output_tokens")
 
-    def prompt_too_long(self, status: int, body: Any) -> PromptTooLong | None:
+    def prompt_too_long(self, status: int | None, body: Any) -> PromptTooLong | None:
         return openai_prompt_too_long(status, body)
 
     def validate(self, body: Mapping[str, Any]) -> list[str]:
