@@ -11,8 +11,8 @@ import pytest
 from ctxrules import dag
 from ctxrules.engine import Engine, EngineConfig, StreamAccumulator
 from ctxrules.errors import StreamError
+from fake_vendors import anthropic_events, chat_chunks
 from providers.conftest import CASSETTES, CORPUS_CASSETTES, load_cassette
-from providers.test_streams import anthropic_events, chat_chunks
 
 from .conftest import QUIET
 

@@ -23,8 +23,8 @@ from ctxrules import dag, errors
 from ctxrules.engine import Engine, EngineConfig
 from ctxrules.errors import CtxrulesError
 from engine.conftest import QUIET
+from fake_vendors import RESPONSES_ANSWER
 from providers.conftest import CASSETTES, CORPUS_CASSETTES, load_cassette
-from providers.test_streams import RESPONSES_ANSWER
 
 MODELS = {
     "anthropic": "claude-sonnet-4-5",

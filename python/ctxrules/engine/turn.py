@@ -34,6 +34,7 @@ Everything takes the caller's ``now``: the engine never reads the clock.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -49,6 +50,7 @@ from ..limits import check_now
 from ..model import Content, ContextCommit, Node, TextBlock, ToolSpec, ToolUseBlock
 from ..providers import (
     ModelProfile,
+    ModelResponse,
     Provider,
     RenderedRequest,
     get_provider,
@@ -63,6 +65,7 @@ from ..render import (
 from ..requests import Request, render_defaults, session_tool_names
 from ..situation import commit_situation
 from ..store import CommitStore
+from .aio import AsyncTwins
 from .budget import budget, output_reserve
 from .config import EngineConfig
 from .fusion import UsageFusion, sent_count
@@ -94,7 +97,7 @@ class _Composed(msgspec.Struct, frozen=True, kw_only=True):
     tool_tokens: int
 
 
-class Engine(UsageFusion):
+class Engine(UsageFusion, AsyncTwins):
     """Prepares requests and records responses for sessions of one store.
 
     ``pipeline`` is the rule configuration commits are made with (default:
@@ -117,11 +120,20 @@ class Engine(UsageFusion):
             pipeline if isinstance(pipeline, Pipeline) else Pipeline.from_config(pipeline)
         )
         self.sources = SourceMemo()
+        self._locks: dict[str, threading.RLock] = {}
+        self._locks_guard = threading.Lock()
         self._estimates: dict[str, int] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
         self._called: dict[str, tuple[set[str], int]] = {}
 
     # -- the loop ------------------------------------------------------------------------
+
+    def session_lock(self, session: str) -> threading.RLock:
+        """The lock every call of this engine on ``session`` holds while it runs: calls
+        on one session (from threads, or the async twins) take turns; calls on different
+        sessions run side by side."""
+        with self._locks_guard:
+            return self._locks.setdefault(session, threading.RLock())
 
     def prepare(
         self,
@@ -136,7 +148,18 @@ class Engine(UsageFusion):
         With neither, the request is the one due at HEAD (e.g. after an import that ended
         with the user's message).  ``RenderError`` when HEAD is the model's answer and no
         input is given (there is nothing to ask).  See the module docstring for the steps.
+        ``aprepare`` is the async twin.
         """
+        with self.session_lock(session):
+            return self._prepare(session, user_input, tool_results, now)
+
+    def _prepare(
+        self,
+        session: str,
+        user_input: Content | None,
+        tool_results: Sequence[ToolResult],
+        now: float,
+    ) -> TurnPrep:
         now = check_now(now)
         info = self.store.get_session(session)
         appended: list[str] = []
@@ -190,11 +213,16 @@ class Engine(UsageFusion):
         ``error`` itself is raised again when it is another error, or when ``prep`` was
         already such a retry (a second refusal after compacting: compacting again would
         not help); ``CompactionError`` when the compaction failed or the session's
-        circuit breaker is open after consecutive failures.
+        circuit breaker is open after consecutive failures.  ``aretry_after_error`` is
+        the async twin.
         """
         now = check_now(now)
         if not is_prompt_too_long(error, self.provider) or prep.attempt >= 1:
             raise error
+        with self.session_lock(prep.session_id):
+            return self._retry(prep, error, now)
+
+    def _retry(self, prep: TurnPrep, error: BaseException, now: float) -> TurnPrep:
         try:
             result = self._compact(prep.session_id, "reactive", prep.model, now)
         except CompactionError as exc:
@@ -213,10 +241,17 @@ class Engine(UsageFusion):
         return self._breakers.setdefault(session, CircuitBreaker())
 
     def record(self, prep: TurnPrep, response: Any, *, now: float) -> Recorded:
-        """Append the model's answer to ``prep``'s request (a response body, JSON text, or
-        the SDK's response object) with the provider's usage; HEAD moves to it."""
+        """Append the model's answer to ``prep``'s request with the provider's usage; HEAD
+        moves to it.  ``response`` is the answer as received (a body, its JSON, the SDK's
+        object) or a finished stream (the SDK's final message, the list of its events);
+        anything that is not an answer of the engine's provider is refused and nothing
+        is stored (``Provider.read_response``).  ``arecord`` is the async twin."""
         now = check_now(now)
-        parsed = self.provider.read_response(response)
+        parsed = self.provider.read_response(response)  # checked before anything is stored
+        with self.session_lock(prep.session_id):
+            return self._record(prep, parsed, now)
+
+    def _record(self, prep: TurnPrep, parsed: ModelResponse, now: float) -> Recorded:
         metadata: dict[str, Any] = {
             "request": {
                 "commit": prep.commit.id,
@@ -326,6 +361,35 @@ class Engine(UsageFusion):
 
     # -- compaction ----------------------------------------------------------------------
 
+    def compact(
+        self,
+        session: str,
+        *,
+        now: float,
+        instructions: str = "",
+        direction: str = "full",
+        pivot: str | None = None,
+    ) -> CompactResult:
+        """Compact ``session`` at its HEAD now (trigger ``manual``, or ``partial`` with a
+        ``pivot``) with the engine's rules, compaction options, provider and model,
+        through the session's circuit breaker; the next request collects the context
+        sources afresh.  ``acompact`` is the async twin.  See
+        ``ctxrules.compaction.compact`` for ``instructions``, ``direction`` and
+        ``pivot`` and for its errors."""
+        now = check_now(now)
+        with self.session_lock(session):
+            result = self._compact(
+                session,
+                None,
+                self.config.model or self.provider.default_model,
+                now,
+                instructions=instructions,
+                direction=direction,
+                pivot=pivot,
+            )
+            self.sources.refresh(session)
+            return result
+
     def _due(self, level: str) -> str | None:
         """The trigger of the compaction a request at ``level`` calls for, if any."""
         if level == "critical" and (self.config.emergency_compact or self.config.auto_compact):
@@ -334,7 +398,17 @@ class Engine(UsageFusion):
             return "auto"
         return None
 
-    def _compact(self, session: str, trigger: str, model: str, now: float) -> CompactResult:
+    def _compact(
+        self,
+        session: str,
+        trigger: str | None,
+        model: str,
+        now: float,
+        *,
+        instructions: str = "",
+        direction: str = "full",
+        pivot: str | None = None,
+    ) -> CompactResult:
         """One compaction of ``session`` at its HEAD through its circuit breaker."""
         return self.breaker(session).call(
             lambda: compact(
@@ -342,6 +416,9 @@ class Engine(UsageFusion):
                 session,
                 now=now,
                 trigger=trigger,
+                direction=direction,
+                pivot=pivot,
+                instructions=instructions,
                 config=self.pipeline,
                 options=self.config.compaction,
                 provider=self.provider,

@@ -25,6 +25,7 @@ __all__ = [
     "GEMINI_SIGNATURE_SLOPE",
     "GeminiProvider",
     "estimate_gemini",
+    "generate_content_args",
     "validate_gemini",
 ]
 
@@ -45,6 +46,19 @@ def _get(d: Mapping[str, Any], camel: str) -> Any:
         return d[camel]
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
     return d.get(snake)
+
+
+def generate_content_args(body: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """The keyword arguments of google-genai's ``generate_content`` (and of
+    ``client.aio.models.generate_content`` / ``generate_content_stream``) for a rendered
+    Gemini ``body``: ``model``, ``contents`` and a ``config`` holding the rest, with
+    ``generationConfig``'s fields flattened into it (the SDK's config takes them at its
+    top level, under the REST names)."""
+    config = {k: v for k, v in body.items() if k not in ("contents", "generationConfig")}
+    generation = body.get("generationConfig")
+    if isinstance(generation, Mapping):
+        config.update(generation)
+    return {"model": model, "contents": body.get("contents", []), "config": config}
 
 
 def validate_gemini(body: Mapping[str, Any]) -> list[str]:
