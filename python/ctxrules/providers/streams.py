@@ -7,7 +7,9 @@ An agent that streams gets its answer as events (Anthropic's ``message_start`` �
 official SDKs, their dicts, or the server-sent-event text as received — and gives the
 body the same request would have had without streaming, which ``Provider.read_response``
 (and so ``Engine.record``) reads like any answer.  ``record`` takes the list of events
-directly and accumulates it the same way.
+directly and accumulates it the same way.  The traffic importer (and so ``ctxrules
+proxy``) assembles the streams it records with the same accumulators (``assemble``,
+``sse_assemble``), leniently: it stores what arrived and says whether it was whole.
 
 A stream is finished when its last event came: ``message_stop``, a finish reason on
 every choice, ``response.completed`` / ``response.incomplete``, a ``finishReason``.
@@ -28,17 +30,22 @@ never summed).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
 from ..errors import ProviderError, StreamError
 from ..plugins import registry
 from .responses import WIRE_TITLES, error_envelope
 
-__all__ = ["StreamAccumulator", "accumulate", "is_event_stream", "sse_events"]
-
-#: Makes the vendor's error from an error envelope (``Provider.vendor_error``).
-ErrorMaker = Callable[[int | None, Mapping[str, Any]], Exception]
+__all__ = [
+    "StreamAccumulator",
+    "accumulate",
+    "assemble",
+    "is_event_stream",
+    "json_value",
+    "sse_assemble",
+    "sse_events",
+]
 
 
 class _Provider(Protocol):
@@ -73,22 +80,27 @@ def _event_dict(event: Any) -> dict[str, Any]:
 
 
 class _Wire:
-    """The accumulation of one wire's events (subclasses per wire)."""
+    """The accumulation of one wire's events, as they arrive (subclasses per wire).
 
-    title = ""
+    Never raises on what it is given: an event it cannot use is left out, an error
+    event lands in the body's ``error``, and ``complete`` says whether the stream
+    reached its end without one.  The ``StreamAccumulator`` (and ``record``) turns
+    those into errors; the traffic importer stores what it can.
+    """
 
-    def __init__(self, error: ErrorMaker):
-        self.error = error
+    def __init__(self) -> None:
         self.kinds: list[str] = []
 
-    def add(self, event: dict[str, Any]) -> None:
+    def add(self, name: str, event: Any) -> None:
+        """Take one event: its SSE event name (``""``: none) and its decoded data."""
         raise NotImplementedError
 
     @property
-    def done(self) -> bool:
+    def complete(self) -> bool:
         raise NotImplementedError
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> Any:
+        """The body so far (``None``: nothing usable arrived)."""
         raise NotImplementedError
 
     def missing(self) -> str:
@@ -101,262 +113,293 @@ class _Wire:
 
 
 class _Anthropic(_Wire):
-    """Messages streaming: ``message_start``, content blocks by index (text, tool input
-    JSON, thinking and its signature, citations), ``message_delta``, ``message_stop``."""
+    """Messages streaming: ``message_start`` gives the message, ``content_block_*`` build
+    its blocks (text and thinking concatenated, tool input JSON parsed at the end, the
+    signature assigned, citations appended), ``message_delta`` assigns the stop reason
+    and the usage counts it carries (cumulative, never added), ``message_stop`` ends it.
+    The SDK's helper events (``text``, ``input_json``, …) repeat the deltas: skipped."""
 
-    def __init__(self, error: ErrorMaker):
-        super().__init__(error)
+    def __init__(self) -> None:
+        super().__init__()
         self.message: dict[str, Any] | None = None
         self.blocks: dict[int, dict[str, Any]] = {}
-        self.json: dict[int, str] = {}
+        self.partial: dict[int, list[str]] = {}
         self.stopped = False
+        self.error: Any = None
 
-    def add(self, event: dict[str, Any]) -> None:
-        kind = str(event.get("type", ""))
+    def add(self, name: str, event: Any) -> None:
+        if not isinstance(event, Mapping):
+            return
+        kind = str(event.get("type", name))
         self.note(kind)
-        if kind == "error":
-            raise self.error(None, {"error": event.get("error") or {}})
-        if kind == "message_start":
-            self.message = dict(event.get("message") or {})
-            self.message["content"] = []
-        elif kind == "content_block_start":
-            index = int(event.get("index", len(self.blocks)))
-            block = dict(event.get("content_block") or {})
-            if block.get("type") in ("tool_use", "server_tool_use"):
-                self.json[index] = ""
-            self.blocks[index] = block
-        elif kind == "content_block_delta":
+        if kind == "message_start" and isinstance(event.get("message"), Mapping):
+            self.message = dict(event["message"])
+            self.message["usage"] = dict(self.message.get("usage") or {})
+        elif kind == "content_block_start" and isinstance(event.get("content_block"), Mapping):
+            self.blocks[int(event.get("index", len(self.blocks)))] = dict(event["content_block"])
+        elif kind == "content_block_delta" and isinstance(event.get("delta"), Mapping):
             index = int(event.get("index", 0))
             block = self.blocks.setdefault(index, {})
-            delta = event.get("delta") or {}
-            dtype = delta.get("type")
-            if dtype == "text_delta":
-                block["text"] = block.get("text", "") + str(delta.get("text", ""))
-            elif dtype == "input_json_delta":
-                self.json[index] = self.json.get(index, "") + str(delta.get("partial_json", ""))
-            elif dtype == "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + str(delta.get("thinking", ""))
-            elif dtype == "signature_delta":
-                block["signature"] = block.get("signature", "") + str(delta.get("signature", ""))
-            elif dtype == "citations_delta":
+            delta = event["delta"]
+            if delta.get("type") == "input_json_delta":
+                self.partial.setdefault(index, []).append(str(delta.get("partial_json", "")))
+            elif delta.get("type") == "citations_delta":
                 block.setdefault("citations", []).append(delta.get("citation"))
-        elif kind == "content_block_stop":
-            index = int(event.get("index", 0))
-            raw = self.json.pop(index, None)
-            if raw is not None and index in self.blocks:
-                try:
-                    self.blocks[index]["input"] = json.loads(raw) if raw.strip() else {}
-                except json.JSONDecodeError:
-                    raise StreamError(
-                        f"the input of tool call block {index} is not JSON: {raw[:80]!r}",
-                        field=f"content[{index}].input",
-                        where="an Anthropic Messages stream",
-                    ) from None
-        elif kind == "message_delta":
-            if self.message is None:
-                self.message = {"content": []}
-            delta = event.get("delta") or {}
-            for key in ("stop_reason", "stop_sequence", "container"):
-                if delta.get(key) is not None:
-                    self.message[key] = delta[key]
+            elif delta.get("type") == "signature_delta":
+                block["signature"] = delta.get("signature", "")
+            else:  # text_delta, thinking_delta and any later string delta
+                for key, value in delta.items():
+                    if key != "type" and isinstance(value, str):
+                        block[key] = str(block.get(key, "")) + value
+        elif kind == "message_delta" and self.message is not None:
+            delta = event.get("delta")
+            if isinstance(delta, Mapping):
+                self.message.update(delta)
             usage = event.get("usage")
-            if isinstance(usage, Mapping):
-                merged = dict(self.message.get("usage") or {})
-                # Cumulative: each count given replaces the one before.
-                merged.update({k: v for k, v in usage.items() if v is not None})
-                self.message["usage"] = merged
+            if isinstance(usage, Mapping):  # cumulative counts: assigned
+                self.message["usage"].update({k: v for k, v in usage.items() if v is not None})
         elif kind == "message_stop":
             self.stopped = True
-        # ping and the SDK's helper events (text, input_json, …) repeat the deltas.
+        elif kind == "error":
+            self.error = event.get("error", dict(event))
 
     @property
-    def done(self) -> bool:
-        return self.stopped and self.message is not None
+    def complete(self) -> bool:
+        return self.stopped and self.message is not None and self.error is None
 
     def missing(self) -> str:
         if self.message is None:
             return "message_start (the stream's first event)"
         return "message_stop (the stream's last event)"
 
-    def body(self) -> dict[str, Any]:
-        assert self.message is not None
-        message = dict(self.message)
-        message["content"] = [self.blocks[i] for i in sorted(self.blocks)]
+    def body(self) -> Any:
+        if self.message is None:
+            return {"type": "error", "error": self.error} if self.error is not None else None
+        blocks = {i: dict(b) for i, b in self.blocks.items()}
+        for index, parts in self.partial.items():
+            text = "".join(parts)
+            value = json_value(text) if text.strip() else {}
+            blocks.setdefault(index, {})["input"] = value if isinstance(value, dict) else {}
+        message = dict(self.message, content=[blocks[i] for i in sorted(blocks)])
+        if self.error is not None:
+            message["error"] = self.error
         return message
 
 
 class _Chat(_Wire):
-    """Chat Completions chunks: each choice's deltas (content, refusal, tool calls by
-    index with their argument fragments), its finish reason, the usage chunk."""
+    """Chat Completions chunks: each choice's string deltas concatenated (content,
+    refusal, reasoning), its tool calls by ``index`` (argument fragments joined), its
+    finish reason; ``usage`` from the ``include_usage`` chunk; ``[DONE]`` or a finish
+    reason on every choice ends it; an ``error`` in a chunk is the vendor's error."""
 
-    def __init__(self, error: ErrorMaker):
-        super().__init__(error)
-        self.head: dict[str, Any] = {}
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: dict[str, Any] = {}
         self.choices: dict[int, dict[str, Any]] = {}
-        self.usage: Any = None
+        self.calls: dict[int, dict[int, dict[str, Any]]] = {}
+        self.done = False
 
-    def add(self, event: dict[str, Any]) -> None:
+    def add(self, name: str, event: Any) -> None:
+        if event == "[DONE]":
+            self.note("[DONE]")
+            self.done = True
+            return
+        if not isinstance(event, Mapping):
+            return
         if event.get("type") == "chunk" and isinstance(event.get("chunk"), Mapping):
-            event = dict(event["chunk"])  # the SDK's ChatCompletionStream helper event
-        elif "type" in event and "object" not in event:
+            event = event["chunk"]  # the SDK's ChatCompletionStream helper event
+        elif "type" in event and "choices" not in event and "error" not in event:
             return  # the helper's other events (content.delta, …) repeat the chunks
-        if isinstance(event.get("error"), Mapping):
-            self.note("error")
-            raise self.error(None, {"error": event["error"]})
         self.note(str(event.get("object") or "chunk"))
-        for key in ("id", "model", "created", "system_fingerprint", "service_tier"):
-            if event.get(key) is not None:
-                self.head[key] = event[key]
-        if event.get("usage") is not None:
-            self.usage = event["usage"]
-        for raw in event.get("choices") or []:
-            index = int(raw.get("index", 0))
-            choice = self.choices.setdefault(index, {"text": None, "refusal": None, "calls": {}})
-            delta = raw.get("delta") or {}
-            for key in ("text", "refusal"):
-                piece = delta.get("content" if key == "text" else key)
-                if isinstance(piece, str):
-                    choice[key] = (choice[key] or "") + piece
-            for call in delta.get("tool_calls") or []:
-                slot = choice["calls"].setdefault(
-                    int(call.get("index", 0)),
-                    {"id": "", "type": "function", "name": "", "args": ""},
-                )
-                if call.get("id"):
-                    slot["id"] = call["id"]
-                fn = call.get("function") or {}
-                slot["name"] += str(fn.get("name") or "")
-                slot["args"] += str(fn.get("arguments") or "")
-            if raw.get("finish_reason"):
-                choice["finish_reason"] = raw["finish_reason"]
+        if "error" in event:
+            self.out["error"] = event["error"]
+        for key in ("id", "created", "model", "system_fingerprint", "service_tier"):
+            if key in event and key not in self.out:
+                self.out[key] = event[key]
+        if event.get("usage"):
+            self.out["usage"] = event["usage"]
+        for ch in event.get("choices") or []:
+            if not isinstance(ch, Mapping):
+                continue
+            index = int(ch.get("index", 0))
+            choice = self.choices.setdefault(
+                index, {"index": index, "message": {"role": "assistant", "content": None}}
+            )
+            message = choice["message"]
+            delta = ch.get("delta")
+            for key, value in (delta if isinstance(delta, Mapping) else {}).items():
+                if key == "tool_calls" and isinstance(value, list):
+                    slots = self.calls.setdefault(index, {})
+                    for tc in value:
+                        _chat_call(slots, tc)
+                elif key == "role" and isinstance(value, str):
+                    message["role"] = value
+                elif isinstance(value, str):
+                    message[key] = (message.get(key) or "") + value
+                elif value is not None:
+                    message[key] = value
+            if ch.get("finish_reason") is not None:
+                choice["finish_reason"] = ch["finish_reason"]
 
     @property
-    def done(self) -> bool:
-        return bool(self.choices) and all(c.get("finish_reason") for c in self.choices.values())
+    def complete(self) -> bool:
+        finished = bool(self.choices) and all("finish_reason" in c for c in self.choices.values())
+        return (self.done or finished) and "error" not in self.out
 
     def missing(self) -> str:
         if not self.choices:
             return "any choice (no chunk carried one)"
         return "the finish_reason of the last chunk"
 
-    def body(self) -> dict[str, Any]:
-        choices = []
-        for index in sorted(self.choices):
-            c = self.choices[index]
-            message: dict[str, Any] = {"role": "assistant", "content": c["text"]}
-            if c["refusal"] is not None:
-                message["refusal"] = c["refusal"]
-            if c["calls"]:
-                message["tool_calls"] = [
-                    {
-                        "id": s["id"],
-                        "type": s["type"],
-                        "function": {"name": s["name"], "arguments": s["args"]},
-                    }
-                    for _, s in sorted(c["calls"].items())
-                ]
-            choices.append(
-                {"index": index, "message": message, "finish_reason": c["finish_reason"]}
-            )
-        body = {**self.head, "object": "chat.completion", "choices": choices}
-        if self.usage is not None:
-            body["usage"] = self.usage
-        return body
+    def body(self) -> Any:
+        if not self.choices and not self.out:
+            return None
+        choices = {i: dict(c, message=dict(c["message"])) for i, c in self.choices.items()}
+        for index, slots in self.calls.items():
+            choices[index]["message"]["tool_calls"] = [slots[i] for i in sorted(slots)]
+        return {
+            **self.out,
+            "object": "chat.completion",
+            "choices": [choices[i] for i in sorted(choices)],
+        }
+
+
+def _chat_call(slots: dict[int, dict[str, Any]], tc: Any) -> None:
+    if not isinstance(tc, Mapping):
+        return
+    slot = slots.setdefault(
+        int(tc.get("index", len(slots))),
+        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+    )
+    if tc.get("id"):
+        slot["id"] = tc["id"]
+    if tc.get("type"):
+        slot["type"] = tc["type"]
+    fn = tc.get("function")
+    if isinstance(fn, Mapping):
+        for key in ("name", "arguments"):
+            if isinstance(fn.get(key), str):
+                slot["function"][key] += fn[key]
+
+
+#: The terminal events of a Responses stream; each carries the whole response.
+_RESPONSES_DONE = ("response.completed", "response.incomplete", "response.failed")
 
 
 class _Responses(_Wire):
-    """Responses events: the final ``response.completed`` / ``response.incomplete``
-    carries the whole response; ``response.failed`` and ``error`` are the vendor's
-    error.  The output items seen done are kept for a final event without them."""
+    """Responses events: the ``response`` of ``response.completed`` / ``incomplete`` /
+    ``failed`` holds the whole output (a failed one its ``error``); before it, the
+    items of ``response.output_item.done``; an ``error`` event is the vendor's error."""
 
-    def __init__(self, error: ErrorMaker):
-        super().__init__(error)
+    def __init__(self) -> None:
+        super().__init__()
         self.final: dict[str, Any] | None = None
+        self.failed = False
+        self.start: dict[str, Any] | None = None
         self.items: dict[int, Any] = {}
+        self.error: Any = None
 
-    def add(self, event: dict[str, Any]) -> None:
-        kind = str(event.get("type", ""))
+    def add(self, name: str, event: Any) -> None:
+        if not isinstance(event, Mapping) or self.final is not None:
+            return
+        kind = str(event.get("type", name))
         self.note(kind)
-        if kind == "error":
-            inner = {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
-            raise self.error(None, {"error": inner})
-        if kind == "response.failed":
-            response = event.get("response") or {}
-            raise self.error(None, {"error": dict(response.get("error") or {})})
-        if kind == "response.output_item.done":
+        if kind in _RESPONSES_DONE and isinstance(event.get("response"), Mapping):
+            self.final = dict(event["response"])
+            self.failed = kind == "response.failed"
+        elif kind == "response.created" and isinstance(event.get("response"), Mapping):
+            self.start = dict(event["response"])
+        elif kind == "response.output_item.done":
             self.items[int(event.get("output_index", len(self.items)))] = event.get("item")
-        elif kind in ("response.completed", "response.incomplete"):
-            self.final = dict(event.get("response") or {})
+        elif kind == "error":
+            self.error = {k: v for k, v in event.items() if k not in ("type", "sequence_number")}
 
     @property
-    def done(self) -> bool:
-        return self.final is not None
+    def complete(self) -> bool:
+        return self.final is not None and not self.failed
 
     def missing(self) -> str:
         return "response.completed (or response.incomplete), the stream's last event"
 
-    def body(self) -> dict[str, Any]:
-        assert self.final is not None
-        body = dict(self.final)
-        if not body.get("output") and self.items:
-            body["output"] = [self.items[i] for i in sorted(self.items)]
-        return body
+    def body(self) -> Any:
+        if self.final is not None:
+            return self.final
+        if self.start is None and self.error is None:
+            return None
+        out = dict(self.start or {})
+        out["output"] = [self.items[i] for i in sorted(self.items)]
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
 class _Gemini(_Wire):
-    """Gemini chunks: the first candidate's parts in order (adjacent text of the same
-    kind joined), the last usage, model and response id, the finish reason."""
+    """Gemini chunks: the first candidate's parts in order (adjacent text parts of the
+    same kind joined), its other fields and the top-level ones as the last chunk has
+    them (``usageMetadata`` is cumulative: kept, never summed); ``finishReason`` ends
+    it; an ``error`` chunk is the vendor's error."""
 
-    def __init__(self, error: ErrorMaker):
-        super().__init__(error)
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: dict[str, Any] = {}
         self.parts: list[dict[str, Any]] = []
-        self.head: dict[str, Any] = {}
-        self.finish: str | None = None
-        self.role = "model"
+        self.candidate: dict[str, Any] = {}
 
-    def add(self, event: dict[str, Any]) -> None:
+    def add(self, name: str, event: Any) -> None:
+        if not isinstance(event, Mapping):
+            return
         self.note("chunk")
-        envelope = error_envelope(event)
-        if envelope is not None:
-            raise self.error(None, envelope)
-        for key in ("usageMetadata", "modelVersion", "responseId", "createTime"):
-            if event.get(key) is not None:
-                self.head[key] = event[key]
-        candidates = event.get("candidates") or []
-        first = candidates[0] if candidates and isinstance(candidates[0], Mapping) else {}
-        content = first.get("content") or {}
-        self.role = str(content.get("role") or self.role)
-        for part in content.get("parts") or []:
-            part = dict(part)
-            prev = self.parts[-1] if self.parts else None
+        for key, value in event.items():
+            if key != "candidates":
+                self.out[key] = value  # the last chunk's usageMetadata and ids win
+        cands = event.get("candidates")
+        if not isinstance(cands, list) or not cands or not isinstance(cands[0], Mapping):
+            return
+        cand = cands[0]
+        for key, value in cand.items():
+            if key != "content":
+                self.candidate[key] = value
+        content = cand.get("content")
+        for part in content.get("parts") or [] if isinstance(content, Mapping) else []:
+            if not isinstance(part, Mapping):
+                continue
+            last = self.parts[-1] if self.parts else None
             if (
-                prev is not None
-                and set(part) <= {"text", "thought"}
-                and set(prev) <= {"text", "thought", "thoughtSignature"}
+                last is not None
                 and "text" in part
-                and "text" in prev
-                and bool(part.get("thought")) == bool(prev.get("thought"))
+                and set(part) <= {"text", "thought"}
+                and "text" in last
+                and bool(last.get("thought")) == bool(part.get("thought"))
+                and not (set(last) - {"text", "thought", "thoughtSignature"})
             ):
-                prev["text"] = str(prev["text"]) + str(part["text"])
+                last["text"] = str(last["text"]) + str(part["text"])
             else:
-                self.parts.append(part)
-        if first.get("finishReason"):
-            self.finish = str(first["finishReason"])
+                self.parts.append(dict(part))
 
     @property
-    def done(self) -> bool:
-        return self.finish is not None
+    def complete(self) -> bool:
+        return "finishReason" in self.candidate and "error" not in self.out
 
     def missing(self) -> str:
         return "the finishReason of the last chunk"
 
-    def body(self) -> dict[str, Any]:
-        candidate = {
-            "content": {"role": self.role, "parts": self.parts},
-            "finishReason": self.finish,
-            "index": 0,
-        }
-        return {"candidates": [candidate], **self.head}
+    def body(self) -> Any:
+        if not self.out and not self.candidate and not self.parts:
+            return None
+        out = dict(self.out)
+        if self.candidate or self.parts:
+            parts = [dict(p) for p in self.parts]
+            out["candidates"] = [{**self.candidate, "content": {"role": "model", "parts": parts}}]
+        return out
+
+
+def json_value(text: str) -> Any:
+    """The JSON value of ``text``, or ``None`` when it is not JSON (a stream's data
+    line, a body as it travelled)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
 
 
 _WIRES: dict[str, type[_Wire]] = {
@@ -367,33 +410,37 @@ _WIRES: dict[str, type[_Wire]] = {
 }
 
 
-def sse_events(text: str | bytes) -> list[dict[str, Any]]:
-    """The JSON events of server-sent-event text as received (``data:`` lines; an
-    ``event:`` line names the event when its data has no ``type``; ``[DONE]`` ends it)."""
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    events: list[dict[str, Any]] = []
-    name, data = "", list[str]()
-    for line in [*text.splitlines(), ""]:
-        if not line.strip():
+def sse_events(text: str) -> Iterator[tuple[str, str]]:
+    """``(event name, data)`` of each server-sent event (data lines joined by ``\\n``)."""
+    event, data = "", list[str]()
+    for line in text.splitlines():
+        if not line:
             if data:
-                raw = "\n".join(data)
-                if raw.strip() != "[DONE]":
-                    try:
-                        event = json.loads(raw)
-                    except json.JSONDecodeError as exc:
-                        raise StreamError(
-                            f"an event's data is not JSON: {exc}", where="server-sent events"
-                        ) from None
-                    if isinstance(event, dict) and name and "type" not in event:
-                        event["type"] = name
-                    events.append(event)
-            name, data = "", []
+                yield event, "\n".join(data)
+            event, data = "", []
         elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
         elif line.startswith("event:"):
-            name = line[6:].strip()
-    return events
+            event = line[6:].strip()
+    if data:
+        yield event, "\n".join(data)
+
+
+def assemble(wire: str, events: Iterable[tuple[str, Any]]) -> tuple[Any, bool]:
+    """The body a stream of ``wire`` amounts to, and whether it reached its end without
+    an error: ``events`` are ``(event name, decoded data)`` pairs (``"[DONE]"`` as it
+    came).  Lenient (see ``_Wire``); ``StreamAccumulator`` is the strict reader."""
+    acc = _WIRES[wire]()
+    for name, event in events:
+        acc.add(name, event)
+    return acc.body(), acc.complete
+
+
+def sse_assemble(wire: str, text: str) -> tuple[Any, bool]:
+    """``assemble`` of server-sent-event text (each event's data decoded as JSON)."""
+    return assemble(
+        wire, ((n, d if d.strip() == "[DONE]" else json_value(d)) for n, d in sse_events(text))
+    )
 
 
 def is_event_stream(body: Any) -> bool:
@@ -414,9 +461,10 @@ class StreamAccumulator:
 
     ``add(event)`` takes each event as the SDK yields it (or its dict); ``done`` says
     whether the last event came; ``response()`` is the body of the whole answer, which
-    ``Engine.record`` takes (so does ``record(prep, events)`` with the list).  An error
-    event raises the vendor's error from ``add``; ``response()`` before the end raises
-    ``StreamError`` naming what is missing.
+    ``Engine.record`` takes (so does ``record(prep, events)`` with the list).
+    ``response()`` raises the vendor's error when the stream carried one (a
+    prompt-too-long refusal as ``PromptTooLongError``), and ``StreamError`` naming what
+    is missing when the stream has not finished.
     """
 
     def __init__(self, provider: str | _Provider):
@@ -431,13 +479,17 @@ class StreamAccumulator:
             )
         self.provider = prov
         self.wire: str = wire
-        self._wire = _WIRES[wire](prov.vendor_error)
+        self._wire = _WIRES[wire]()
         self.count = 0
 
     def add(self, event: Any) -> None:
-        """Take one event (an SDK event object, its dict)."""
+        """Take one event (an SDK event object, its dict, or ``"[DONE]"``)."""
         self.count += 1
-        self._wire.add(_event_dict(event))
+        if event == "[DONE]":
+            self._wire.add("", event)
+            return
+        data = _event_dict(event)
+        self._wire.add(str(data.get("type", "")), data)
 
     def extend(self, events: Iterable[Any]) -> StreamAccumulator:
         """Take each of ``events``; returns the accumulator."""
@@ -447,26 +499,45 @@ class StreamAccumulator:
 
     @property
     def done(self) -> bool:
-        """Whether the stream's last event has come."""
-        return self._wire.done
+        """Whether the stream's last event has come (and no error event)."""
+        return self._wire.complete
 
     def response(self) -> dict[str, Any]:
-        """The whole answer's body (``StreamError`` when the stream has not finished)."""
-        if not self._wire.done:
-            seen = ", ".join(self._wire.kinds[-6:]) or "nothing"
-            raise StreamError(
-                f"the stream is not finished: {self.count} events received (last: {seen}), "
-                f"missing {self._wire.missing()}",
-                where=f"a stream of {WIRE_TITLES[self.wire]}",
-                hint="record a stream once it has ended; a stream cut short is not the "
-                "model's answer (send the request again)",
-            )
-        return self._wire.body()
+        """The whole answer's body (see the class docstring for what it raises)."""
+        return _finished(self.provider, self._wire, self.count)
+
+
+def _finished(provider: _Provider, acc: _Wire, count: int) -> dict[str, Any]:
+    body = acc.body()
+    if isinstance(body, Mapping):
+        envelope = error_envelope(body)
+        if envelope is None and body.get("error") is not None:
+            err = body["error"]
+            envelope = {"error": dict(err) if isinstance(err, Mapping) else {"message": str(err)}}
+        if envelope is not None:
+            raise provider.vendor_error(None, envelope)
+    if not acc.complete or not isinstance(body, dict):
+        seen = ", ".join(acc.kinds[-6:]) or "nothing"
+        raise StreamError(
+            f"the stream is not finished: {count} events received (last: {seen}), "
+            f"missing {acc.missing()}",
+            where=f"a stream of {WIRE_TITLES[provider.wire or '']}",
+            hint="record a stream once it has ended; a stream cut short is not the "
+            "model's answer (send the request again)",
+        )
+    return body
 
 
 def accumulate(provider: _Provider, events: Any) -> dict[str, Any]:
     """The answer's body from a finished stream's ``events`` (a list of events, or
     server-sent-event text); see ``StreamAccumulator``."""
-    if isinstance(events, (str, bytes)):
-        events = sse_events(events)
-    return StreamAccumulator(provider).extend(events).response()
+    if isinstance(events, bytes):
+        events = events.decode("utf-8", "replace")
+    acc = StreamAccumulator(provider)
+    if isinstance(events, str):
+        for name, data in sse_events(events):
+            acc.count += 1
+            acc._wire.add(name, data if data.strip() == "[DONE]" else json_value(data))
+    else:
+        acc.extend(events)
+    return acc.response()
