@@ -29,6 +29,7 @@ __all__ = [
     "SummarizerError",
     "TokenizerError",
     "TranscriptWarning",
+    "UnansweredToolCallsError",
     "ValidationError",
     "VendorError",
 ]
@@ -83,6 +84,22 @@ class DagError(CtxrulesError):
 
 class AgentRunActiveError(DagError):
     """Edit or retry was asked for while an agent run is active on the session."""
+
+
+class UnansweredToolCallsError(DagError):
+    """The input would leave tool calls of the model's answer without a result (they
+    would be dropped from the request); ``calls`` lists their ids.  Nothing was stored."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        calls: list[str],
+        where: str | None = None,
+        hint: str | None = None,
+    ):
+        self.calls = calls
+        super().__init__(message, where=where, hint=hint)
 
 
 class ImportFormatError(CtxrulesError):

@@ -71,7 +71,7 @@ def test_branch_main_branch_user_changes_and_the_last_five_commits(tmp_path):
     (repo / "b.txt").write_text("b changed, not staged\n")
     (repo / "notes.md").write_text("untracked\n")
     (repo / "sub").mkdir()
-    text = collect(repo / "sub")  # any directory inside the work tree
+    text = collect(repo / "sub", git_user=True, git_files=True)  # any directory inside
     assert text is not None
     lines = text.splitlines()
     assert "Current branch: feature/parser" in lines
@@ -101,6 +101,22 @@ def test_branch_main_branch_user_changes_and_the_last_five_commits(tmp_path):
     assert len(text) <= 2000
 
 
+def test_by_default_neither_the_user_nor_the_file_names_are_sent(tmp_path):
+    """A library inside a service must not send who runs it, nor the files of the
+    machine, unless asked: the status then gives the numbers only."""
+    repo = make_repo(tmp_path / "repo")
+    (repo / "a.txt").write_text("changed\n")
+    git(repo, "add", "a.txt")
+    (repo / "b.txt").write_text("changed, not staged\n")
+    (repo / "secret-plans.md").write_text("untracked\n")
+    text = collect(repo)
+    assert text is not None and "Current branch: main" in text
+    for private in ("Ada", "ada@example.org", "Git user", "a.txt", "b.txt", "secret-plans"):
+        assert private not in text
+    assert "Status: 1 staged, 1 unstaged and 1 untracked (run `git status` for the files)" in text
+    assert "commit number 7" in text  # the history of the project is still there
+
+
 def test_a_clean_repository_and_one_without_commits(tmp_path):
     repo = make_repo(tmp_path / "clean", commits=["only commit"])
     text = collect(repo)
@@ -108,7 +124,7 @@ def test_a_clean_repository_and_one_without_commits(tmp_path):
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     git(fresh, "init", "-q", "-b", "trunk")
-    text = collect(fresh)
+    text = collect(fresh, git_user=True)
     assert text is not None
     assert "Current branch: trunk" in text
     assert text.endswith("Recent commits:\n  (none yet)")
@@ -128,7 +144,7 @@ def test_the_text_is_cut_to_the_cap_with_a_note_and_keeps_the_rest(tmp_path):
     names = [f"untracked-file-with-a-long-name-{i:04d}.txt" for i in range(300)]
     for name in names:
         (repo / name).write_text("x\n")
-    text = collect(repo)
+    text = collect(repo, git_user=True, git_files=True)
     assert text is not None
     assert len(text) <= 2000
     assert NOTE in text and "`git status`" in NOTE
@@ -139,8 +155,8 @@ def test_the_text_is_cut_to_the_cap_with_a_note_and_keeps_the_rest(tmp_path):
     assert 0 < len(shown) < len(names)
     assert shown == names[: len(shown)]  # a prefix, in git's order
     # A larger cap shows more, and with room for everything nothing is cut.
-    assert len(collect(repo, git_max_chars=4000) or "") > 2000
-    whole = collect(repo, git_max_chars=100_000) or ""
+    assert len(collect(repo, git_max_chars=4000, git_files=True) or "") > 2000
+    whole = collect(repo, git_max_chars=100_000, git_files=True) or ""
     assert NOTE not in whole and all(f"  {n}" in whole.splitlines() for n in names)
 
 

@@ -232,7 +232,10 @@ def test_tool_results_must_answer_the_calls_waiting_at_head(store):
     with pytest.raises(DagError, match="already has its result"):
         engine.prepare(s, tool_results=[ToolResult("c1", "x"), ToolResult("c1", "y")], now=3.0)
     assert store.children(store.get_session(s).head, session_id=s, edge="caller") == []
-    engine.prepare(s, tool_results=[ToolResult("c1", "x")], now=3.0)
+    # one result of two would leave c2 out of the request: refused (test_tool_calls.py)
+    with pytest.raises(DagError, match=r"left without a result: c2 \(ls\)"):
+        engine.prepare(s, tool_results=[ToolResult("c1", "x")], now=3.0)
+    engine.prepare(s, tool_results=[ToolResult("c1", "x"), ToolResult("c2", "y")], now=3.0)
     with pytest.raises(DagError, match="already has its result"):
         engine.prepare(s, tool_results=[ToolResult("c1", "x")], now=4.0)
     with pytest.raises(ValidationError, match="either user_input or tool_results"):
@@ -293,7 +296,7 @@ def test_references_are_read_inside_the_workspace_only(store, tmp_path):
     (tmp_path / "secret.txt").write_text("do not read")
     (work / "link.txt").symlink_to(tmp_path / "secret.txt")
     (work / "big.txt").write_text("x" * 500)
-    engine = _engine(store, working_directory=str(work), reference_max_chars=100)
+    engine = _engine(store, references=True, working_directory=str(work), reference_max_chars=100)
     s = dag.create_session(store).id
     prep = engine.prepare(
         s,

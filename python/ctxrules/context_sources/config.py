@@ -6,6 +6,8 @@ in Python (``SourcesConfig(git_status=False)``) or from a TOML table
 
     [context_sources]
     git_status = false                       # skip the git status
+    git_user = true                          # add the git user's name and e-mail
+    git_files = true                         # add the changed and untracked file names
     instruction_file_names = ["AGENTS.md", "CLAUDE.md", "CONVENTIONS.md"]
     timezone = "Europe/Berlin"               # the zone "Today's date" is taken in
     cache_breaker = "debug-1"                # debug only: adds [CACHE_BREAKER: debug-1]
@@ -41,7 +43,11 @@ class SourcesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     ``git_status`` / ``instruction_files`` / ``date`` switch the built-in sources on
     or off.  The git status is capped at ``git_max_chars`` (with a note to run
     ``git status``), shows ``git_log_count`` recent commits, and every git command is
-    given ``git_timeout_seconds``.  Instruction files are the ``instruction_file_names``
+    given ``git_timeout_seconds``.  What identifies the user or shows the file tree is
+    off unless switched on, since a library inside a service should send neither to a
+    model by accident: ``git_user`` adds the git user's name and e-mail, ``git_files``
+    the staged, unstaged and untracked file names (without it the status gives their
+    numbers only).  Instruction files are the ``instruction_file_names``
     found from the working directory upward and in the added directories, together at
     most ``instruction_max_chars``.  ``timezone`` is ``"local"`` (the process's zone),
     ``"UTC"`` or an IANA name.  ``cache_breaker`` is a debug switch, off when empty.
@@ -50,6 +56,8 @@ class SourcesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     """
 
     git_status: bool = True
+    git_user: bool = False
+    git_files: bool = False
     git_max_chars: int = 2000
     git_log_count: int = 5
     git_timeout_seconds: float = 5.0
@@ -128,6 +136,8 @@ class SourcesConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 _TYPES: dict[str, type] = {
     "git_status": bool,
+    "git_user": bool,
+    "git_files": bool,
     "git_max_chars": int,
     "git_log_count": int,
     "git_timeout_seconds": float,

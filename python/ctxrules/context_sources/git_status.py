@@ -1,10 +1,13 @@
 """The ``git_status`` context source: the repository state the session starts from.
 
-Branch, main branch, git user, staged / unstaged / untracked changes and the last
+Branch, main branch, staged / unstaged / untracked changes and the last
 ``git_log_count`` commits of the repository holding the request's working directory,
 at most ``git_max_chars`` characters (the change lists are cut first, with a note to
 run ``git status``).  ``None`` outside a repository, without git, or when
-``config.git_status`` is off.
+``config.git_status`` is off.  The git user's name and e-mail are added only with
+``config.git_user``, and the changed and untracked file names only with
+``config.git_files`` (otherwise the status says how many there are): both say more
+about the user and the machine than a model needs by default.
 
 Git runs as a subprocess in the working directory, one command at a time with
 ``git_timeout_seconds`` each, never prompting (no terminal prompt, stdin closed), with
@@ -119,8 +122,17 @@ def _main_branch(cwd: str, timeout: float) -> str:
     return "(none found: no origin/HEAD, main or master)"
 
 
-def git_status_text(cwd: str, *, max_chars: int, log_count: int, timeout: float) -> str | None:
-    """The status text of the repository holding ``cwd`` (see the module docstring)."""
+def git_status_text(
+    cwd: str,
+    *,
+    max_chars: int,
+    log_count: int,
+    timeout: float,
+    user: bool = False,
+    files: bool = False,
+) -> str | None:
+    """The status text of the repository holding ``cwd`` (see the module docstring);
+    ``user`` adds the git user, ``files`` the changed and untracked file names."""
     try:
         inside = _git(cwd, timeout, "rev-parse", "--is-inside-work-tree")
     except _Timeout:
@@ -139,10 +151,11 @@ def git_status_text(cwd: str, *, max_chars: int, log_count: int, timeout: float)
         head.append(
             f"Main branch (the usual target of pull requests): {_main_branch(cwd, timeout)}"
         )
-        name = (_git(cwd, timeout, "config", "--get", "user.name") or "").strip()
-        email = (_git(cwd, timeout, "config", "--get", "user.email") or "").strip()
-        user = f"{name} <{email}>" if name and email else name or email or "(not configured)"
-        head.append(f"Git user: {user}")
+        if user:
+            name = (_git(cwd, timeout, "config", "--get", "user.name") or "").strip()
+            email = (_git(cwd, timeout, "config", "--get", "user.email") or "").strip()
+            who = f"{name} <{email}>" if name and email else name or email or "(not configured)"
+            head.append(f"Git user: {who}")
     except _Timeout:
         head.append(f"(git did not answer within {timeout:g}s; run `git status` yourself)")
         return "\n".join(head)[:max_chars]
@@ -155,10 +168,19 @@ def git_status_text(cwd: str, *, max_chars: int, log_count: int, timeout: float)
         staged, unstaged, untracked = _changes(porcelain)
         if not (staged or unstaged or untracked):
             lists.append("Status: clean (no staged, unstaged or untracked changes)")
+        elif not files:
+            lists.append(
+                f"Status: {len(staged)} staged, {len(unstaged)} unstaged and "
+                f"{len(untracked)} untracked (run `git status` for the files)"
+            )
         for title, lines in (
-            ("Staged changes", staged),
-            ("Unstaged changes", unstaged),
-            ("Untracked files", untracked),
+            ()
+            if not files
+            else (
+                ("Staged changes", staged),
+                ("Unstaged changes", unstaged),
+                ("Untracked files", untracked),
+            )
         ):
             if lines:
                 lists.append(f"{title}:")
@@ -213,4 +235,6 @@ class GitStatusSource:
             max_chars=cfg.git_max_chars,
             log_count=cfg.git_log_count,
             timeout=cfg.git_timeout_seconds,
+            user=cfg.git_user,
+            files=cfg.git_files,
         )

@@ -25,7 +25,7 @@ from .attach_merge import (
     record_merge,
 )
 from .budget import LEVELS, Budget, Level, budget, output_reserve
-from .config import DEFAULT_OUTPUT_RESERVE, EngineConfig, Skill
+from .config import DEFAULT_OUTPUT_RESERVE, NOT_RUN_RESULT, EngineConfig, Skill
 from .references import Reference, find_references
 from .results import Recorded, SessionStats, SystemPrompt, TokenFigures, ToolResult, TurnPrep
 from .turn import Engine
@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_OUTPUT_RESERVE",
     "LEVELS",
     "MERGED_KEY",
+    "NOT_RUN_RESULT",
     "Breakdown",
     "Budget",
     "Category",

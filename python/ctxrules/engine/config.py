@@ -21,7 +21,13 @@ from ..context_sources import SourcesConfig
 from ..errors import ConfigError
 from ..model import ToolSpec
 
-__all__ = ["DEFAULT_OUTPUT_RESERVE", "EngineConfig", "Skill"]
+__all__ = ["DEFAULT_OUTPUT_RESERVE", "NOT_RUN_RESULT", "EngineConfig", "Skill"]
+
+#: The result a tool call left without one gets under ``unanswered_calls = "not_run"``.
+NOT_RUN_RESULT = (
+    "This tool call was not run: the conversation went on without its result. Do not "
+    "assume it happened; ask for it again if it is still needed."
+)
 
 #: Output reserve when none is configured: 16K tokens, at most the model's output limit
 #: and a quarter of its window (so a small window is not mostly reserve).
@@ -56,9 +62,15 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     ``emergency_compact`` (or ``auto_compact``), with ``compaction``'s options (the
     summarizer, its budget and time limit, what is restored); after 3 consecutive
     failures the session's circuit breaker stops trying (``Engine.breaker``).
-    ``references`` turns ``@path`` scanning on; a referenced
-    file is read up to ``reference_max_chars``.  ``situation`` adds the L1 situation
-    text (which frame of the call tree a request is part of) to every request.
+    ``references`` turns ``@path`` scanning on (off by default: a library must not
+    read files for users it does not know; hidden files and version-control internals
+    are never read); a referenced file is read up to ``reference_max_chars``.
+    ``situation`` adds the L1 situation text (which frame of the call tree a request is
+    part of) to every request.
+    ``unanswered_calls`` says what ``prepare`` does with tool calls waiting at HEAD that
+    the input leaves without a result: ``"refuse"`` (``UnansweredToolCallsError``,
+    nothing stored) or ``"not_run"`` (each answered with ``not_run_result`` as an error
+    result, listed in ``TurnPrep.not_run``); never dropped (``ctxrules.engine.calls``).
     ``cache`` places the provider's cache breakpoints (``cache_ttl``: their lifetime,
     ``"5m"`` or ``"1h"``); ``extra`` holds body fields sent as they are (``tool_choice``,
     ``temperature``, …).
@@ -81,7 +93,9 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
     auto_compact: bool = True
     emergency_compact: bool = True
     compaction: CompactOptions = msgspec.field(default_factory=CompactOptions)
-    references: bool = True
+    references: bool = False
+    unanswered_calls: str = "refuse"
+    not_run_result: str = NOT_RUN_RESULT
     reference_max_chars: int = 40_000
     situation: bool = False
     cache: bool = True
@@ -120,6 +134,15 @@ class EngineConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fie
         for name in ("auto_compact", "emergency_compact", "references", "situation", "cache"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false", where=f"EngineConfig.{name}")
+        if self.unanswered_calls not in ("refuse", "not_run"):
+            raise ConfigError(
+                f'unanswered_calls must be "refuse" or "not_run", got {self.unanswered_calls!r}',
+                where="EngineConfig.unanswered_calls",
+            )
+        if not isinstance(self.not_run_result, str) or not self.not_run_result.strip():
+            raise ConfigError(
+                "not_run_result must be a non-empty text", where="EngineConfig.not_run_result"
+            )
         if not isinstance(self.provider, str) or not self.provider:
             raise ConfigError("provider must name a provider", where="EngineConfig.provider")
         if not isinstance(self.compaction, CompactOptions):

@@ -96,6 +96,8 @@ class TurnPrep(msgspec.Struct, frozen=True, kw_only=True):
     ``compaction_error`` why an automatic compaction that was due did not happen (it
     failed, or the circuit breaker is open: the request goes as it is); ``attempt``
     counts the retries after prompt-too-long refusals (``retry_after_error``).
+    ``not_run`` lists the tool calls this ``prepare`` answered with the configured "not
+    run" result (``EngineConfig.unanswered_calls = "not_run"``), in HEAD's order.
     """
 
     session_id: str
@@ -115,6 +117,7 @@ class TurnPrep(msgspec.Struct, frozen=True, kw_only=True):
     compaction: CompactResult | None = None
     compaction_error: str = ""
     attempt: int = 0
+    not_run: tuple[str, ...] = ()
 
     @property
     def body(self) -> dict[str, Any]:

@@ -67,6 +67,7 @@ from ..situation import commit_situation
 from ..store import CommitStore
 from .aio import AsyncTwins
 from .budget import budget, output_reserve
+from .calls import append_results, settle
 from .config import EngineConfig
 from .fusion import UsageFusion, sent_count
 from .references import Reference, find_references, reference_block
@@ -164,15 +165,22 @@ class Engine(UsageFusion, AsyncTwins):
         info = self.store.get_session(session)
         appended: list[str] = []
         refs: tuple[Reference, ...] = ()
-        if tool_results:
-            if user_input is not None:
-                raise ValidationError(
-                    "pass either user_input or tool_results, not both",
-                    where=f"session {session}",
-                    hint="hand the tool results back first; the user's message comes after",
-                )
-            appended += self._append_results(info.id, info.head, tool_results, now)
-        elif user_input is not None:
+        if tool_results and user_input is not None:
+            raise ValidationError(
+                "pass either user_input or tool_results, not both",
+                where=f"session {session}",
+                hint="hand the tool results back first; the user's message comes after",
+            )
+        if tool_results and info.head is None:
+            raise DagError(f"session {session!r} is empty: no tool call to answer")
+        # Every call waiting at HEAD is answered before anything else goes on (calls.py).
+        results, not_run = settle(self.store, info.id, info.head, tool_results, self.config)
+        if results:
+            assert info.head is not None
+            appended += append_results(
+                self.store, info.id, info.head, results, now, not_run=not_run
+            )
+        if user_input is not None:
             node, refs = self._append_user(info.id, user_input, now)
             appended.append(node.id)
         head = self.store.get_session(session).head
@@ -182,7 +190,7 @@ class Engine(UsageFusion, AsyncTwins):
                 hint="pass the user's message as user_input",
             )
         composed = self._compose(session, head, now)
-        if not user_input and not tool_results:
+        if not user_input and not results:
             last = next(
                 (it for it in reversed(composed.commit.items) if it.state != "summarized"), None
             )
@@ -194,6 +202,8 @@ class Engine(UsageFusion, AsyncTwins):
                     hint="pass the user's next message (user_input) or the tool results",
                 )
         prep = self._prep(session, head, tuple(appended), refs, composed, now, attempt=0)
+        if not_run:
+            prep = msgspec.structs.replace(prep, not_run=not_run)
         trigger = self._due(prep.level)
         if trigger is None:
             return prep
@@ -474,51 +484,6 @@ class Engine(UsageFusion, AsyncTwins):
             ]
         node = dag.append(self.store, session, "user", content, metadata=metadata, created_at=now)
         return node, refs
-
-    def _append_results(
-        self, session: str, head: str | None, results: Sequence[ToolResult], now: float
-    ) -> list[str]:
-        if head is None:
-            raise DagError(f"session {session!r} is empty: no tool call to answer")
-        answer = self.store.get_node(head)
-        pending = {
-            b.id: b
-            for b in (answer.output if isinstance(answer.output, list) else [])
-            if isinstance(b, ToolUseBlock)
-        }
-        answered = {
-            str(c.metadata.get("tool_use_id"))
-            for c in self.store.children(head, session_id=session, edge="caller")
-        }
-        ids = [r.tool_use_id for r in results]
-        for r in results:
-            if r.tool_use_id not in pending:
-                raise DagError(
-                    f"no tool call {r.tool_use_id!r} is waiting at HEAD {head}",
-                    where=f"session {session}",
-                    hint=f"the calls of HEAD are {sorted(pending) or 'none'}",
-                )
-            if r.tool_use_id in answered or ids.count(r.tool_use_id) > 1:
-                raise DagError(
-                    f"tool call {r.tool_use_id!r} already has its result",
-                    where=f"session {session}, node {head}",
-                )
-        out = []
-        for r in results:
-            use = pending[r.tool_use_id]
-            node = dag.append(
-                self.store,
-                session,
-                "tool",
-                r.output,
-                name=use.name,
-                input=use.input,
-                caller=head,
-                metadata={"tool_use_id": r.tool_use_id, "is_error": r.is_error},
-                created_at=now,
-            )
-            out.append(node.id)
-        return out
 
     def _workdir(self) -> str:
         return self.config.working_directory or os.getcwd()
