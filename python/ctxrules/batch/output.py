@@ -19,6 +19,7 @@ ones leave the same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Collection, Iterable, Mapping
 from pathlib import Path
@@ -76,7 +77,9 @@ class OutFile:
             self.journal = self.path.with_name(f".{self.path.name}.partial")
             keep = self._read(self.journal, expect, strict=False) if self.journal.exists() else 0
             try:
-                self._journal = open(self.journal, "ab")
+                # Unbuffered: a line is in the file once add returns, and a write that
+                # fails leaves nothing behind to fail again on close.
+                self._journal = open(self.journal, "ab", buffering=0)
                 self._journal.truncate(keep)
             except OSError as exc:
                 raise io_error(exc, self.journal, "write the journal of the run") from None
@@ -112,9 +115,10 @@ class OutFile:
     def add(self, session: str, line: bytes) -> None:
         """Add a session's line to the journal and flush it (a run killed later keeps it)."""
         assert self._journal is not None
+        data = memoryview(line + b"\n")
         try:
-            self._journal.write(line + b"\n")
-            self._journal.flush()
+            while data:
+                data = data[self._journal.write(data) or 0 :]
         except OSError as exc:
             raise io_error(
                 exc,
@@ -132,16 +136,18 @@ class OutFile:
         for line in self.lines.values():
             self._target.write(line + b"\n")
         self._target.commit()
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+        self._close_journal()
         self.journal.unlink(missing_ok=True)
+
+    def _close_journal(self) -> None:
+        if self._journal is not None:
+            with contextlib.suppress(OSError):  # unbuffered: nothing is left to write
+                self._journal.close()
+            self._journal = None
 
     def close(self) -> None:
         """Release the target (a journal not finished stays: the next run resumes it)."""
-        if self._journal is not None:
-            self._journal.close()
-            self._journal = None
+        self._close_journal()
         self._target.close()
 
 

@@ -12,7 +12,10 @@ Backends:
 * ``local`` — a process pool (``concurrent.futures``, forkserver processes where the
   platform has them, else spawn) of ``jobs`` workers (default: every core);
   ``jobs=1`` runs in this process.  On Ctrl-C the workers finish the session they
-  are on and return what they finished; nothing else starts.
+  are on and return what they finished; nothing else starts.  Every worker watches
+  the command (``_lifeline``) and ends when it does, however it ended (SIGKILL
+  included), so no worker, fork server or resource tracker outlives it; an error
+  that ends the run stops the workers before it is reported.
 * ``dask`` — the same task function on a Dask ``distributed`` cluster: the scheduler at
   ``scheduler``, else a ``LocalCluster`` of ``jobs`` worker processes (one thread each,
   on 127.0.0.1) started for the run and stopped after it.  Every worker needs this
@@ -35,6 +38,7 @@ import msgspec
 
 from ..commit import Pipeline
 from ..errors import ConfigError, CtxrulesError
+from ._lifeline import watch_parent
 from .output import OutFile, encode_record, totals
 from .requests import SessionData
 from .session import ReplayOptions, check_options, replay_session
@@ -77,9 +81,10 @@ def run_batch(batch: Sequence[bytes], options: Mapping[str, Any]) -> list[tuple[
     return out
 
 
-def _init_worker(stop: Any) -> None:
+def _init_worker(stop: Any, command: int) -> None:
     global _stop
     _stop = stop
+    watch_parent(command)  # a command killed outright takes its workers with it
     # Ctrl-C reaches the whole process group: only the main process decides what stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -228,7 +233,9 @@ def _local(
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
     stop = ctx.Event()
-    pool = ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_init_worker, initargs=(stop,))
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=ctx, initializer=_init_worker, initargs=(stop, os.getpid())
+    )
     pending: set[Future[list[tuple[str, bytes]]]] = set()
     payloads = _payloads(src, batches)
 
@@ -249,7 +256,7 @@ def _local(
                 deliver(future.result())
             submit()
     except BrokenProcessPool as exc:  # a worker killed (out of memory, a signal)
-        pool.shutdown(wait=False, cancel_futures=True)
+        _end(pool, stop)
         raise CtxrulesError(
             f"a worker process stopped unexpectedly: {exc}",
             hint="the sessions that finished are kept in --out: run again to resume",
@@ -262,12 +269,22 @@ def _local(
                     continue
                 deliver(future.result())  # the sessions its worker finished
         except KeyboardInterrupt:  # a second Ctrl-C: do not wait for them
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.terminate()
+            _end(pool, stop)
         pool.shutdown(wait=True, cancel_futures=True)
         return True
+    except BaseException:  # e.g. --out could not be written: stop now, leave no process
+        _end(pool, stop)
+        raise
     pool.shutdown(wait=True)
     return False
+
+
+def _end(pool: ProcessPoolExecutor, stop: Any) -> None:
+    """Stop every worker now and wait for the pool's processes to be gone."""
+    stop.set()
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _dask(
