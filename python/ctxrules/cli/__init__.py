@@ -27,6 +27,7 @@ from .. import _core
 from ..errors import CtxrulesError, CtxrulesWarning
 from ._commands import COMMANDS, module_of
 from ._common import Parser
+from ._terminal import printable
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -69,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.showwarning = lambda *a, **k: _one_line_warning(args.command, shown, *a, **k)
             return int(args.func(args) or 0)
     except CtxrulesError as exc:
-        print(f"ctxrules {args.command}: error: {exc}", file=sys.stderr)
+        print(f"ctxrules {args.command}: error: {printable(exc)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
@@ -90,7 +91,7 @@ def _one_line_warning(
 ) -> None:
     # Our own warnings are about the user's setup: one line, like errors, no source line.
     if issubclass(category, CtxrulesWarning):
-        print(f"ctxrules {command}: warning: {message}", file=sys.stderr)
+        print(f"ctxrules {command}: warning: {printable(message)}", file=sys.stderr)
     else:
         fallback(message, category, filename, lineno, file, line)
 

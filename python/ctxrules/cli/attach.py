@@ -13,6 +13,7 @@ import argparse
 from ..engine import attach
 from ._common import add_now_option, now_of, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
+from ._terminal import echo
 
 __all__ = ["add_parser", "run"]
 
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"node": node.id, **ref, "locked": args.locked, "session_id": args.session})
     else:
-        print(
+        echo(
             f"attached {ref['session']} at {ref['head']} (commit {ref['commit']}) to "
             f"{args.session} as {node.id}{' (locked)' if args.locked else ''}; the next "
             "request carries it"

@@ -7,6 +7,7 @@ import argparse
 from .. import dag
 from ._common import print_json
 from ._store import add_command, store_of
+from ._terminal import echo
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -39,5 +40,5 @@ def run(args: argparse.Namespace) -> int:
             {"session": info.id, "head": info.head, "node": args.node, "sibling": [pos, total]}
         )
     else:
-        print(f"{info.id}: HEAD is {info.head} (node {args.node} is < {pos}/{total} >)")
+        echo(f"{info.id}: HEAD is {info.head} (node {args.node} is < {pos}/{total} >)")
     return 0

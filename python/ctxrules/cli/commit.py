@@ -21,6 +21,7 @@ from typing import Any
 
 import msgspec
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..commit import (
@@ -42,6 +43,7 @@ from ._store import (
     config_of,
     open_store_from,
 )
+from ._terminal import rich_console
 
 STATES = ("full", "aged", "cleared", "summarized", "summary")
 ITEM_FIELDS = (
@@ -213,7 +215,7 @@ def print_commit(console: Console, commit: ContextCommit, *, last: int = 30) -> 
     by_state.add_row("sent", "", str(commit.total_tokens))
     console.print(by_state)
     for note in commit.notes:
-        console.print(f"[yellow]note[/yellow] {note}", markup=True, highlight=False)
+        console.print(f"[yellow]note[/yellow] {escape(note)}", markup=True, highlight=False)
     items = commit.items if last == 0 else commit.items[-last:]
     table = Table(title=f"items ({len(items)} of {len(commit.items)})")
     for col in ("#", "role", "state", "tokens", "reason", "flags", "text"):
@@ -268,12 +270,12 @@ def run(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(diff_json(other, commit))
             else:
-                _print_diff(Console(width=120), diff_commits(other, commit))
+                _print_diff(rich_console(width=120), diff_commits(other, commit))
             return 0
         if args.json:
             print_json(commit_json(commit))
         else:
-            print_commit(Console(width=120), commit, last=args.items)
+            print_commit(rich_console(width=120), commit, last=args.items)
     finally:
         store.close()
     return 0

@@ -20,6 +20,7 @@ import msgspec
 from ..compaction import CompactOptions, CompactResult, compact
 from ._common import add_now_option, now_of, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
+from ._terminal import printable
 
 __all__ = ["add_parser", "run"]
 
@@ -119,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(msgspec.to_builtins(result))
     else:
-        sys.stdout.write(describe(result))
+        sys.stdout.write(printable(describe(result)))
     return 0
 
 

@@ -31,6 +31,7 @@ from ..store import CommitStore
 from ..tokenizers import DEFAULT_ENCODING, get_tokenizer
 from ._common import subcommand
 from ._store import add_store_option, open_store_from
+from ._terminal import rich_console
 from .commit import branch_commits, totals
 from .render import PROVIDERS
 
@@ -239,7 +240,7 @@ STEPS: list[Callable[[DemoState], None]] = [
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules demo``; returns the exit code."""
-    console = Console(width=110)
+    console = rich_console(width=110)
     store = open_store_from(args)
     try:
         state = DemoState(args=args, console=console, store=store)

@@ -7,6 +7,7 @@ import argparse
 from .. import dag
 from ._common import print_json
 from ._store import add_command, store_of
+from ._terminal import echo
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,5 +41,5 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        print(f"forked {args.session} at {args.node}: new session {info.id}")
+        echo(f"forked {args.session} at {args.node}: new session {info.id}")
     return 0

@@ -15,6 +15,7 @@ import argparse
 from ..importers import import_report
 from ._common import print_json
 from ._store import add_command, store_of
+from ._terminal import echo
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,13 +55,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for r in report.sessions:
         if r.created:
-            print(f"imported {r.id}: {r.calls} calls from {r.source} ({r.format})")
+            echo(f"imported {r.id}: {r.calls} calls from {r.source} ({r.format})")
         elif r.added:
-            print(
+            echo(
                 f"appended {r.added} calls to {r.id}: {r.calls} calls from {r.source} ({r.format})"
             )
         else:
-            print(f"already imported {r.id}: {r.calls} calls from {r.source} ({r.format})")
+            echo(f"already imported {r.id}: {r.calls} calls from {r.source} ({r.format})")
     for s in report.skipped:
-        print(f"skipped {s.path}: {s.reason}")
+        echo(f"skipped {s.path}: {s.reason}")
     return 0

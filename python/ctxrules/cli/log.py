@@ -24,6 +24,7 @@ from ..model import Node, content_text
 from ..store import Store
 from ._common import print_json
 from ._store import add_command, store_of
+from ._terminal import echo
 
 PREVIEW = 70
 
@@ -171,12 +172,12 @@ def run(args: argparse.Namespace) -> int:
         graph = load_graph(store, args.session)
         merged = merged_into(store, args.session)
     info = graph.session
-    print(f"session {info.id}  {info.source or ''}  HEAD {info.head or '-'}")
+    echo(f"session {info.id}  {info.source or ''}  HEAD {info.head or '-'}")
     for entry in merged:
-        print(
+        echo(
             f"merged: {entry.get('head')} into session {entry.get('into')} at "
             f"{entry.get('node')} (merge commit {entry.get('merge_commit')})"
         )
     for line in tree_lines(graph):
-        print(line)
+        echo(line)
     return 0

@@ -24,6 +24,7 @@ from ..errors import ValidationError
 from ..store import CommitStore
 from ._common import add_now_option, now_of, print_json, read_text, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
+from ._terminal import echo
 
 __all__ = ["add_parser", "run"]
 
@@ -155,10 +156,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.json:
         print_json(result.as_dict())
     else:
-        print(
+        echo(
             f"merged {', '.join(f'{p.session} at {p.head}' for p in result.peers)} into "
             f"{result.target}: instruction {result.node}, answer "
             f"{result.recorded.node.id if result.recorded else '-'}"
         )
-        print(f"merge commit {result.commit}, parents {', '.join(result.parent_ids)}")
+        echo(f"merge commit {result.commit}, parents {', '.join(result.parent_ids)}")
     return 0

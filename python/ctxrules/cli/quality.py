@@ -17,6 +17,7 @@ import sys
 from ..quality import CATEGORIES, QualityReport, check_quality
 from ._common import add_now_option, now_of, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
+from ._terminal import printable
 
 __all__ = ["add_parser", "run"]
 
@@ -88,26 +89,27 @@ def _short(text: str) -> str:
 
 
 def _print(r: QualityReport) -> None:
-    out = sys.stdout
-    out.write(
+    lines: list[str] = []
+    lines.append(
         f"session {r.session_id} at {r.head_node_id}, commit {r.commit_id}, "
         f"{r.provider} {r.model}\n"
         f"retained tokens: {r.commit_tokens:,} of {r.baseline_tokens:,} "
         f"({r.retained_ratio:.1%}); folded nodes: {r.folded_nodes}\n"
     )
     if not r.folded_nodes:
-        out.write("nothing is folded in this commit: only the task statement is checked\n")
+        lines.append("nothing is folded in this commit: only the task statement is checked\n")
     elif r.retained_ratio > 0.5:
-        out.write("note: the commit keeps more than 50 % of the tokens\n")
-    out.write(f"{'category':<12} {'found':>6} {'total':>6} {'share':>7}\n")
+        lines.append("note: the commit keeps more than 50 % of the tokens\n")
+    lines.append(f"{'category':<12} {'found':>6} {'total':>6} {'share':>7}\n")
     for name in CATEGORIES:
         c = r.categories[name]
         share = "-" if c.share is None else f"{c.share:.0%}"
-        out.write(f"{name:<12} {c.found:>6} {c.total:>6} {share:>7}\n")
+        lines.append(f"{name:<12} {c.found:>6} {c.total:>6} {share:>7}\n")
     overall = f"{r.found / r.total:.0%}" if r.total else "-"
-    out.write(f"{'all':<12} {r.found:>6} {r.total:>6} {overall:>7}\n")
+    lines.append(f"{'all':<12} {r.found:>6} {r.total:>6} {overall:>7}\n")
     missing = [(name, m) for name in CATEGORIES for m in r.categories[name].missing]
     if missing:
-        out.write(f"missing ({len(missing)}):\n")
+        lines.append(f"missing ({len(missing)}):\n")
         for name, text in missing:
-            out.write(f"  {name}: {_short(text)}\n")
+            lines.append(f"  {name}: {_short(text)}\n")
+    sys.stdout.write(printable("".join(lines)))

@@ -40,6 +40,7 @@ from ..requests import Request, explain_request, next_request, render_defaults, 
 from ..store import CommitStore
 from ._common import add_now_option, now_of, print_json, read_text, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
+from ._terminal import rich_console
 
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 
@@ -298,10 +299,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_explain(b: dict) -> None:
     # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=100)
+    console = rich_console(width=100)
     console.print(
         f"{b['provider']} {b['model']}  POST {b['endpoint']}  "
         f"{b['body_bytes']:,} bytes, {b['messages']} messages, commit {b['commit']}"

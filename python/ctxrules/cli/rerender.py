@@ -22,6 +22,7 @@ from ..batch import BACKENDS, ReplayOptions, rerender
 from ..errors import ConfigError, CtxrulesError
 from ._common import print_json, subcommand
 from ._store import add_config_options, config_of
+from ._terminal import rich_console
 
 __all__ = ["add_parser", "run"]
 
@@ -269,11 +270,10 @@ def _num(value: Any) -> str:
 
 def _table(t: dict[str, Any], replayed: int, resumed: int) -> None:
     # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
-    from rich.console import Console
     from rich.table import Table
 
     rec, plain, rules = t.get("recorded", {}), t.get("plain", {}), t.get("rules", {})
-    console = Console()
+    console = rich_console()
     table = Table(title=f"rerender: {t['sessions']} sessions, {t.get('requests', 0):,} requests")
     for col in ("", "recorded", "no rules", "rules"):
         table.add_column(col, justify="left" if not col else "right")

@@ -30,6 +30,7 @@ from ..render import recorded_request
 from ..store import SessionInfo, Store
 from ._common import print_json
 from ._store import add_command, store_of
+from ._terminal import echo
 
 __all__ = ["TITLE", "add_parser", "created_at", "run", "session_title"]
 
@@ -151,5 +152,5 @@ def run(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
         cells = [c.rjust(w) if i == 2 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))]
-        print("  ".join([*cells, r[-1]]).rstrip())
+        echo("  ".join([*cells, r[-1]]).rstrip())
     return 0

@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..store import CommitStore
 from ._common import add_now_option, now_of, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
+from ._terminal import rich_console
 
 __all__ = ["add_parser", "run", "session_stats"]
 
@@ -138,10 +139,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(s: SessionStats) -> None:
     # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(file=sys.stdout, highlight=False, soft_wrap=True)
+    console = rich_console(file=sys.stdout, highlight=False, soft_wrap=True)
     u = s.usage
     share = u.total_used / u.window if u.window else 0.0
     console.print(

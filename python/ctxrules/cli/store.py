@@ -23,6 +23,7 @@ from .. import store as stores
 from ..errors import CtxrulesError
 from ..store.copy import copy_store
 from ._common import print_json, subcommand
+from ._terminal import echo
 
 __all__ = ["add_parser", "run_copy"]
 
@@ -116,7 +117,7 @@ def run_copy(args: argparse.Namespace) -> int:
             {"source": src.location, "destination": dst.location, **msgspec.to_builtins(report)}
         )
         return 0
-    print(
+    echo(
         f"{report.sessions} sessions from {src.location} are in {dst.location}: "
         f"{report.created} created, {report.nodes_copied} nodes and "
         f"{report.commits_copied} commits copied; {report.nodes_verified} nodes and "

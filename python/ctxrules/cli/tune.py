@@ -32,6 +32,7 @@ from ..tune import (
 from ..tune.plot import PLOT_HINT
 from ._common import print_json, subcommand
 from ._store import add_config_options, config_of
+from ._terminal import rich_console
 
 __all__ = ["DEFAULT_OUT", "add_parser", "run"]
 
@@ -141,7 +142,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules tune``; returns the exit code."""
 
     # deferred: rich costs ~40 ms to import, paid only when a table or bar is drawn
-    from rich.console import Console
 
     base = config_of(args)
     # Every output is checked (and locked) before anything is measured.
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(result)
         return 0
     # Piped output keeps every column: no terminal width to fit.
-    console = Console(width=None if sys.stdout.isatty() else 200)
+    console = rich_console(width=None if sys.stdout.isatty() else 200)
     print_table(result, console)
     console.print("wrote " + ", ".join(str(p) for p in written.values()), soft_wrap=True)
     if result.chosen is None:

@@ -47,6 +47,7 @@ from ..model import ContextCommit
 from ..outfiles import OutputFile
 from ._common import add_now_option, now_of, port_number, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
+from ._terminal import echo
 from .commit import diff_json
 from .log import log_json
 from .sessions import session_json, session_title
@@ -462,7 +463,7 @@ def run(args: argparse.Namespace) -> int:
                         out.commit()
                     else:
                         size = write_export(data, session, out)
-                        print(f"wrote {args.export} ({size:,} bytes): session {session}")
+                        echo(f"wrote {args.export} ({size:,} bytes): session {session}")
                 return 0
             return _serve(data, args)
     finally:
