@@ -19,6 +19,7 @@ from tests.conftest import default_sigint
 from tests.view_oracle import SUBAGENTS, main_chain, tool_uses, transcript
 
 from ctxrules.cli import main
+from ctxrules.cli.commit import branch_commits
 from ctxrules.cli.view import ViewerServer, asset, loopback_host
 from ctxrules.cli.viewdata import ViewData, request_key
 from ctxrules.config import PipelineConfig
@@ -63,6 +64,11 @@ def test_answers_are_the_commands_json(imported, data, capsys):
     data.config = PipelineConfig.preset("default")
     graph = answer(data, "graph", session=sid)
     head = graph["head"]
+    # The viewer stores nothing: the commits the commands show are stored by them (here
+    # each turn's, as `ctxrules commit` at each turn stores it).
+    writer = open_store(store)
+    branch_commits(writer, sid, head, config=data.config)
+    writer.close()
     log = run_json(capsys, "log", sid, "--store", store, "--json")
     assert [n["id"] for n in graph["nodes"]] == [n["id"] for n in log]
     assert answer(data, "node", session=sid, id=log[3]["id"]) == log[3]
@@ -116,11 +122,13 @@ def test_the_graph_counts_match_the_transcript(imported, data, corpus, capsys):
 def test_alternatives_and_forks_come_from_the_dag(imported, data):
     from ctxrules import dag
 
-    _, sid = imported
+    path, sid = imported
     graph = data.answer("graph", {"session": sid})
     answer = next(n for n in graph["nodes"] if n["role"] == "assistant" and n["caller"] is None)
-    retried = dag.retry(data.store, sid, answer["id"])
-    fork = dag.fork(data.store, sid, answer["id"])
+    writer = open_store(path)  # the viewer's store only reads
+    retried = dag.retry(writer, sid, answer["id"])
+    fork = dag.fork(writer, sid, answer["id"])
+    writer.close()
     graph = data.answer("graph", {"session": sid})
     by_id = {n["id"]: n for n in graph["nodes"]}
     assert by_id[answer["id"]]["alternatives"] == [answer["id"], retried.id]

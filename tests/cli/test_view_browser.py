@@ -106,6 +106,21 @@ def serve(tmp_path):
         proc.communicate(timeout=30)
 
 
+def store_turn_commits(store: str, sid: str, head: str) -> None:
+    """Store the commit at each turn to ``head``, as `ctxrules commit` at each turn would:
+    the page keeps the commits it makes in memory (a GET writes nothing), so the
+    commands compared with it find the same commits stored."""
+    from ctxrules.cli.commit import branch_commits
+    from ctxrules.config import PipelineConfig
+    from ctxrules.store import open_store
+
+    writer = open_store(store)
+    try:
+        branch_commits(writer, sid, head, config=PipelineConfig.preset("default"))
+    finally:
+        writer.close()
+
+
 def run_json(capsys, *argv: str):
     assert main(list(argv)) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
@@ -190,6 +205,7 @@ def test_a_click_on_a_commit_shows_its_items_and_its_diff(page, serve, subagents
     )
     page.settle()
     head = page.evaluate("ctxrulesView.view.timeline.commits[4].head_node_id")
+    store_turn_commits(store, sid, head)
     printed = run_json(
         capsys, "commit", sid, "--head", head, "--store", store, "--preset", "default", "--json"
     )
@@ -240,6 +256,7 @@ def test_usage_and_request_show_the_commands_numbers(page, serve, subagents, cap
     head = page.evaluate("ctxrulesView.view.graph.head")
     page.click("#tabs button[data-tab=usage]")
     page.wait_for("document.querySelectorAll('#usage tr.category').length > 0")
+    store_turn_commits(store, sid, head)
     stats = run_json(
         capsys, "stats", sid, "--head", head, "--store", store, "--now", NOW,
         "--preset", "default", "--json",

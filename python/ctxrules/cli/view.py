@@ -10,10 +10,14 @@ chosen provider with its predicted cache read.  It reads JSON answers
 
 The server listens on a loopback address only (``--host`` refuses any other), answers
 only requests whose ``Host`` names that address (so another site cannot reach it through
-DNS rebinding), serves nothing but the page's three files, all shipped in the package,
-and sends a Content-Security-Policy that allows scripts, styles and requests from itself
-alone.  The page builds its elements with ``textContent``: transcript text is never
-parsed as HTML.
+DNS rebinding) and that no other site's page made (``Origin``, ``Sec-Fetch-Site``),
+serves nothing but the page's three files, all shipped in the package, and sends a
+Content-Security-Policy that allows scripts, styles and requests from itself alone.  It
+only reads the store (``store.ReadOnlyView``: commits made for answers stay in memory),
+answers on a bounded pool of threads each with its own store connection, keeps idle
+connections in one selector with a timeout, and drops clients that go away quietly.
+The page builds its elements with ``textContent``: transcript text is never parsed as
+HTML.
 
 ``--export FILE.html`` writes one self-contained file instead: the page, its script and
 style inline (allowed by their hashes in the file's own policy) and the answers for the
@@ -25,16 +29,22 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import errno
+import functools
 import hashlib
 import ipaddress
+import queue
+import selectors
 import socket
 import sys
 import threading
+import time
 import traceback
 import webbrowser
 from collections.abc import Iterable, Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -45,6 +55,7 @@ import msgspec
 from ..errors import ConfigError, CtxrulesError, NotFoundError
 from ..model import ContextCommit
 from ..outfiles import OutputFile
+from ..store import open_store
 from ._common import add_now_option, now_of, port_number, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 from ._terminal import echo
@@ -102,8 +113,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "session's history graph, the commit at each turn of a branch with its items "
         "and what each rule did, the diff of two commits, the usage by category and the "
         "request rendered for a provider with its predicted cache read.  Click a "
-        "conversation node to look at its turn.  Like `ctxrules commit`, the page makes "
-        "and stores the commit at a turn that has none yet.  --export writes one "
+        "conversation node to look at its turn.  The page makes the commit at a turn "
+        "that has none stored and keeps it in memory: the viewer never writes the "
+        "store.  --export writes one "
         "self-contained HTML file of the session at its HEAD for sharing instead.",
         examples="""
 ctxrules view                                  # pick a session on the page
@@ -195,21 +207,37 @@ def asset(name: str) -> str:
 # -- the server -------------------------------------------------------------------------------
 
 
-class ViewerServer(ThreadingHTTPServer):
-    """The page's HTTP server on a loopback address (see the module docstring).
+class ViewerServer(HTTPServer):
+    """The page's HTTP server on a loopback address (see the module docstring);
+    ``url`` is the page's address once bound.
 
-    Requests are answered one at a time (the store is shared); ``url`` is the page's
-    address once bound.
+    A connection waits for its request in one selector (no thread per idle
+    connection: at most ``MAX_WAITING`` wait, the oldest closed beyond, each for at
+    most ``IDLE_TIMEOUT_S``); a request is answered by one of ``workers`` threads, side
+    by side (``ViewData`` reads through a ``ReadOnlyView`` of the store, one connection
+    per thread when it was given an opener: no lock is shared by the requests).  A
+    client that goes away mid-answer is dropped quietly.
     """
 
-    daemon_threads = True
+    #: Seconds a connection may stay silent: waiting for its request, or mid-request.
+    IDLE_TIMEOUT_S = 15.0
+    #: The most connections waiting for their request at once.
+    MAX_WAITING = 256
+    #: Threads answering requests (at most this many requests are worked on at once).
+    WORKERS = 8
 
-    def __init__(self, data: ViewData, host: str = "127.0.0.1", port: int = DEFAULT_PORT):
+    def __init__(
+        self,
+        data: ViewData,
+        host: str = "127.0.0.1",
+        port: int = DEFAULT_PORT,
+        *,
+        workers: int = WORKERS,
+    ):
         host = loopback_host(host)
         if ":" in host:
             self.address_family = socket.AF_INET6
         self.data = data
-        self.lock = threading.Lock()
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
@@ -226,21 +254,112 @@ class ViewerServer(ThreadingHTTPServer):
         if host == "127.0.0.1":
             names.add(f"127.0.0.1:{bound}")
         self.hosts = {n.lower() for n in names}
+        self.origins = {f"http://{n}" for n in self.hosts}
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="ctxrules-view")
+        self._doors = _WaitingRoom(self)
 
     def answer(self, name: str, params: Mapping[str, str]) -> tuple[int, Any]:
         """``(HTTP status, JSON-able body)`` of a request of the page."""
         if name not in ENDPOINTS:
             return 404, {"error": f"unknown request {name!r}"}
-        with self.lock:
-            try:
-                return 200, self.data.answer(name, params)
-            except NotFoundError as exc:
-                return 404, {"error": str(exc)}
-            except CtxrulesError as exc:
-                return 400, {"error": str(exc)}
-            except Exception as exc:  # a bug: say so on the page, the traceback on stderr
-                traceback.print_exc()
-                return 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
+        try:
+            return 200, self.data.answer(name, params)
+        except NotFoundError as exc:
+            return 404, {"error": str(exc)}
+        except CtxrulesError as exc:
+            return 400, {"error": str(exc)}
+        except Exception as exc:  # a bug: say so on the page, the traceback on stderr
+            traceback.print_exc()
+            return 500, {"error": f"internal error: {type(exc).__name__}: {exc}"}
+
+    # -- connections: waiting in a selector, answered by the pool -----------------------
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self._doors.admit(request, client_address)
+
+    def _answer_one(self, request: Any, client_address: Any) -> None:
+        try:
+            request.settimeout(self.IDLE_TIMEOUT_S)
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
+        finally:
+            self.shutdown_request(request)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (ConnectionError, TimeoutError)):
+            return  # the client went away or fell silent: nothing to report
+        super().handle_error(request, client_address)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._doors.close()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _WaitingRoom:
+    """Connections waiting for their request, in one selector on one thread: a
+    readable one goes to the server's pool; one silent past the idle timeout, or the
+    oldest when too many wait, is closed."""
+
+    def __init__(self, server: ViewerServer):
+        self.server = server
+        self._selector = selectors.DefaultSelector()
+        self._new: queue.SimpleQueue[tuple[Any, Any]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._since: dict[Any, float] = {}  # waiting connection → when it came
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="ctxrules-view-wait", daemon=True)
+        self._thread.start()
+
+    def admit(self, request: Any, client_address: Any) -> None:
+        self._new.put((request, client_address))
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+
+    def _run(self) -> None:
+        timeout = self.server.IDLE_TIMEOUT_S
+        while not self._closed:
+            for key, _ in self._selector.select(timeout=min(1.0, timeout)):
+                if key.data is None:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                    continue
+                self._selector.unregister(key.fileobj)
+                self._since.pop(key.fileobj, None)
+                self.server._pool.submit(self.server._answer_one, key.fileobj, key.data)
+            while True:
+                try:
+                    request, address = self._new.get_nowait()
+                except queue.Empty:
+                    break
+                self._since[request] = time.monotonic()
+                self._selector.register(request, selectors.EVENT_READ, address)
+            now = time.monotonic()
+            waiting = sorted(self._since.items(), key=lambda kv: kv[1])
+            excess = len(waiting) - self.server.MAX_WAITING
+            for i, (request, since) in enumerate(waiting):
+                if i < excess or now - since > timeout:
+                    self._drop(request)
+
+    def _drop(self, request: Any) -> None:
+        self._since.pop(request, None)
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(request)
+        self.server.shutdown_request(request)
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"\0")
+        self._thread.join(timeout=5)
+        for request in list(self._since):
+            self._drop(request)
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -254,11 +373,27 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self._serve(with_body=False)
 
-    def _serve(self, *, with_body: bool) -> None:
-        # Another site's page can reach a loopback port through a name it controls that
-        # resolves here (DNS rebinding); its requests carry that name in Host: refuse them.
+    def _refused(self) -> str | None:
+        """Why another site's request is refused, if it is one.
+
+        Another site's page can reach a loopback port through a name it controls that
+        resolves here (DNS rebinding): its requests carry that name in Host.  A page of
+        another origin that requests this origin directly says so in ``Origin`` (or, in
+        any current browser, ``Sec-Fetch-Site: cross-site`` / ``same-site``)."""
         if self.headers.get("Host", "").lower() not in self.server.hosts:
-            self._send(403, b"unknown Host\n", "text/plain; charset=utf-8", with_body)
+            return "unknown Host"
+        origin = self.headers.get("Origin")
+        if origin is not None and origin.lower() not in self.server.origins:
+            return "another origin"
+        site = self.headers.get("Sec-Fetch-Site")
+        if site is not None and site.lower() not in ("same-origin", "none"):
+            return "a request of another site"
+        return None
+
+    def _serve(self, *, with_body: bool) -> None:
+        why = self._refused()
+        if why is not None:
+            self._send(403, f"{why}\n".encode(), "text/plain; charset=utf-8", with_body)
             return
         url = urlsplit(self.path)
         if url.path.startswith("/api/"):
@@ -472,7 +607,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(data: ViewData, args: argparse.Namespace) -> int:
-    server = ViewerServer(data, args.host, args.port)
+    # Each thread answering requests reads through a connection of its own.
+    served = ViewData(
+        store=data.store,
+        config=data.config,
+        now=data.now,
+        session=data.session,
+        timeline_turns=data.timeline_turns,
+        opener=functools.partial(open_store, args.store, create=False),
+    )
+    server = ViewerServer(served, args.host, args.port)
     url = server.url + (f"#session={quote(args.session)}" if args.session else "")
     print(f"ctxrules view: serving {url} (this machine only; Ctrl-C stops)", flush=True)
     if args.open:
@@ -483,6 +627,7 @@ def _serve(data: ViewData, args: argparse.Namespace) -> int:
         print("ctxrules view: stopped", file=sys.stderr)
     finally:
         server.server_close()
+        served.close()
     return 0
 
 

@@ -20,8 +20,9 @@ branch to HEAD, all from ``ctxrules.dag``'s ``Graph`` and ``branch_path``) and
 ``timeline`` (the commit at each turn of a branch, ``commit.branch_commits``).  ``config``
 tells the page which session to open and which providers exist.
 
-Like the commands, the answers may make and store the commit at a head when none is
-stored yet (``make_commit``); nothing else is written.
+The answers never write: the commit at a turn that has none stored is made as the
+commands make it (``make_commit``) but kept in memory (``store.ReadOnlyView``), where
+later requests find it — a GET stores nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from ..engine import merged_into
 from ..errors import ValidationError
 from ..model import ContextCommit, Node
 from ..providers import provider_names
-from ..store import CommitStore
+from ..store import CommitStore, ReadOnlyView
 from .commit import branch_commits, commit_json, diff_json
 from .log import _preview, call_fields
 from .render import render_request
@@ -182,7 +183,11 @@ class ViewData:
 
     ``config`` is the rule configuration, ``now`` the clock of the rules and of the
     next request, ``session`` the session the page opens first (``None``: the page
-    lists them), ``timeline_turns`` how many last turns a timeline holds.
+    lists them), ``timeline_turns`` how many last turns a timeline holds.  ``store``
+    is read through a ``ReadOnlyView`` (made here when it is not one): commits made
+    for an answer stay in memory.  ``opener``, when given, opens a store of the same
+    location for each thread that answers (a server's requests then share no
+    connection); ``close()`` closes what it opened.
     """
 
     store: CommitStore
@@ -191,12 +196,20 @@ class ViewData:
     session: str | None = None
     timeline_turns: int = TIMELINE_TURNS
     providers: tuple[str, ...] = ()
+    opener: Callable[[], CommitStore] | None = None
     _answers: dict[str, Callable[[Mapping[str, str]], Any]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.store, ReadOnlyView):
+            self.store = ReadOnlyView(self.opener if self.opener is not None else self.store)
         self._answers = {name: getattr(self, f"_{name}") for name in ENDPOINTS}
         if not self.providers:
             self.providers = tuple(provider_names())
+
+    def close(self) -> None:
+        """Close the stores opened for the threads (the store given stays open)."""
+        if isinstance(self.store, ReadOnlyView):
+            self.store.close()
 
     def answer(self, name: str, params: Mapping[str, str]) -> Any:
         """The JSON-able answer to request ``name`` with ``params``.

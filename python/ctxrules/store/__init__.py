@@ -28,6 +28,7 @@ from .memory import PREFIX as MEMORY_PREFIX
 from .memory import MemoryStore
 from .memory import exists as _memory_exists
 from .migrations import MIGRATIONS, POSTGRES_MIGRATIONS, Migration, register_migration
+from .readonly import ReadOnlyView
 from .sqlite import BUSY_TIMEOUT_S, DB_NAME, ENV_BUSY_TIMEOUT, SQLiteStore, database_path
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "MemoryStore",
     "Migration",
     "NewSession",
+    "ReadOnlyView",
     "RunInfo",
     "SQLiteStore",
     "SessionInfo",
