@@ -242,6 +242,15 @@ def session_tool_names(store: CommitStore, session: str) -> list[str]:
     )
 
 
+def _sent_model(node: Node) -> str:
+    """The model the request of an answer the engine recorded was sent with (its
+    ``metadata["request"]["model"]``: the name as sent, where ``node.name`` is the one
+    the vendor answered with, often a dated id); ``""`` for other nodes."""
+    request = node.metadata.get("request")
+    model = request.get("model") if isinstance(request, Mapping) else None
+    return model if isinstance(model, str) else ""
+
+
 class _Recorded:
     """What the store knows about one session's requests, read once for all of them:
     its metadata, the tools it called (``session_tool_names``, or ``used_tools``) and
@@ -265,15 +274,17 @@ class _Recorded:
 
     def model(self, request: Request) -> str | None:
         """The model recorded on the nearest assistant node at or before the request's
-        answer (a next request: its head) in its frame (an answer node's ``name``);
-        before the first answer, the session's first."""
+        answer (a next request: its head) in its frame (the model its request was sent
+        with when the engine recorded it, else the answer node's ``name``); before the
+        first answer, the session's first."""
         memo = self._models
         walked: list[str] = []
         node: Node | None = self.store.get_node(request.answer or request.commit.head_node_id)
         while node is not None and node.id not in memo:
             walked.append(node.id)
-            if node.role == "assistant" and node.name:
-                memo[node.id] = node.name
+            sent = _sent_model(node)
+            if node.role == "assistant" and (sent or node.name):
+                memo[node.id] = sent or node.name
                 break
             node = self.store.get_node(node.predecessor) if node.predecessor else None
         if node is not None:

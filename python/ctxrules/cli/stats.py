@@ -6,8 +6,9 @@ category — system prompt, instruction files, other context sources, skills, me
 tool declarations, messages by item state, output reserve, compaction buffer, free —
 adding up to the window exactly; then the compaction boundaries on the branch.  On a
 terminal the split is drawn as a bar; ``--json`` prints the same numbers as data.
-The request is the one the engine would send next with the session's recorded system
-prompt and tools; context sources are not collected unless ``--sources`` is given.
+The request is the one the engine would send next with the session's recorded provider,
+model, system prompt, tools and parameters (an engine records them for the sessions it
+serves); context sources are not collected unless ``--sources`` is given.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..config import PipelineConfig
 from ..context_sources import SourcesConfig
 from ..engine import Engine, EngineConfig, SessionStats
 from ..errors import ConfigError
+from ..render import recorded_request
 from ..store import CommitStore
 from ._common import add_now_option, now_of, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
@@ -111,8 +113,15 @@ def session_stats(
         if sources
         else SourcesConfig(git_status=False, instruction_files=False, date=False)
     )
+    # A session an engine served recorded its system prompt as sent (its history holds
+    # none): the next request carries it, so the window counts it.
+    sent = recorded_request(info.metadata).system_sent
     engine = Engine(
-        store, EngineConfig(provider=provider, model=name, sources=collect), pipeline=config
+        store,
+        EngineConfig(
+            provider=provider, model=name, sources=collect, system="\n\n".join(sent or ())
+        ),
+        pipeline=config,
     )
     return engine.stats(session, head=head, now=now)
 

@@ -72,6 +72,7 @@ from .config import EngineConfig
 from .fusion import UsageFusion, sent_count
 from .references import Reference, find_references, reference_block
 from .results import Recorded, SessionStats, SystemPrompt, TokenFigures, ToolResult, TurnPrep
+from .setup import engine_made, remember_setup
 from .usage import UsageRecord, breakdown
 
 __all__ = [
@@ -526,6 +527,7 @@ class Engine(UsageFusion, AsyncTwins):
         replay make too): its model when it belongs to the provider (and we can count
         it), its tool declarations (or the tools it called), its parameters."""
         cfg = self.config
+        own = engine_made(self.store.get_session(request.session_id).metadata)
         chosen = render_defaults(
             self.store,
             request,
@@ -535,8 +537,11 @@ class Engine(UsageFusion, AsyncTwins):
             tools=list(cfg.tools) or None,
             max_tokens=cfg.max_tokens,
             extra=dict(cfg.extra) or None,
+            # What this engine recorded is its own earlier choice, not a recording's.
+            recorded_params=not own,
         )
         options = dict(chosen.options)
+        options.pop("system", None)  # the engine composes its own (``_system``)
         model = options.pop("model", None) or self.provider.default_model
         if not cfg.model and not resolve_model_ok(self.provider, model):
             model = self.provider.default_model
@@ -608,6 +613,7 @@ class Engine(UsageFusion, AsyncTwins):
         attempt: int,
         compaction: CompactResult | None = None,
     ) -> TurnPrep:
+        remember_setup(self.store, session, self.provider.name, composed.rendered, composed.system)
         tokens = self._fuse(session, head, composed.estimate)
         plan = budget(
             composed.profile,

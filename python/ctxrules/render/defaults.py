@@ -32,7 +32,9 @@ class RecordedRequest(msgspec.Struct, frozen=True, kw_only=True):
     system node too); ``tools`` is ``None`` when no declarations were recorded (``()``:
     recorded as none); ``provider`` the provider whose wire it was recorded from;
     ``params`` the other request parameters in that provider's own shape (max_tokens,
-    tool_choice, …).
+    tool_choice, …).  ``system_sent`` is the system prompt as sent when the history
+    does not hold it (what ``ctxrules.engine.Engine`` records: its parts in order);
+    ``system`` is then their text.
     """
 
     system: str | None = None
@@ -40,6 +42,7 @@ class RecordedRequest(msgspec.Struct, frozen=True, kw_only=True):
     model: str | None = None
     provider: str | None = None
     params: dict[str, Any] = {}
+    system_sent: tuple[str, ...] | None = None
 
 
 def recorded_request(metadata: Mapping[str, Any]) -> RecordedRequest:
@@ -51,11 +54,18 @@ def recorded_request(metadata: Mapping[str, Any]) -> RecordedRequest:
     (or the model in a Gemini URL), provider and parameters are read from those when
     the fields above are absent; the parameters are the keys the importers take for
     parameters (``NOT_PARAMS`` is their one list of the others: conversation, system,
-    tools, model, streaming), so a recording without any reads as none.
+    tools, model, streaming), so a recording without any reads as none.  The engine
+    sets the same keys for the sessions it serves, ``system`` as the list of the
+    system prompt's parts as sent (its history holds no system node).
     """
     raw = metadata.get("request")
     request: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     system = metadata.get("system")
+    sent = None
+    if isinstance(system, list) and all(isinstance(t, str) for t in system):
+        # The engine's record: the parts as sent, which the history does not hold.
+        sent = tuple(system)
+        system = "\n\n".join(system)
     raw_tools = metadata.get("tools", request.get("tools"))
     model = metadata.get("model") or request.get("model")
     uri = metadata.get("uri")
@@ -71,6 +81,7 @@ def recorded_request(metadata: Mapping[str, Any]) -> RecordedRequest:
         model=model if isinstance(model, str) and model else None,
         provider=provider if isinstance(provider, str) and provider else None,
         params=dict(params),
+        system_sent=sent,
     )
 
 
@@ -165,12 +176,13 @@ def _choose_params(
     model: str,
     max_tokens: int | None,
     extra: Mapping[str, Any] | None,
+    recorded: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``max_tokens`` and ``extra`` options from the recorded parameters: the output limit
     is neutral (mapped to the provider's field); the rest passes through only to the
     provider it was recorded from (a vendor-shaped ``tool_choice`` means nothing to
     another).  Returns the options and what ``explain`` says about them."""
-    params = dict(rec.params)
+    params = dict(rec.params) if recorded else {}
     recorded_max, path = _recorded_max_tokens(rec, params)
     same = rec.provider == prov.name
     options: dict[str, Any] = {}
@@ -225,6 +237,7 @@ def session_defaults(
     tools: Sequence[ToolSpec | Mapping[str, Any]] | None = None,
     max_tokens: int | None = None,
     extra: Mapping[str, Any] | None = None,
+    recorded_params: bool = True,
 ) -> RenderDefaults:
     """The render options of a session's request for ``provider``: what was recorded
     (``recorded_request``), with the given options taking precedence.
@@ -233,8 +246,10 @@ def session_defaults(
       answered the request — then the session's) when it belongs to the provider's
       family (``model_in_family``; a name no family knows is used when it was
       recorded for this provider's family), else the provider's default;
-    * system text: ``system`` (``""``: none), else none besides the commit's system
-      items, which carry the recorded system prompt (importers keep it as a system node);
+    * system text: ``system`` (``""``: none), else the system prompt the session
+      recorded as sent when its history does not hold it (``system_sent``: a session
+      the engine served), else none besides the commit's system items, which carry the
+      recorded system prompt (importers keep it as a system node);
     * tools: ``tools`` (``[]``: none), else the recorded declarations, else — a format
       that records calls but no declarations (Claude Code) — each tool in
       ``used_tools`` (every tool the session called, so the declarations stay the same
@@ -257,6 +272,10 @@ def session_defaults(
     if system is not None:
         options["system"] = system
         system_source = "option"
+    elif rec.system_sent:
+        # Sent by the engine and not in the history: the request carried it, so do we.
+        options["system"] = list(rec.system_sent)
+        system_source = "recorded"
     else:
         system_source = "history" if rec.system else "none"
     inferred: list[str] = []
@@ -275,7 +294,7 @@ def session_defaults(
     if specs:
         options["tools"] = specs
     params, params_notes = _choose_params(
-        prov, rec, chosen or prov.default_model, max_tokens, extra
+        prov, rec, chosen or prov.default_model, max_tokens, extra, recorded_params
     )
     options.update(params)
     return RenderDefaults(
