@@ -47,6 +47,7 @@ EXPECTED = {
     "render_requests": requests,
     "resolve_model": providers,
     "session_requests": requests,
+    "shape": engine,
 }
 
 

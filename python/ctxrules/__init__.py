@@ -4,7 +4,9 @@ The root lists what the three kinds of users need, each name imported the first 
 is used (so ``import ctxrules`` loads almost nothing):
 
 - an agent author: ``Engine`` and ``EngineConfig`` (prepare a request, send it with the
-  vendor's SDK, record the answer), ``ToolResult``, ``open_store``;
+  vendor's SDK, record the answer), ``ToolResult``, ``open_store``; ``shape`` (a message
+  list in, the same list shaped by the rules out, for callers who keep their own
+  history);
 - a rule author: ``Rule``, ``RuleContext``, ``ContextItem``, ``ContextCommit`` (the rule
   API, ``ctxrules.ruleapi``), ``PipelineConfig`` and the test kit ``ctxrules.testing``;
 - a batch user: ``session_requests`` and ``render_requests`` (the requests of stored
@@ -58,6 +60,7 @@ __all__ = [
     "render_requests",
     "resolve_model",
     "session_requests",
+    "shape",
 ]
 
 #: Where each public name lives (imported on first use).
@@ -92,6 +95,7 @@ _HOMES = {
     "render_requests": "ctxrules.requests",
     "resolve_model": "ctxrules.providers",
     "session_requests": "ctxrules.requests",
+    "shape": "ctxrules.engine",
 }
 
 #: Names the root exported before 0.2: each resolves, with a DeprecationWarning, to its
@@ -162,7 +166,7 @@ if TYPE_CHECKING:
     from . import errors
     from .commit import diff_commits, make_commit
     from .config import PRESETS, PipelineConfig, load_config
-    from .engine import Engine, EngineConfig, ToolResult
+    from .engine import Engine, EngineConfig, ToolResult, shape
     from .model import Context, ContextCommit, ContextItem, Message, Node
     from .providers import RenderedRequest, resolve_model
     from .render import (

@@ -5,7 +5,9 @@ its result types are in ``results``, its usage fusion in ``fusion``).
 (``prepare`` → ``TurnPrep``: the provider body, the budget and level, the usage
 fusion), records each response (``record``), and reports the window's occupancy
 (``stats`` → the usage record of one number and its breakdown by category).
-``StreamAccumulator`` collects a stream's events for callers who stream themselves.
+``shape(messages, provider=…, rules=…)`` is the stateless convenience for callers who
+keep their own history (``ctxrules.engine.shaping``).  ``StreamAccumulator`` collects a
+stream's events for callers who stream themselves.
 ``attach`` stages another branch's context for the next request; ``merge`` runs one
 turn over several peers' context and makes the merge commit (``attach_merge``).
 """
@@ -28,6 +30,7 @@ from .budget import LEVELS, Budget, Level, budget, output_reserve
 from .config import DEFAULT_OUTPUT_RESERVE, NOT_RUN_RESULT, EngineConfig, Skill
 from .references import Reference, find_references
 from .results import Recorded, SessionStats, SystemPrompt, TokenFigures, ToolResult, TurnPrep
+from .shaping import shape, shape_commit
 from .turn import Engine
 from .usage import Breakdown, Category, UsageRecord, breakdown
 
@@ -64,4 +67,6 @@ __all__ = [
     "merged_into",
     "output_reserve",
     "record_merge",
+    "shape",
+    "shape_commit",
 ]

@@ -1,0 +1,105 @@
+"""``ctxrules.shape`` on a 100-message history: what a call costs beyond rendering.
+
+An agent that keeps its own history calls ``shape`` before each model call with the
+previous list and the new messages (the model's answer and its tool's result).  Side by
+side, on the same 100-message history (50 tool turns, results of ~1 KB, an OpenAI Chat
+list):
+
+* ``render``: rendering the shaped commit into the request's messages (the floor);
+* ``shape``: a call whose list extends the one shaped before (the loop's case);
+* ``shape_cold``: a list never seen (the first call of a process, or a new conversation);
+* ``import_each_call``: the way there was before ``shape`` — a temporary in-memory store
+  per call, the list imported as a session, its commit made and rendered.
+
+Target: ``shape`` − ``render`` ≤ 1 ms (benches/README.md, "shape").
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+from ctxrules import shape
+from ctxrules.commit import make_commit
+from ctxrules.engine import shaping
+from ctxrules.importers import import_paths
+from ctxrules.providers import RequestOptions, get_provider
+from ctxrules.store import open_store
+from ctxrules.store.memory import forget
+
+PROVIDER = get_provider("openai-chat")
+
+
+def _history(turns: int) -> list[dict]:
+    msgs: list[dict] = [{"role": "system", "content": "You are a careful coding agent."}]
+    for i in range(turns):
+        msgs.append({"role": "user", "content": f"What does module {i} do, and is it tested?"})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"Let me read module {i}.",
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "read", "arguments": json.dumps({"path": f"m{i}.py"})},
+                    }
+                ],
+            }
+        )
+        body = "".join(f"def f{j}(x):\n    return x * {j}\n" for j in range(40))
+        msgs.append({"role": "tool", "tool_call_id": f"call_{i}", "content": body})
+    return msgs
+
+
+HISTORY = _history(34)[:100]  # ends with a tool result: the request after it
+PREVIOUS = HISTORY[:-2]  # the call before: without the last answer and its result
+
+
+def _setup():
+    shaping._cache.clear()
+    shape(PREVIOUS, provider="openai-chat")
+    return (HISTORY,), {"provider": "openai-chat"}
+
+
+def test_render(benchmark):
+    commit = shaping.shape_commit(HISTORY, provider=PROVIDER)
+    options = RequestOptions(model=PROVIDER.default_model, cache=False)
+    benchmark(lambda: json.loads(PROVIDER.render(commit, options).body)["messages"])
+
+
+def test_shape(benchmark):
+    out = benchmark.pedantic(shape, setup=_setup, rounds=300, warmup_rounds=5)
+    shaping._cache.clear()
+    assert out == shape(HISTORY, provider="openai-chat")  # warm or cold: the same list
+    assert len(out) == 100 and out[-1] == HISTORY[-1]
+
+
+def test_shape_cold(benchmark):
+    def setup():
+        shaping._cache.clear()
+        return (HISTORY,), {"provider": "openai-chat"}
+
+    out = benchmark.pedantic(shape, setup=setup, rounds=20)
+    assert len(out) == 100
+
+
+_names = itertools.count()
+
+
+def test_import_each_call(benchmark, tmp_path):
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps({"messages": HISTORY}))
+
+    def once() -> list:
+        name = f"memory:shape-bench-{next(_names)}"
+        store = open_store(name)
+        (res,) = import_paths(store, [str(path)])
+        commit = make_commit(res.id, now=0.0, store=store)
+        body = PROVIDER.render(commit, RequestOptions(model=PROVIDER.default_model, cache=False))
+        store.close()
+        forget(name)
+        return json.loads(body.body)["messages"]
+
+    out = benchmark.pedantic(once, rounds=10)
+    assert len(out) == 100
