@@ -223,3 +223,27 @@ def test_a_vendor_compaction_is_paired_with_the_request_as_sent(store):
     nxt = engine.prepare(sid, "and then?", now=NOW + 2)
     assert nxt.tokens.measured == sent
     assert nxt.tokens.fused == sent + nxt.tokens.estimate - prep.tokens.estimate
+
+
+def test_a_compaction_that_cannot_shrink_the_request_is_not_made(store, summarizers):
+    # The vendor measured 150,000 tokens for a conversation of a few dozen: the rest is
+    # text the engine does not hold (a harness's prompt, a conversation before the
+    # recording).  Folding the history would not shrink the request, only rewrite the
+    # cache, again at every turn: the request goes as it is and says why.
+    sid = store.create_session().id
+    engine = _engine(store)
+    prep = engine.prepare(sid, "Summarise the design doc.", now=NOW)
+    answer = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "It proposes a cache."}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 150_000, "output_tokens": 6},
+    }
+    engine.record(prep, answer, now=NOW + 1)
+    nxt = engine.prepare(sid, "And its risks?", now=NOW + 2)
+    assert nxt.level == "compact" and nxt.compaction is None
+    assert nxt.compaction_error.startswith("not compacted:")
+    assert summarizers["engine-counting"].calls == 0 and boundaries(store, sid) == []

@@ -7,7 +7,14 @@ each recorded answer, and at the end when the recording holds the response to a 
 request (a cassette) — each store's ``Engine.prepare`` builds the request, so the
 thresholds, the budget and compaction act as they would live; then the recorded answer
 is appended as the answer.  One store runs with no rules and no automatic compaction
-(``plain``: what the agent sent), the other under the rule set (``rules``).
+(``plain``: what the agent sent), the other under the rule set (``rules``; an empty
+rule set, such as the ``off`` preset, compacts no more than the plain one).
+
+Recorded usage measured the request the agent sent, which the plain replay rebuilds:
+each answer carries the plain estimate of its request as the estimate its usage pairs
+with (``Engine`` usage fusion), so under the rules the engine's figure is the rules'
+own estimate plus what the vendor counted beyond the plain estimate — never the size
+of the unreduced request.  Each request is priced at the model that answered it.
 
 What the engine is set up with comes from the recording: the provider (``provider``,
 else the one the session was recorded for, else the one whose models the session
@@ -50,6 +57,7 @@ from ..providers import (
     Provider,
     Usage,
     get_provider,
+    model_in_family,
 )
 from ..providers.estimate import PromptEstimate
 from ..quality import assess
@@ -120,7 +128,12 @@ class _Track:
         self._before: PromptEstimate | None = None
         self._before_at = 0.0
 
-    def append(self, node: Node) -> None:
+    def append(self, node: Node, measured_estimate: int | None = None) -> None:
+        """Append a recorded node; an answer gets ``measured_estimate``, our estimate of
+        the request its usage measured (see ``_replay``), unless it records one."""
+        metadata = dict(node.metadata)
+        if measured_estimate is not None and "request" not in metadata:
+            metadata["request"] = {"estimate": measured_estimate}
         dag.append(
             self.store,
             self.session,
@@ -130,7 +143,7 @@ class _Track:
             input=node.input,
             caller=node.caller,
             reads=node.reads,
-            metadata=dict(node.metadata),
+            metadata=metadata,
             node_id=node.id,
             created_at=node.created_at,
         )
@@ -140,12 +153,23 @@ class _Track:
         self.preps.append(prep)
         return prep
 
-    def account(self, prep: TurnPrep, point: RequestPoint, prefix: int, output_tokens: int) -> None:
+    def account(
+        self,
+        prep: TurnPrep,
+        point: RequestPoint,
+        prefix: int,
+        output_tokens: int,
+        priced_as: str | None = None,
+    ) -> None:
         """Add one request's figures: its billed-prompt estimate (with the harness
-        prefix), the predicted cache use against the previous request, its cost."""
+        prefix), the predicted cache use against the previous request, its cost at the
+        prices of ``priced_as`` (the model that answered it; ``None``: the model the
+        request was rendered for)."""
         est = estimate_request(prep.request, self.provider, prefix_tokens=prefix)
         # The engine resolved this model to make the request: it resolves here too.
         profile = self.provider.model_profile(prep.model)
+        if priced_as is not None:
+            profile = _profile(self.provider, priced_as) or profile
         elapsed = None if self._before is None else max(0.0, point.now - self._before_at)
         cache = self.provider.predict_cache(self._before, est, elapsed=elapsed, profile=profile)
         self._before, self._before_at = est, point.now
@@ -271,13 +295,11 @@ def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[st
         sources=_NO_SOURCES,
         references=False,
     )
-    plain = _Track(
-        data,
-        setup.plain,
-        msgspec.structs.replace(base, auto_compact=False, emergency_compact=False),
-        provider,
-    )
-    rules = _Track(data, setup.pipeline, base, provider)
+    recording = msgspec.structs.replace(base, auto_compact=False, emergency_compact=False)
+    plain = _Track(data, setup.plain, recording, provider)
+    # With no rules the replay is the recording: the engine does not compact either
+    # (the recording holds the agent's own compactions), so ``off`` changes nothing.
+    rules = _Track(data, setup.pipeline, base if setup.pipeline.rules else recording, provider)
     rec = recorded_request(data.metadata)
     first_recorded = (
         next((k for k, p in enumerate(points) if p.usage is not None), None)
@@ -289,6 +311,7 @@ def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[st
     recorded = {"requests": 0, "prompt_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0}
     recorded_cost: float | None = 0.0
     output = 0
+    measured: dict[int, int] = {}
     k = 0
     for i in range(len(data.nodes) + 1):
         while k < len(points) and points[k].index == i:
@@ -311,16 +334,33 @@ def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[st
             waiting.append((p, r, point, out_tokens))
             if prefix is not None:
                 for wp, wr, wpoint, wout in waiting:
-                    plain.account(wp, wpoint, prefix, wout)
-                    rules.account(wr, wpoint, prefix, wout)
+                    priced = _priced_as(wpoint, provider, options.model)
+                    plain.account(wp, wpoint, prefix, wout, priced)
+                    rules.account(wr, wpoint, prefix, wout, priced)
                 waiting.clear()
+            # The recorded usage measured the request the agent sent, which the plain
+            # replay rebuilds: both replays pair it with the plain estimate, so the
+            # engine's fused figure under the rules is the rules' estimate plus what the
+            # vendor counted beyond ours (the harness's text), never the unreduced size.
+            measured[i] = p.tokens.estimate
             k += 1
         if i < len(data.nodes):
-            plain.append(data.nodes[i])
-            rules.append(data.nodes[i])
+            plain.append(data.nodes[i], measured.get(i))
+            rules.append(data.nodes[i], measured.get(i))
     return _record(
         data, options, setup, provider, plain, rules, recorded, recorded_cost, output, prefix or 0
     )
+
+
+def _priced_as(point: RequestPoint, provider: Provider, model: str | None) -> str | None:
+    """The model a request is priced at: the one that answered it, as recorded, when the
+    replay renders each session for its own models (no ``model`` option) and the name
+    belongs to the provider's family; ``None``: the model it was rendered for."""
+    name = point.answer.name if point.answer is not None else ""
+    if model or not name or model_in_family(name, provider.model_family) is False:
+        return None
+    profile = _profile(provider, name)
+    return name if profile is not None and profile.prices is not None else None
 
 
 def _output_tokens(point: RequestPoint, model: str, provider: Provider) -> int:
@@ -349,9 +389,14 @@ def _record(
     plain_fig, rules_fig = plain.figures(), rules.figures()
     saved: Counter[str] = Counter()
     if plain.preps:
-        full = {it.source_node_id: it.tokens for it in plain.preps[-1].commit.items}
         reasons = reason_rules(rules.store, data.id)
-        for prep in rules.preps:
+        for before, prep in zip(plain.preps, rules.preps):
+            # Against the plain request made at the same point: what it shows of each
+            # item (a recorded compaction folds some and adds a summary there too).
+            full = {
+                it.source_node_id: 0 if it.state == "summarized" else it.tokens
+                for it in before.commit.items
+            }
             saved.update(rule_savings(prep.commit, full, reasons))
     recorded_boundaries = sum(1 for n in data.nodes if n.caller is None and is_boundary(n))
     rules_fig.update(

@@ -11,7 +11,8 @@ commits, ``rule_savings`` splits one commit's saving among the rules:
   credited to the rule that wrote its reason: the rule that decided its current form
   (an item capped and later aged counts for tool aging alone);
 * a folded (``summarized``) item saves all its tokens, credited to the folding rule,
-  and each summary item costs its own tokens to that rule;
+  and each summary item costs its own tokens to that rule (less what the plain branch
+  shows of it: a recorded compaction's summary is in both);
 * an item the plain branch does not have (a compaction's restore message) costs its
   tokens to the rule that wrote its reason, else to ``OTHER``.
 
@@ -50,8 +51,9 @@ def rule_savings(
     """Tokens each rule saved in ``commit`` (negative: it added more than it removed),
     by rule name, sorted; rules that saved nothing are left out.
 
-    ``plain`` maps each node id to its item's tokens with no rules (the items of the
-    plain commit of the same branch: with no rules an item never changes);
+    ``plain`` maps each node id to what its item shows with no rules (the items of the
+    plain commit of the same branch: with no rules an item never changes, except what
+    a recorded compaction folded, 0, and the summary it added);
     ``rules`` maps item reasons to rule names (``reason_rules``).  See the module
     docstring for how tokens are attributed.
     """
@@ -64,10 +66,12 @@ def rule_savings(
 
     for it in commit.items:
         shown = 0 if it.state == "summarized" else it.tokens
-        if it.state == "summary":
-            add(it.reason, -shown)
-            continue
         before = plain.get(it.source_node_id)
+        if it.state == "summary":
+            # A summary the plain branch shows too (a recorded compaction's) costs
+            # nothing more; any other costs its tokens to the rule that made it.
+            add(it.reason, (before or 0) - shown)
+            continue
         if before is None:
             add(it.reason, -shown)
         else:

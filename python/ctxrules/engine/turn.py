@@ -195,7 +195,14 @@ class Engine(UsageFusion, AsyncTwins):
             last = next(
                 (it for it in reversed(composed.commit.items) if it.state != "summarized"), None
             )
-            if last is not None and last.role == "assistant" and last.caller is None:
+            # A summary is not an answer: after a compaction (a boundary at HEAD, or a
+            # fold that left the summary last) the next request is due.
+            if (
+                last is not None
+                and last.role == "assistant"
+                and last.caller is None
+                and last.state != "summary"
+            ):
                 raise RenderError(
                     f"HEAD {head} is the model's answer and no input was given: there is no "
                     "request to make",
@@ -208,6 +215,9 @@ class Engine(UsageFusion, AsyncTwins):
         trigger = self._due(prep.level)
         if trigger is None:
             return prep
+        futile = _futile_compaction(prep)
+        if futile:
+            return msgspec.structs.replace(prep, compaction_error=futile)
         try:
             result = self._compact(session, trigger, prep.model, now)
         except CompactionError as exc:
@@ -676,6 +686,28 @@ class Engine(UsageFusion, AsyncTwins):
             {"node": node.id, **msgspec.to_builtins(record)}
             for node, record in boundaries(self.store, session, head)
         ]
+
+
+#: A compaction is not made when the history the engine holds is less than this share
+#: of the measured request: folding it could not make the request much smaller.
+MIN_COMPACTABLE_SHARE = 0.1
+
+
+def _futile_compaction(prep: TurnPrep) -> str:
+    """Why compacting before ``prep`` would not help (``""``: it would): the history the
+    engine holds (our estimate less the system prompt and tools) is under
+    ``MIN_COMPACTABLE_SHARE`` of the measured request, so what makes the request large
+    is text the engine does not hold (a harness's, or a conversation from before the
+    recording), and a compaction would only rewrite the cached prefix, again at every
+    request."""
+    plan, tokens = prep.budget, prep.tokens
+    history = max(0, tokens.estimate - plan.system - plan.tools)
+    if history >= MIN_COMPACTABLE_SHARE * tokens.fused:
+        return ""
+    return (
+        f"not compacted: the request is {tokens.fused:,} tokens and the history the engine "
+        f"holds only {history:,}: the rest is text the engine does not hold"
+    )
 
 
 def resolve_model_ok(provider: Provider, model: str) -> bool:

@@ -351,8 +351,10 @@ class Summarize(Rule):
             if it.state == "summarized" and not it.reason.startswith(COMPACTION_REASON)
         )
         counted = commit.total_tokens - self._provider_compacted(items)[1]
+        # A compaction boundary folds after the rules ran: its note says why (its
+        # summary is what the commit holds).
         if counted > self.threshold_tokens and not any(
-            n.startswith(f"{self.name}: ") for n in commit.notes
+            n.startswith((f"{self.name}: ", "compaction: ")) for n in commit.notes
         ):
             out.append(f"{counted} tokens > threshold {self.threshold_tokens} and no note says why")
         return out
