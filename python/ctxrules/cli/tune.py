@@ -3,7 +3,7 @@ measurement (``ctxrules.tune``).
 
 Every setting of the swept parameters is replayed over the sessions of the sources
 (transcripts, folders, stores) and measured: prompt tokens sent, predicted cache
-reads, cost, compactions, the context-quality score, violations.  Prints the table,
+reads, cost, compactions, older-fact recall (the quality axis), violations.  Prints the table,
 writes it with the plots into ``--out`` (which caches measurements for the next run),
 and ends with the TOML of the chosen setting.
 """
@@ -48,8 +48,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "tune",
         run,
         description="Sweep rule parameters over recorded sessions and measure each setting: "
-        "prompt tokens sent, predicted cache reads, cost, compactions, the context-quality "
-        "score and violations (a setting with any is excluded).  Prints the table, writes "
+        "prompt tokens sent, predicted cache reads, cost, compactions, older-fact recall (the "
+        "quality axis: ctxrules quality) and violations (a setting with any is "
+        "excluded).  Prints the table, writes "
         "it as CSV and JSON with the plots of cost against quality (the Pareto-optimal "
         "settings named, the default marked) into --out, and ends with the TOML of the "
         "chosen setting: the cheapest Pareto-optimal one that keeps at least the "

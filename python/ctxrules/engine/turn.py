@@ -47,7 +47,15 @@ from ..config import PipelineConfig
 from ..context_sources import SourceMemo, SourceRequest
 from ..errors import CompactionError, DagError, RenderError, ValidationError
 from ..limits import check_now
-from ..model import Content, ContextCommit, Node, TextBlock, ToolSpec, ToolUseBlock
+from ..model import (
+    Content,
+    ContextCommit,
+    ContextItem,
+    Node,
+    TextBlock,
+    ToolSpec,
+    ToolUseBlock,
+)
 from ..providers import (
     ModelProfile,
     ModelResponse,
@@ -63,6 +71,7 @@ from ..render import (
     render_side_request,
 )
 from ..requests import Request, render_defaults, session_tool_names
+from ..ruleapi import COMPACTION_REASON
 from ..situation import commit_situation
 from ..store import CommitStore
 from .aio import AsyncTwins
@@ -691,23 +700,44 @@ class Engine(UsageFusion, AsyncTwins):
 #: A compaction is not made when the history the engine holds is less than this share
 #: of the measured request: folding it could not make the request much smaller.
 MIN_COMPACTABLE_SHARE = 0.1
+#: Nor before the conversation after the last compaction holds this share of the
+#: compaction threshold: compacting again sooner rewrites the whole cached prompt to
+#: save little (a threshold under what a compaction leaves would compact every turn).
+MIN_REGROWTH_SHARE = 0.5
+
+
+def _since_compaction(items: Sequence[ContextItem]) -> int | None:
+    """Tokens shown after the summary of the last compaction (``None``: none on the
+    branch)."""
+    for p in range(len(items) - 1, -1, -1):
+        it = items[p]
+        if it.state == "summary" and it.reason.startswith(COMPACTION_REASON):
+            return sum(i.tokens for i in items[p + 1 :] if i.state != "summarized")
+    return None
 
 
 def _futile_compaction(prep: TurnPrep) -> str:
-    """Why compacting before ``prep`` would not help (``""``: it would): the history the
+    """Why compacting before ``prep`` would not pay (``""``: it would): the history the
     engine holds (our estimate less the system prompt and tools) is under
-    ``MIN_COMPACTABLE_SHARE`` of the measured request, so what makes the request large
-    is text the engine does not hold (a harness's, or a conversation from before the
-    recording), and a compaction would only rewrite the cached prefix, again at every
-    request."""
+    ``MIN_COMPACTABLE_SHARE`` of the measured request — what makes the request large is
+    text the engine does not hold (a harness's, or a conversation from before the
+    recording) — or too little came since the last compaction
+    (``MIN_REGROWTH_SHARE``); either way a compaction would mostly rewrite the cached
+    prompt, and again at the next request."""
     plan, tokens = prep.budget, prep.tokens
     history = max(0, tokens.estimate - plan.system - plan.tools)
-    if history >= MIN_COMPACTABLE_SHARE * tokens.fused:
-        return ""
-    return (
-        f"not compacted: the request is {tokens.fused:,} tokens and the history the engine "
-        f"holds only {history:,}: the rest is text the engine does not hold"
-    )
+    if history < MIN_COMPACTABLE_SHARE * tokens.fused:
+        return (
+            f"not compacted: the request is {tokens.fused:,} tokens and the history the "
+            f"engine holds only {history:,}: the rest is text the engine does not hold"
+        )
+    since = _since_compaction(prep.commit.items)
+    if since is not None and since < MIN_REGROWTH_SHARE * plan.compact_tokens:
+        return (
+            f"not compacted: only {since:,} tokens came since the last compaction (less "
+            f"than {MIN_REGROWTH_SHARE:.0%} of the threshold {plan.compact_tokens:,})"
+        )
+    return ""
 
 
 def resolve_model_ok(provider: Provider, model: str) -> bool:

@@ -1,4 +1,10 @@
-"""Context quality: which key facts of the folded history the rendered request still holds.
+"""Context quality: did each request still show what the agent used next, and which key
+facts of the folded history does the rendered request still hold.
+
+The first measure is needed-fact recall (``ctxrules.quality.needed``: ``FactIndex``,
+``score``, ``session_recall``, ``RecallReport``), scored on every request of a replay
+(``ctxrules quality``, ``ctxrules rerender``, ``ctxrules tune``).  The second line,
+below, checks the folded history's key facts in one request.
 
 Deterministic, no model.  For a commit whose rules folded part of the history into a
 summary, the facts of the folded part (``facts``: the task statement, the user's
@@ -31,18 +37,25 @@ from ..render import render
 from ..requests import Request, render_defaults
 from ..store import CommitStore
 from .facts import CATEGORIES, Fact, extract_facts
+from .needed import FactIndex, NeededFact, RecallReport, RequestRecall, score, session_recall
 from .text import request_text
 
 __all__ = [
     "CATEGORIES",
     "CategoryScore",
     "Fact",
+    "FactIndex",
+    "NeededFact",
     "QualityReport",
+    "RecallReport",
+    "RequestRecall",
     "assess",
     "baseline_tokens",
     "check_quality",
     "folded_node_ids",
     "request_text",
+    "score",
+    "session_recall",
 ]
 
 

@@ -1,10 +1,14 @@
-"""Text helpers shared by the rules: one-line flattening and head/tail cuts."""
+"""Text helpers shared by the rules: one-line flattening, head/tail cuts and the list of
+identifiers a shortened text keeps."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-__all__ = ["cut_end", "cut_middle", "one_line"]
+from ..summarizers.facts import exact_identifiers, occurs
+
+__all__ = ["cut_end", "cut_middle", "identifier_list", "one_line"]
 
 _SPACE = re.compile(r"\s+")
 
@@ -27,3 +31,29 @@ def cut_middle(text: str, head: int, tail: int, marker: str = "…") -> str:
     if len(text) <= head + tail:
         return text
     return text[:head] + marker + (text[len(text) - tail :] if tail else "")
+
+
+#: Which identifiers a shortened text names first: the most specific kinds; bare
+#: numbers and dates (line numbers, timestamps) only when room is left.
+_KIND_ORDER = {"number": 2, "date": 1}
+
+
+def identifier_list(text: str, budget: int, shown: Sequence[str] = ()) -> str:
+    """The exact identifiers of ``text`` that none of ``shown`` holds, joined by
+    ``", "`` within ``budget`` characters: paths, symbols, ids and the like first, then
+    dates, then numbers, each kind in first-seen order (those that do not fit are left
+    out)."""
+    found = [
+        (kind, token)
+        for kind, token in exact_identifiers(text)
+        if "\n" not in token and not any(occurs(token, s) >= 0 for s in shown)
+    ]
+    found.sort(key=lambda kt: _KIND_ORDER.get(kt[0], 0))  # stable: first seen first
+    out: list[str] = []
+    size = 0
+    for _, token in found:
+        extra = len(token) + (2 if out else 0)
+        if size + extra <= budget:
+            out.append(token)
+            size += extra
+    return ", ".join(out)

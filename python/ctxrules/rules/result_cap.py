@@ -1,71 +1,125 @@
 """Per-result cap: a tool result longer than ``max_tool_result_chars`` keeps its head and
-tail, with a marker saying how much was cut — in the tail window too, so one huge
-result cannot blow a single turn.
+tail, with a marker saying how much was cut and naming the exact identifiers of the cut
+part (paths, symbols, error lines …, ``summarizers.facts.exact_identifiers``; at most
+``cut_identifier_chars`` characters of them) — so one huge result cannot blow every
+later request, and what the agent may reuse from its middle stays findable.
 
-Promise: no full, unlocked tool result shows more than ``max_tool_result_chars``
-characters besides its cut marker.
+The newest input is what the agent is about to read: the results after the last
+assistant turn are cut only beyond ``newest_max_chars`` (the agent's next call used a
+name from the middle of a result capped the moment it arrived: issue 21).  A result is
+capped at ``max_tool_result_chars`` once an answer follows it.
+
+Promise: no full, unlocked tool result before the newest input shows more than
+``max_tool_result_chars`` characters besides its cut marker, and none in the newest
+input more than ``newest_max_chars``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from ..ruleapi import ContextCommit, Rule, RuleContext
-from ._text import cut_middle
+from ..ruleapi import ContextCommit, ContextItem, Rule, RuleContext
+from ._text import cut_middle, identifier_list
+from .tool_aging import is_turn
 
-__all__ = ["ResultCap"]
+__all__ = ["ResultCap", "newest_input_start"]
 
-_MARKER = re.compile(r"\n\[… [\d,]+ of [\d,]+ characters cut …\]\n")
+#: Items before this position are settled (the newest input starts there).
+_CURSOR = "result_cap.pos"
+_MARKER = re.compile(
+    r"\n\[… [\d,]+ of [\d,]+ characters cut(?:; identifiers in the cut part: .*?)? …\]\n", re.S
+)
 
 
-def _marker(cut: int, length: int) -> str:
-    return f"\n[… {cut:,} of {length:,} characters cut …]\n"
+def _marker(cut: int, length: int, ids: str = "") -> str:
+    named = f"; identifiers in the cut part: {ids}" if ids else ""
+    return f"\n[… {cut:,} of {length:,} characters cut{named} …]\n"
+
+
+def newest_input_start(items: Sequence[ContextItem]) -> int:
+    """The position after the last assistant turn: the items from there on are the
+    request's newest input (all of them when there is no turn)."""
+    for p in range(len(items) - 1, -1, -1):
+        if is_turn(items[p]):
+            return p + 1
+    return 0
 
 
 class ResultCap(Rule):
-    """Cut oversized tool results to head + tail (60 % / 40 % by default); state stays ``full``."""
+    """Cut oversized tool results to head + tail (60 % / 40 % by default) and name the
+    identifiers of the cut part; state stays ``full``."""
 
     name = "result_cap"
+    position_cursors = frozenset({_CURSOR})
+    version = 2  # 2: the newest input is cut only past newest_max_chars; identifiers kept
     promise = (
-        "no full, unlocked tool result shows more than max_tool_result_chars characters "
-        "besides its cut marker"
+        "no full, unlocked tool result before the newest input shows more than "
+        "max_tool_result_chars characters besides its cut marker, none in the newest input "
+        "more than newest_max_chars"
     )
-    params: ClassVar[Mapping[str, Any]] = {"max_tool_result_chars": 4000, "head_ratio": 0.6}
+    params: ClassVar[Mapping[str, Any]] = {
+        "max_tool_result_chars": 4000,
+        "head_ratio": 0.6,
+        "newest_max_chars": 100_000,
+        "cut_identifier_chars": 1000,
+    }
 
     def check(self) -> None:
         if self.max_tool_result_chars < 100:
             raise self.bad("max_tool_result_chars", "must be at least 100")
+        if self.newest_max_chars < self.max_tool_result_chars:
+            raise self.bad("newest_max_chars", "must be at least max_tool_result_chars")
         if not 0.0 <= self.head_ratio <= 1.0:
             raise self.bad("head_ratio", "must be between 0 and 1")
+        if self.cut_identifier_chars < 0:
+            raise self.bad("cut_identifier_chars", "must be >= 0")
+
+    def _limit(self, pos: int, newest: int) -> int:
+        return self.newest_max_chars if pos >= newest else self.max_tool_result_chars
 
     def apply(self, ctx: RuleContext) -> None:
-        limit = self.max_tool_result_chars
-        head = int(limit * self.head_ratio)
-        tail = limit - head
+        items = ctx.items
+        newest = newest_input_start(items)
+        # Items before the cursor are settled; the newest input is looked at again once
+        # an answer follows it (its limit drops), so the cursor stops where it starts.
+        start = (
+            0
+            if ctx.full_pass
+            else min(ctx.cursors.get(_CURSOR, 0), *ctx.new_positions(), len(items))
+        )
         capped = 0
-        for pos in ctx.scan_positions():
-            it = ctx.items[pos]
+        for pos in range(start, len(items)):
+            it = items[pos]
+            limit = self._limit(pos, newest)
             if it.role != "tool" or it.locked or it.state != "full" or len(it.rendered) <= limit:
                 continue
-            cut = len(it.rendered) - limit
-            marker = _marker(cut, len(it.rendered))
+            if it.reason == f"result_cap:{limit}":
+                continue  # capped at this limit already
+            head = int(limit * self.head_ratio)
+            tail = limit - head
+            text = it.rendered
+            ends = (text[:head], text[len(text) - tail :] if tail else "")
+            # The names never make the result longer than it was: at most half the cut.
+            budget = min(self.cut_identifier_chars, (len(text) - limit) // 2)
+            ids = identifier_list(text[head : len(text) - tail], budget, ends)
+            marker = _marker(len(text) - limit, len(text), ids)
             ctx.replace(
-                pos,
-                rendered=cut_middle(it.rendered, head, tail, marker),
-                reason=f"result_cap:{limit}",
+                pos, rendered=cut_middle(text, head, tail, marker), reason=f"result_cap:{limit}"
             )
             capped += 1
+        ctx.cursors[_CURSOR] = newest
         if capped:
-            ctx.note(f"capped {capped} tool result(s) at {limit:,} characters")
+            ctx.note(f"capped {capped} tool result(s)")
 
     def check_promise(self, commit: ContextCommit) -> list[str]:
-        """Full, unlocked tool results longer than the cap outside their cut marker."""
-        limit = self.max_tool_result_chars
+        """Full, unlocked tool results longer than their limit outside their cut marker."""
+        newest = newest_input_start(commit.items)
         out = []
         for p, it in enumerate(commit.items):
             text = it.rendered
+            limit = self._limit(p, newest)
             if it.role != "tool" or it.locked or it.state != "full" or len(text) <= limit:
                 continue
             if not any(len(text) - len(m.group()) <= limit for m in _MARKER.finditer(text)):

@@ -1,10 +1,19 @@
 """Tool aging: tool results older than the tail window become a one-line ``aged`` stub.
 
+The stub shows the tool, its arguments, the head and tail of the output and the exact
+identifiers of the output it no longer shows (paths, symbols, error lines …; at most
+``stub_identifier_chars`` characters): what an agent reuses from an old result.
+
 The window is the tool calls of the ``tail_turns`` most recent assistant turns.  The
 boundary moves in steps of ``step_turns`` turns (and only once at least
 ``clear_at_least_tokens`` would be saved), because every rewrite of an old item
 invalidates the provider's cached prefix from that item on (cache awareness):
 aging a batch every few turns costs one cache rewrite instead of one per turn.
+
+With ``cache_aware`` a batch is aged only once it pays for the rewrite: what
+it saves, read by every later request (about as many as the turns so far), must exceed
+what rewriting the cached prompt from its first result costs (``_pays``); until then
+the boundary waits and the commit's notes say so.
 
 Protected tools (``protected_tools`` plus ``extra_protected_tools``) are never aged.
 Aging does not lock items: idle clearing and summarize must still be able to reach
@@ -24,15 +33,21 @@ aged or cleared (an attach block shows its source commit's states as they were).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..ruleapi import ContextCommit, ContextItem, Rule, RuleContext
-from ._text import cut_end, cut_middle, one_line
+from ._text import cut_end, cut_middle, identifier_list, one_line
 
 __all__ = ["DEFAULT_PROTECTED_TOOLS", "ToolAging", "is_turn"]
 
 DEFAULT_PROTECTED_TOOLS = ("todo_create", "todo_update", "todo_list", "web_search")
+#: Prompt-cache prices relative to uncached input (Anthropic's: a read 0.1, a 5-minute
+#: write 1.25), what ``cache_aware`` aging weighs a rewrite with.
+CACHE_READ = 0.1
+CACHE_WRITE = 1.25
+#: About what one stub costs in tokens (its label, arguments, ends and identifiers).
+STUB_TOKENS = 120
 
 
 def is_turn(item: ContextItem) -> bool:
@@ -49,7 +64,7 @@ class ToolAging(Rule):
     """Age tool results outside the tail window into ``[tool <name>] … output: <head>… <tail>``."""
 
     name = "tool_aging"
-    version = 2
+    version = 3  # 3: stubs name the output's identifiers; aging waits until it pays
     position_cursors = frozenset({"tool_aging.pos", "aged_until"})
     promise = (
         "no tool result of the last tail_turns assistant turns is aged or cleared "
@@ -63,12 +78,20 @@ class ToolAging(Rule):
         "stub_args_chars": 80,
         "stub_head_chars": 60,
         "stub_tail_chars": 40,
+        "stub_identifier_chars": 300,
         "protected_tools": DEFAULT_PROTECTED_TOOLS,
         "extra_protected_tools": (),
+        "cache_aware": False,
     }
 
     def check(self) -> None:
-        for key in ("tail_turns", "clear_at_least_tokens", "stub_head_chars", "stub_tail_chars"):
+        for key in (
+            "tail_turns",
+            "clear_at_least_tokens",
+            "stub_head_chars",
+            "stub_tail_chars",
+            "stub_identifier_chars",
+        ):
             if self.values[key] < 0:
                 raise self.bad(key, "must be >= 0")
         for key in ("step_turns", "max_tool_args_chars", "stub_args_chars"):
@@ -96,7 +119,14 @@ class ToolAging(Rule):
             text = one_line(text[: 2 * head + 32]) + " " + one_line(text[-(2 * tail + 32) :])
         out = cut_middle(one_line(text), head, tail)
         label = f"[tool {item.name}{' error' if item.is_error else ''}]"
-        return f"{label} {args} output: {out}" if args else f"{label} output: {out}"
+        stub = f"{label} {args} output: {out}" if args else f"{label} output: {out}"
+        if self.stub_identifier_chars:
+            # What an agent reuses from a result it no longer sees whole: its paths,
+            # symbols and error lines (those the stub does not show already).
+            ids = identifier_list(item.rendered, self.stub_identifier_chars, (stub,))
+            if ids:
+                stub += f" | identifiers: {ids}"
+        return stub
 
     def _age(self, ctx: RuleContext, pos: int) -> None:
         it = ctx.items[pos]
@@ -107,6 +137,23 @@ class ToolAging(Rule):
             tool_input=cut_end(it.tool_input, self.max_tool_args_chars),
             reason="tail_window",
         )
+
+    def _pays(
+        self, items: Sequence[ContextItem], batch: Sequence[int], saving: int, turns: int
+    ) -> bool:
+        """Whether aging ``batch`` pays for the cache rewrite it causes (``cache_aware``).
+
+        Every item from the first aged one on is written to the provider's cache again
+        instead of read from it (a write costs ``CACHE_WRITE`` input tokens, a read
+        ``CACHE_READ``), once; what aging saves, the results less their stubs, is then
+        not read by every later request — as many as the turns so far (the best guess
+        of the turns to come when nothing else is known)."""
+        if not self.cache_aware or not batch:
+            return True
+        rewritten = sum(it.tokens for it in items[batch[0] :] if it.state != "summarized")
+        saved = max(0, saving - STUB_TOKENS * len(batch))
+        gain = saved * (CACHE_READ * max(1, turns) + CACHE_WRITE)
+        return gain >= (CACHE_WRITE - CACHE_READ) * rewritten
 
     def apply(self, ctx: RuleContext) -> None:
         cur = ctx.cursors
@@ -136,11 +183,17 @@ class ToolAging(Rule):
                     batch.append(end)
                 end += 1
             saving = sum(items[p].tokens for p in batch)
-            if saving >= self.clear_at_least_tokens:
+            pays = self._pays(items, batch, saving, turns)
+            if saving >= self.clear_at_least_tokens and pays:
                 for p in batch:
                     self._age(ctx, p)
                 aged += len(batch)
                 pos, turn = end, t
+            elif not pays:
+                ctx.note(
+                    f"waiting: aging {len(batch)} result(s) (~{saving} tokens) would not pay "
+                    "for rewriting the cached prompt after them yet"
+                )
             else:
                 ctx.note(
                     f"waiting: {len(batch)} result(s) worth ~{saving} tokens < "

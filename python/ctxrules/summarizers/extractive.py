@@ -17,7 +17,9 @@ quality checker counts by).  Sections, in this order:
   each failed tool call (``name: line``);
 - ``Open todos``: the todos of the latest todo list not completed;
 - ``Index (exact identifiers)``: every path, id, hash, URL, date and number the user,
-  the assistant and the tool arguments stated, grouped by kind, each exactly once and
+  the assistant and the tool arguments stated, and every exact identifier of the tool
+  results (paths, symbols, flags, ids: ``facts.exact_identifiers`` but numbers and
+  dates, what an agent reuses from a result), grouped by kind, each exactly once and
   left out when a section above already holds it — so an id stated once in passing
   (a reservation code, a commit hash, a price) survives the fold;
 - ``Outline``: the first line of each assistant message (at most 100 characters).
@@ -43,6 +45,7 @@ from .facts import (
     argument_facts,
     constraints_in,
     error_lines,
+    exact_identifiers,
     identifiers_in,
     is_open,
     normalize,
@@ -83,9 +86,19 @@ _INDEX_LABELS = {
     "url": "urls",
     "date": "dates",
     "number": "numbers",
+    "symbol": "symbols",
+    "call": "symbols",
+    "flag": "ids",
 }
-_LABEL_ORDER = ("paths", "ids", "urls", "dates", "numbers")
+_LABEL_ORDER = ("paths", "symbols", "ids", "urls", "dates", "numbers")
 _FOCUS = "Focus: "
+#: The share of the summary's characters the identifiers only tool outputs showed may
+#: take (the newest of them): enough for the paths and names an agent goes back to, not so much
+#: that a listing fills every summary to its budget.
+OUTPUT_INDEX_SHARE = 0.25
+#: …and at most this share of the characters of the run it summarizes (a summary much
+#: shorter than its run is what makes a fold pay).
+OUTPUT_RUN_SHARE = 0.2
 #: The shortest summary, in characters, whatever the budget.
 _MIN_CHARS = 200
 _MAX_FOCUS_CHARS = 1000
@@ -122,6 +135,7 @@ class _Run:
     def __init__(self) -> None:
         self.sec: dict[str, dict[str, None]] = {name: {} for name in SECTIONS}
         self.index: dict[tuple[str, str], None] = {}  # (label, token)
+        self.output_index: dict[tuple[str, str], None] = {}  # only in tool outputs
         self.tools: dict[str, int] = {}
         self.todos: Todos = {}
         self.errors_seen: set[str] = set()
@@ -130,8 +144,16 @@ class _Run:
         if value:
             self.sec[section].setdefault(value, None)
 
-    def identifier(self, kind: str, token: str) -> None:
-        self.index.setdefault((_INDEX_LABELS.get(kind, "ids"), token), None)
+    def identifier(self, kind: str, token: str, *, output: bool = False) -> None:
+        """Index a token; one only a tool's output showed (``output``) is cut before
+        those the user, the assistant or a tool's arguments stated."""
+        key = (_INDEX_LABELS.get(kind, "ids"), token)
+        if output:
+            if key not in self.index:
+                self.output_index.setdefault(key, None)
+        else:
+            self.output_index.pop(key, None)
+            self.index.setdefault(key, None)
 
     def error(self, line: str, tool: str = "") -> None:
         if line not in self.errors_seen:
@@ -187,6 +209,13 @@ class _Run:
                         self.add("Files touched", token)
                     else:
                         self.identifier(kind, token)
+                # What the agent reuses from a result is its exact identifiers: the
+                # paths, symbols, flags and numbers it printed (error lines below).
+                # (Bare numbers and dates of a result are mostly line numbers and
+                # timestamps: left out, they would crowd the index.)
+                for kind, token in exact_identifiers(it.rendered):
+                    if kind not in ("error", "number", "date"):
+                        self.identifier(kind, token, output=True)
                 lines = error_lines(it.rendered, failed=it.is_error)
                 for n, line in enumerate(lines):
                     self.error(line, it.name if it.is_error and n == 0 else "")
@@ -216,9 +245,10 @@ class _Run:
         sec["Open todos"] = [f"[{s}] {text}" for text, s, _ in self.todos.values() if is_open(s)]
         return sec
 
-    def index_tokens(self, sec: dict[str, list[str]]) -> list[tuple[str, str]]:
+    def index_tokens(self, sec: dict[str, list[str]], room: int) -> list[tuple[str, str]]:
         """The index, without identifiers a kept section already holds (the cut order
-        drops the index before any of them)."""
+        drops the index before any of them); of the tokens only tool outputs showed,
+        the newest that fit in ``room`` characters."""
         kept = normalize(
             " ".join(
                 v
@@ -226,7 +256,18 @@ class _Run:
                 for v in sec[name]
             )
         )
-        return [(label, token) for label, token in self.index if token not in kept]
+        outputs: list[tuple[str, str]] = []
+        for label, token in reversed(list(self.output_index)):
+            if token in kept:
+                continue
+            room -= len(token) + 2
+            if room < 0:
+                break
+            outputs.append((label, token))
+        outputs.reverse()
+        # Cut oldest first: the outputs' tokens go before any token a message stated.
+        stated = [(label, token) for label, token in self.index if token not in kept]
+        return outputs + stated
 
 
 class ExtractiveSummarizer:
@@ -246,7 +287,10 @@ class ExtractiveSummarizer:
         run = _Run()
         run.read(items)
         sec = run.sections(limit)
-        index = run.index_tokens(sec)
+        run_chars = sum(len(it.rendered) for it in items)
+        index = run.index_tokens(
+            sec, min(int(limit * OUTPUT_INDEX_SHARE), int(run_chars * OUTPUT_RUN_SHARE))
+        )
         focus = normalize(instructions)[:_MAX_FOCUS_CHARS]
         text = _render(sec, index, focus, limit)
         # 4 characters a token holds for prose, not for identifiers (a line of ids and

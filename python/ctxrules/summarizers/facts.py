@@ -12,6 +12,12 @@ still holds them: two pattern sets would drift, and a summarizer keeping
   don't, only, always, should, avoid, make sure, …), at least three words; one over
   ``MAX_FACT_CHARS`` is kept by its beginning.
 - ``error_lines``: ``ValueError: …``, ``error: …``, ``FAILED …`` and the like.
+- ``exact_identifiers``: what an agent reuses as exact text — everything
+  ``identifiers_in`` finds except numbers under three digits (and a number without its
+  unit), plus code symbols (dotted names, snake_case, camelCase, PascalCase, a
+  ``name(`` call), CLI flags (``--flag``) and error lines.  The needed-fact measure
+  (``ctxrules.quality.needed``) counts these, and the rules that shorten tool output
+  (summaries, aged stubs, capped results) keep these.
 - ``argument_facts``: the paths a tool call names in its path arguments (``file_path``,
   ``path``, ``filename``, …) and the identifiers in its other short string arguments.
 - ``update_todos``: the todo list after a todo tool call (``TodoWrite``'s whole list,
@@ -35,9 +41,11 @@ __all__ = [
     "argument_facts",
     "constraints_in",
     "error_lines",
+    "exact_identifiers",
     "identifiers_in",
     "is_open",
     "normalize",
+    "occurs",
     "update_todos",
 ]
 
@@ -77,17 +85,22 @@ _UNIT = (
     r"[KMGT]i?B|[kKMG]|B|bytes?|%|px|tokens?|chars?|characters?|lines?|files?|items?|"
     r"x|×|USD|EUR|GBP|dollars?)"
 )
-_IDENTIFIER = re.compile(
-    r"(?P<url>https?://[^\s<>\"'`)\]]+)"
-    r"|(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
-    r"|(?P<path>(?<![\w.:/~-])(?:(?:~|\.{1,2})(?:/[\w.@+-]+)+|/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]))"
-    r"|(?P<file>(?<![\w.-])[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|rs|ts|tsx|js|jsx|mjs|json|jsonl|toml|"
+_URL = r"(?P<url>https?://[^\s<>\"'`)\]]+)"
+_UUID = r"(?P<uuid>\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b)"
+_PATH = (
+    r"(?P<path>(?<![\w.:/~-])(?:(?:~|\.{1,2})(?:/[\w.@+-]+)+|/?(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]))"
+)
+_FILE = (
+    r"(?P<file>(?<![\w.-])[\w-]+(?:\.[\w-]+)*\.(?:py|pyi|rs|ts|tsx|js|jsx|mjs|json|jsonl|toml|"
     r"ya?ml|md|rst|txt|go|java|kt|c|h|cc|cpp|hpp|cs|rb|php|sh|bash|cfg|ini|lock|html|css|"
     r"scss|vue|sql|csv|xml|ipynb|traj|log|env)\b)"
-    r"|(?P<date>\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b)"
-    r"|(?P<hash>\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"
-    r"|(?P<id>\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z][\w]*(?:-[\w]+)*\b)"
-    rf"|(?P<number>(?<![\w.,])[$€£]?\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?(?:\s?{_UNIT}\b)?"
+)
+_DATE = r"(?P<date>\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b)"
+_HASH = r"(?P<hash>\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,64}\b)"
+_ID = r"(?P<id>\b(?=[\w-]*[A-Za-z])(?=[\w-]*\d)[A-Za-z][\w]*(?:-[\w]+)*\b)"
+_IDENTIFIER = re.compile(
+    "|".join((_URL, _UUID, _PATH, _FILE, _DATE, _HASH, _ID))
+    + rf"|(?P<number>(?<![\w.,])[$€£]?\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?(?:\s?{_UNIT}\b)?"
     rf"|(?<![\w.,])[$€£]?\d+(?:\.\d+)?(?:\s?{_UNIT}(?![\w]))?)"
 )
 _TRAILING = ".,;:!?)]}'\""
@@ -230,3 +243,88 @@ def update_todos(todos: Todos, name: str, tool_input: Any, node_id: str) -> Todo
     if text:
         todos[key] = (text, status, node_id)
     return todos
+
+
+# -- exact identifiers: what an agent reuses -------------------------------------------
+
+_EXACT = re.compile(
+    "|".join((_URL, _UUID, _PATH, _FILE, _DATE, _HASH))
+    + r"|(?P<flag>(?<![\w-])--[A-Za-z][\w-]*[A-Za-z0-9])"
+    # a dotted name: os.path.join, self.pane_exists, example.com
+    + r"|(?P<dotted>(?<![\w.$@/-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)"
+    # snake_case, camelCase, PascalCase, HTTPError: a word with an underscore or an
+    # inner capital
+    + r"|(?P<symbol>(?<![\w$@-])(?=\w*[A-Za-z])(?=\w*(?:_|[a-z][A-Z]|[A-Z]{2}[a-z]))"
+    r"\w{3,}(?![\w-]))"
+    + r"|(?P<call>(?<![\w.$@-])[A-Za-z]\w{2,}\()"
+    + "|"
+    + _ID
+    + r"|(?P<number>(?<![\w.,-])\d+(?:[.,]\d+)*(?![\w]))"
+)
+_PLURAL_ACRONYM = re.compile(r"[A-Z]+s")
+
+
+def _symbol_part(part: str) -> bool:
+    """Whether one part of a dotted name is a symbol in its own right (snake_case,
+    camelCase or PascalCase, at least three characters)."""
+    return len(part) >= 3 and bool(
+        "_" in part.strip("_") or re.search(r"[a-z][A-Z]|[A-Z]{2}[a-z]", part)
+    )
+
+
+def exact_identifiers(text: str) -> list[tuple[str, str]]:
+    """``(kind, token)`` for every exact identifier of ``text``, first-seen order, each
+    once (see the module docstring): kinds ``url``, ``uuid``, ``path``, ``file``,
+    ``date``, ``hash``, ``flag``, ``symbol`` (a dotted name, or snake / camel / Pascal
+    case; a dotted name's symbol parts too), ``call`` (``name(``), ``id``, ``number``
+    (three digits or more) and ``error`` (an error line)."""
+    out: dict[str, str] = {}
+    for m in _EXACT.finditer(text):
+        kind = m.lastgroup or ""
+        token = m.group()
+        if kind in ("url", "path"):
+            token = token.rstrip(_TRAILING)
+            if kind == "path" and token.count("/") == 1 and not token.startswith(("/", "~", ".")):
+                if "." not in token.rsplit("/", 1)[1]:
+                    continue  # "and/or", "I/O": see identifiers_in
+        elif kind == "dotted":
+            parts = token.split(".")
+            if all(len(p) < 2 for p in parts):
+                continue  # e.g, i.e
+            out.setdefault(token, "symbol")
+            for part in parts:
+                if _symbol_part(part):
+                    out.setdefault(part, "symbol")
+            continue
+        elif kind == "symbol":
+            if _PLURAL_ACRONYM.fullmatch(token) or not token.strip("_"):
+                continue
+        elif kind == "id" and len(token) < 4:
+            continue
+        elif kind == "number" and sum(c.isdigit() for c in token) < 3:
+            continue
+        out.setdefault(token, kind)
+    for line in error_lines(text):
+        out.setdefault(line, "error")
+    return [(kind, token) for token, kind in out.items()]
+
+
+def occurs(token: str, text: str) -> int:
+    """Where ``token`` first occurs in ``text`` as a whole token (not inside a longer
+    word: a letter, digit or underscore on either side of an end that is one does not
+    count), or -1."""
+    start = text.find(token)
+    if start < 0:
+        return -1
+    head_word = token[:1].isalnum() or token[:1] == "_"
+    tail_word = token[-1:].isalnum() or token[-1:] == "_"
+    n = len(token)
+    while start >= 0:
+        before = text[start - 1 : start] if start else ""
+        after = text[start + n : start + n + 1]
+        if not (head_word and before and (before.isalnum() or before == "_")) and not (
+            tail_word and after and (after.isalnum() or after == "_")
+        ):
+            return start
+        start = text.find(token, start + 1)
+    return -1

@@ -9,7 +9,7 @@ them).  The session ids are the batch engine's (``batch.open_sources``).
 ``measure`` is one ``batch.rerender`` call over some of those sessions under one
 configuration; each session's record becomes a ``SessionMetrics`` (the figures of the
 replay under the rules: prompt tokens, predicted cache reads, cost, compactions, the
-quality of the last request, and the violations the test kit found in either replay).
+needed-fact recall of its requests, and the violations the test kit found in either replay).
 A session the engine could not replay keeps its reason in ``error``.
 """
 
@@ -98,8 +98,8 @@ def _metrics(record: Mapping[str, Any]) -> SessionMetrics:
             cache_read_tokens=0,
             cost_usd=None,
             compactions=0,
-            facts_found=0,
-            facts_total=0,
+            older_kept=0,
+            older_needed=0,
             error=str(record["error"]),
         )
     rules = record["rules"]
@@ -111,7 +111,10 @@ def _metrics(record: Mapping[str, Any]) -> SessionMetrics:
         cache_read_tokens=int(rules["cache_read_tokens"]),
         cost_usd=rules.get("cost_usd"),
         compactions=int(rules.get("compactions", 0)),
-        facts_found=int(quality.get("found", 0)),
-        facts_total=int(quality.get("total", 0)),
+        older_kept=int(quality.get("older_kept", 0)),
+        older_needed=int(quality.get("older_needed", 0)),
+        kept=int(quality.get("kept", 0)),
+        needed=int(quality.get("needed", 0)),
+        input_cost_usd=rules.get("input_cost_usd"),
         violations=tuple(f"{sid}: {v}" for v in record.get("violations", ())),
     )

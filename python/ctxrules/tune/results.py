@@ -2,11 +2,12 @@
 
 ``SessionMetrics`` is one session replayed under one setting (what the batch engine
 reports for it); ``SettingResult`` sums them for a setting.  Sums are plain sums
-(requests, tokens, cost, compactions); the quality score is the share of the key
-facts of the folded history that the sessions' last requests still hold, over all
-sessions (``ctxrules.quality``: facts found ÷ facts checked; 1 when there was
-nothing to check, as nothing was lost).  A setting is usable only with no violations
-(a session it could not replay counts as one).
+(requests, tokens, cost, compactions); the quality score is the older-fact recall
+pooled over the sessions' requests (``ctxrules.quality.needed``: of the identifiers
+each answer used that an earlier message held and its request's newest input did not,
+the share the request still showed; 1 when nothing was needed, as nothing was lost).
+A setting is usable only with no violations (a session it could not replay counts as
+one).
 """
 
 from __future__ import annotations
@@ -29,9 +30,10 @@ class SessionMetrics(msgspec.Struct, frozen=True, kw_only=True):
     reads + cache writes); ``cache_read_tokens`` the part predicted to be read from
     the provider's prompt cache; ``cost_usd`` the replay's cost at the model profile's
     prices (prompts with their cache reads and writes, and the answers' output, which
-    no rule changes; ``None``: the model has no price); ``compactions`` those the
-    engine made; ``facts_found`` of ``facts_total`` key facts of the
-    folded history are in the session's last request (``ctxrules.quality``);
+    no rule changes; ``None``: the model has no price), ``input_cost_usd`` its prompts'
+    part; ``compactions`` those the engine made; ``kept`` of ``needed`` facts the
+    answers used were in their requests, ``older_kept`` of ``older_needed`` of those
+    not in the requests' newest input (``ctxrules.quality.needed``);
     ``violations`` one message per broken invariant or promise; ``error`` why the
     session could not be replayed (its figures are then zeros).
     """
@@ -42,8 +44,11 @@ class SessionMetrics(msgspec.Struct, frozen=True, kw_only=True):
     cache_read_tokens: int
     cost_usd: float | None
     compactions: int
-    facts_found: int
-    facts_total: int
+    older_kept: int
+    older_needed: int
+    kept: int = 0
+    needed: int = 0
+    input_cost_usd: float | None = None
     violations: tuple[str, ...] = ()
     error: str | None = None
 
@@ -102,8 +107,8 @@ def aggregate(
     violations = [v for m in metrics for v in m.violations] + [
         f"{m.session_id}: not replayed: {m.error}" for m in metrics if m.error is not None
     ]
-    found = sum(m.facts_found for m in metrics)
-    total = sum(m.facts_total for m in metrics)
+    found = sum(m.older_kept for m in metrics)
+    total = sum(m.older_needed for m in metrics)
     return SettingResult(
         setting=dict(setting),
         label=label,
