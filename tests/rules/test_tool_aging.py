@@ -129,3 +129,17 @@ def test_a_late_result_of_an_old_turn_is_seen_by_every_rule():
     assert child.items[3].source_node_id == "t0_t2" and child.items[3].state == "aged"
     later = derive(aging, child, [], 700.0 + 120.0)
     assert later.items[3].state == "cleared" and later.items[3].rendered == CLEARED_PLACEHOLDER
+
+
+def test_cache_aware_aging_waits_until_it_pays_for_the_rewrite():
+    # Small results before a long tail: aging them saves little and would rewrite the
+    # whole cached prompt after them, so a cache-aware rule waits; big results pay.
+    small = [Step(tools=[("Read", 400, False)])] + [Step(assistant="x" * 4000) for _ in range(4)]
+    rule = ToolAging(tail_turns=1, step_turns=1, cache_aware=True)
+    _, c = _last(Script(small), rule)
+    assert [it.state for it in _tools(c)] == ["full"]
+    assert any("would not pay" in n for n in c.notes)
+    plain = ToolAging(tail_turns=1, step_turns=1)  # not cache-aware: ages at once
+    assert [it.state for it in _tools(_last(Script(small), plain)[1])] == ["aged"]
+    big = [Step(tools=[("Read", 40_000, False)])] + [Step() for _ in range(4)]
+    assert [it.state for it in _tools(_last(Script(big), rule)[1])] == ["aged"]

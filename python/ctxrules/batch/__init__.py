@@ -22,13 +22,13 @@ from .run import (
     rerender,
     run_batch,
 )
-from .session import Bill, ReplayOptions, Replayed, replay_detail, replay_session
+from .session import Bill, Replayed, ReplayOptions, replay_detail, replay_session
 from .sources import Sources, is_store, open_sources
 
 __all__ = [
     "BACKENDS",
-    "Bill",
     "MAX_JOBS",
+    "Bill",
     "OutFile",
     "ReplayOptions",
     "Replayed",
