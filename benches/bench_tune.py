@@ -3,7 +3,7 @@ measuring settings shows up.
 
 The subset is six sessions (the three Claude Code transcripts, the OpenHands
 trajectory and the two SWE-agent trajectories of tests/data/corpus); the sweep is the
-grid tool_aging.tail_turns=1..3 × result_cap.max_tool_result_chars=1000,4000 under the
+grid tool_aging.tail_turns=1..3 × result_cap.max_tool_result_chars=1000,16000 under the
 default preset (six settings, the default point among them), each session rendered
 for the provider it was recorded for.
 
@@ -35,7 +35,7 @@ SOURCES = [
     for rel in FIRST
     if rel.startswith(("claude-code-jsonl/", "openhands-trajectory/", "swe-agent-traj/"))
 ]
-PARAMS = ["tool_aging.tail_turns=1..3", "result_cap.max_tool_result_chars=1000,4000"]
+PARAMS = ["tool_aging.tail_turns=1..3", "result_cap.max_tool_result_chars=1000,16000"]
 BASE = PipelineConfig.preset("default")
 _rounds = itertools.count()
 
@@ -57,7 +57,7 @@ def test_cold(benchmark, tmp_path, jobs):
         return tune(SOURCES, PARAMS, base=BASE, jobs=jobs, cache_dir=tmp_path / f"c{next(_rounds)}")
 
     result = benchmark.pedantic(sweep, rounds=3, iterations=1)
-    assert result.measured == 6 and result.reused == 0  # the default (3, 4000) is one of them
+    assert result.measured == 6 and result.reused == 0  # the default (3, 16000) is one of them
     assert len(result.sessions) == 6
     _info(benchmark, result)
 

@@ -288,7 +288,9 @@ def test_empty_session_is_a_clear_error(store):
 
 def test_diff_reports_added_changed_and_the_shared_prefix(store):
     s = dag.create_session(store)
-    cfg = PipelineConfig.preset("default").with_params("tool_aging", tail_turns=1, step_turns=1)
+    cfg = PipelineConfig.preset("default").with_params(
+        "tool_aging", tail_turns=1, step_turns=1, cache_aware=False
+    )
     add_turn(store, s.id, 0)
     c1 = ctxrules.make_commit(s.id, now=1.0, store=store, config=cfg)
     a2 = add_turn(store, s.id, 1)

@@ -59,7 +59,9 @@ def test_aggressive_rules_really_fire_on_the_corpus(corpus_store):
         if runs:
             for it in runs[-1][1].commit.items:
                 states[it.state] = states.get(it.state, 0) + 1
-    assert states.get("aged", 0) + states.get("cleared", 0) > 100
+    # (Summaries that name their results' identifiers are longer, so folds take more of
+    # the aged results: fewer stay aged at the end.)
+    assert states.get("aged", 0) + states.get("cleared", 0) > 50
     assert states.get("summary", 0) > 0 and states.get("summarized", 0) > 0
 
 

@@ -66,11 +66,14 @@ def chat(engine: Engine, turns: int = 1, *, start: float = T0, session: str | No
     return sid
 
 
-def engine_for(store, preset: str = "default") -> Engine:
+def engine_for(store, preset: str = "default", **aging) -> Engine:
+    config = PipelineConfig.preset(preset)
+    if aging:
+        config = config.with_params("tool_aging", **aging)
     return Engine(
         store,
         EngineConfig(provider="anthropic", sources=QUIET),
-        pipeline=Pipeline.from_config(PipelineConfig.preset(preset)),
+        pipeline=Pipeline.from_config(config),
     )
 
 
@@ -157,7 +160,8 @@ def test_rules_compress_attached_items(store, corpus):
     # a tool result the source commit showed in full is aged in this session's commit —
     # and the source commit itself stays as it was (commits are never rewritten).
     src = imported(store, corpus, RELIABILITY)
-    engine = engine_for(store)
+    # (Not cache-aware: the few short turns here would never pay for a rewrite.)
+    engine = engine_for(store, cache_aware=False)
     target = chat(engine)
     ptr = attach(store, target, src, config=engine.pipeline, now=T0 + 10)
     cid = ptr.metadata["attach"]["commit"]

@@ -31,7 +31,13 @@ ANSWER = {
 }
 
 
-def conversation(result: str) -> dict:
+def conversation(result: str, *, then: bool = False) -> dict:
+    """A read of ``result``; with ``then``, the answer to it and one more question (the
+    result is no longer the newest input, which the rules keep whole)."""
+    more = [
+        {"role": "assistant", "content": "It is a long log."},
+        {"role": "user", "content": "Any errors in it?"},
+    ]
     return {
         "model": "claude-sonnet-4-5",
         "max_tokens": 256,
@@ -51,6 +57,7 @@ def conversation(result: str) -> dict:
                 "role": "user",
                 "content": [{"type": "tool_result", "tool_use_id": "t1", "content": result}],
             },
+            *(more if then else []),
         ],
     }
 
@@ -71,7 +78,7 @@ def test_apply_sends_the_request_the_rules_make_and_records_the_agents(tmp_path)
             config=PipelineConfig.preset("aggressive"),
         )
         with Proxy(config, store, log=lambda _l: None) as proxy:
-            agent = json.dumps(conversation(long_result)).encode()
+            agent = json.dumps(conversation(long_result, then=True)).encode()
             r = httpx2.post(proxy.url + "/v1/messages", content=agent, headers=HEADERS)
             assert r.status_code == 200 and r.json() == ANSWER
             assert proxy.flush()

@@ -87,8 +87,8 @@ def test_the_sweep_plot_of_a_long_range_labels_few_ticks(tmp_path, monkeypatch):
                     cache_read_tokens=0,
                     cost_usd=0.01,
                     compactions=0,
-                    facts_found=1,
-                    facts_total=1,
+                    older_kept=1,
+                    older_needed=1,
                 )
             ],
         )

@@ -20,7 +20,7 @@ from ctxrules.tune import (
 )
 
 BASE = PipelineConfig.preset("default")
-CAPS = [1000, 2000, 4000, 8000]
+CAPS = [1000, 4000, 8000, 16000]
 TAILS = [1, 2, 3]
 
 
@@ -29,7 +29,7 @@ def swept(three, tmp_path_factory):
     cache = tmp_path_factory.mktemp("tune") / "cache"
     return tune(
         three,
-        ["tool_aging.tail_turns=1..3", "result_cap.max_tool_result_chars=1000,2000,4000,8000"],
+        ["tool_aging.tail_turns=1..3", "result_cap.max_tool_result_chars=1000,4000,8000,16000"],
         base=BASE,
         jobs=1,
         cache_dir=cache,
@@ -40,7 +40,7 @@ def test_every_grid_setting_is_measured_on_every_session(swept, three):
     assert swept.search == "grid"
     grid = [(r.setting["tool_aging.tail_turns"], r.setting["result_cap.max_tool_result_chars"])
             for r in swept.results]  # fmt: skip
-    assert grid == list(itertools.product(TAILS, CAPS))  # the default (3, 4000) is one of them
+    assert grid == list(itertools.product(TAILS, CAPS))  # the default (3, 16000) is one of them
     assert len(swept.sessions) == len(three)  # one session per transcript
     assert all(r.sessions == len(three) for r in swept.results)
     # The recording fixes the requests; a rule setting cannot add or drop one.
@@ -50,7 +50,10 @@ def test_every_grid_setting_is_measured_on_every_session(swept, three):
 
 def test_the_default_point_is_the_tuned_configuration(swept):
     (default,) = [r for r in swept.results if r.default]
-    assert default.setting == {"tool_aging.tail_turns": 3, "result_cap.max_tool_result_chars": 4000}
+    assert default.setting == {
+        "tool_aging.tail_turns": 3,
+        "result_cap.max_tool_result_chars": 16000,
+    }
 
 
 def test_a_much_smaller_cap_sends_fewer_tokens(swept):
@@ -126,7 +129,7 @@ def _fields(m):
     return msgspec.structs.asdict(m)
 
 
-PARAMS4 = ["tool_aging.tail_turns=1..4", "result_cap.max_tool_result_chars=1000,4000"]
+PARAMS4 = ["tool_aging.tail_turns=1..4", "result_cap.max_tool_result_chars=1000,16000"]
 
 
 def test_halving_ends_with_survivors_on_every_session(three, tmp_path):
@@ -154,7 +157,7 @@ def test_halving_ends_with_survivors_on_every_session(three, tmp_path):
     assert [r.label for r in again.results] == [r.label for r in result.results]
 
 
-PARAMS_BIG = ["tool_aging.tail_turns=1..6", "result_cap.max_tool_result_chars=1000,2000,4000,8000"]
+PARAMS_BIG = ["tool_aging.tail_turns=1..6", "result_cap.max_tool_result_chars=1000,4000,8000,16000"]
 
 
 def test_random_search_measures_the_budget(sources):
@@ -170,7 +173,7 @@ def test_random_search_measures_the_budget(sources):
     )
     assert result.search == "random"
     drawn = random_settings(parse_params(PARAMS_BIG, BASE), 3, seed=4)
-    default = Setting((("tool_aging.tail_turns", 3), ("result_cap.max_tool_result_chars", 4000)))
+    default = Setting((("tool_aging.tail_turns", 3), ("result_cap.max_tool_result_chars", 16000)))
     expected = [s.label for s in drawn] + ([] if default in drawn else [default.label])
     assert [r.label for r in result.results] == expected
     assert [r.default for r in result.results].count(True) == 1
