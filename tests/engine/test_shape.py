@@ -71,7 +71,8 @@ def test_rules_age_old_tool_results_and_keep_the_last_turns(tmp_path):
     assert len(aged) == len(msgs)  # nothing removed: aged and cleared items stay in place
     tools = [(a, o) for a, o in zip(aged, off) if o["role"] == "tool"]
     changed = [a for a, o in tools if a["content"] != o["content"]]
-    assert changed and len(json.dumps(aged)) < len(json.dumps(off)) / 2
+    # (aged stubs name their outputs' identifiers, so a third is kept, not a half)
+    assert changed and len(json.dumps(aged)) < len(json.dumps(off)) * 2 / 3
     assert tools[-1][0]["content"] == tools[-1][1]["content"]  # the last turn stays full
     assert aged[-1] == off[-1] == msgs[-1]
 
