@@ -18,10 +18,14 @@ session header.  ``TrafficGraph.plan`` turns it into the nodes it adds:
   never a copy;
 * the session is the one named by a session header (``SESSION_HEADERS``: Claude
   Code's ``x-claude-code-session-id``, …) when the request has one; an OpenAI
-  Responses request naming a ``previous_response_id`` this graph recorded is read as
-  that answer's conversation followed by its new input; otherwise the session is keyed by the
-  wire and the request's opening (its system prompt and first user message), so
-  requests of one conversation meet in one session;
+  Responses request naming a ``previous_response_id`` is read as that answer's
+  conversation followed by its new input — the answer recorded earlier by this graph,
+  or by an earlier run (``Step.response`` is what a store keeps so that a restarted
+  proxy still knows it: the answer's own input and output and the id it continued);
+  a ``previous_response_id`` known nowhere is said in ``Step.warning`` and in the
+  answer's metadata (``continues_unknown``), never passed over in silence; otherwise
+  the session is keyed by the wire and the request's opening (its system prompt and
+  first user message), so requests of one conversation meet in one session;
 * the answer node carries the vendor's ``usage``, the answer's ``model``,
   ``stop_reason``, ``response_id`` and the request's ``params``.  A failed request
   (an error status, an ``error`` event after a 200, a stream cut short) adds its
@@ -62,6 +66,7 @@ __all__ = [
     "KEPT_HEADERS",
     "SESSION_HEADERS",
     "Exchange",
+    "ResponseLink",
     "Step",
     "TrafficGraph",
     "TrafficImporter",
@@ -84,6 +89,8 @@ SESSION_HEADERS = (
 KEPT_HEADERS = ("anthropic-version", "anthropic-beta", "openai-beta", "user-agent")
 #: How many Responses answers a graph remembers for ``previous_response_id``.
 RESPONSES_KEPT = 1024
+#: The most stored links followed back from one ``previous_response_id``.
+RESPONSES_CHAIN_MAX = 100_000
 #: What a session made from traffic has as its format.
 FORMAT = "traffic"
 
@@ -183,13 +190,26 @@ def exchange_of(
     )
 
 
+class ResponseLink(msgspec.Struct, kw_only=True):
+    """One OpenAI Responses answer as a link of its conversation: the id it continued
+    (``previous``, ``None`` at the start) and the items it added — its request's own
+    input and its output.  A conversation is its links' items, oldest first."""
+
+    id: str
+    previous: str | None
+    items: list[Any]
+
+
 class Step(msgspec.Struct, kw_only=True):
     """What one exchange adds to the graph (``TrafficGraph.plan``).
 
     ``created``: the session is new (``import_key`` creates it); ``nodes``: the new
     nodes, edges pointing backwards (to stored nodes too); ``head``: where HEAD goes
     (the answer, or the request's last node when it failed); ``answer``: the answer
-    node's id; ``metadata``: the session metadata this request gives (its defaults).
+    node's id; ``metadata``: the session metadata this request gives (its defaults);
+    ``response``: a Responses answer's link, for a store to keep (``TrafficGraph``'s
+    ``responses`` reads it back); ``warning``: what was read but could not be placed
+    (a ``previous_response_id`` known nowhere).
     """
 
     session_id: str
@@ -200,6 +220,8 @@ class Step(msgspec.Struct, kw_only=True):
     answer: str | None
     metadata: dict[str, Any]
     error: str | None = None
+    response: ResponseLink | None = None
+    warning: str | None = None
 
 
 #: Blocks that do not name a message: reasoning, which clients may drop or re-encode
@@ -312,10 +334,18 @@ class TrafficGraph:
     ``stored(session_id)`` tells which node ids a session already holds (``None``: no
     such session); it is asked once per session, then this object keeps count of what
     its plans added (call ``forget`` for a session whose write failed).
+    ``responses(response_id)`` reads back a Responses answer's link that an earlier
+    run stored (``Step.response``; ``None``: unknown) when this object does not
+    remember it.
     """
 
-    def __init__(self, stored: Callable[[str], Iterable[str] | None] | None = None):
+    def __init__(
+        self,
+        stored: Callable[[str], Iterable[str] | None] | None = None,
+        responses: Callable[[str], ResponseLink | None] | None = None,
+    ):
         self._load = stored or (lambda _sid: None)
+        self._load_link = responses or (lambda _rid: None)
         self._known: dict[str, set[str] | None] = {}
         # Responses answers by id: the whole conversation they ended (request items and
         # output), which a request naming it as previous_response_id continues.
@@ -340,11 +370,23 @@ class TrafficGraph:
         error = ex.error
         answer_msg = None if error else _answer_message(ex.provider, ex.response.body)
         prior: list[Any] = []
+        warning = None
         prev = ex.request.get("previous_response_id")
-        if ex.provider == "openai-responses" and isinstance(prev, str):
-            prior = self._responses.get(prev, [])
+        if ex.provider != "openai-responses" or not isinstance(prev, str) or not prev:
+            prev = None
+        if prev is not None:
             if prev in self._responses:
+                prior = self._responses[prev]
                 self._responses.move_to_end(prev)
+            else:
+                stored_prior = self._chain(prev)
+                if stored_prior is None:
+                    warning = (
+                        f"previous_response_id {prev!r} was not recorded: the "
+                        "conversation is read from this request's input alone"
+                    )
+                else:
+                    prior = stored_prior
         b, count, items = _conversation(ex, answer_msg, prior)
         built = b.build()
         answer_local = _answer_node(b, count) if answer_msg is not None else None
@@ -359,6 +401,8 @@ class TrafficGraph:
         ids: dict[str, str] = {}
         new: list[Node] = []
         answer_meta = _answer_metadata(ex) if answer_local is not None else {}
+        if warning is not None and answer_meta:
+            answer_meta["continues_unknown"] = prev
         for node in built.nodes:
             pred = ids[node.predecessor] if node.predecessor else None
             caller = ids[node.caller] if node.caller else None
@@ -387,10 +431,11 @@ class TrafficGraph:
         head = ids.get(built.head) if built.head else None
         answer = ids.get(answer_local) if answer_local else None
         rid = answer_meta.get("response_id")
+        link = None
         if answer is not None and isinstance(rid, str) and ex.provider == "openai-responses":
-            self._responses[rid] = items
-            while len(self._responses) > RESPONSES_KEPT:
-                self._responses.popitem(last=False)
+            self._remember(rid, items)
+            # what a store keeps: the items this request added, after its prior ones
+            link = ResponseLink(id=rid, previous=prev, items=items[len(prior) :])
         defaults = request_defaults(ex.request, ex.provider, model=gemini_model(ex.path))
         defaults.pop("params", None)  # a request's own: on its answer node
         if ex.headers:
@@ -404,7 +449,40 @@ class TrafficGraph:
             answer=answer,
             metadata=defaults,
             error=error,
+            response=link,
+            warning=warning,
         )
+
+    def _remember(self, rid: str, items: list[Any]) -> None:
+        self._responses[rid] = items
+        self._responses.move_to_end(rid)
+        while len(self._responses) > RESPONSES_KEPT:
+            self._responses.popitem(last=False)
+
+    def _chain(self, rid: str) -> list[Any] | None:
+        """A Responses answer's whole conversation from the stored links (``None``: the
+        answer, or a link before it, is unknown); remembered once read."""
+        links: list[ResponseLink] = []
+        seen: set[str] = set()
+        at: str | None = rid
+        base: list[Any] = []
+        while at is not None:
+            if at in self._responses:
+                base = self._responses[at]
+                break
+            if at in seen or len(seen) >= RESPONSES_CHAIN_MAX:
+                return None  # a loop, or a chain longer than any conversation
+            seen.add(at)
+            link = self._load_link(at)
+            if link is None:
+                return None
+            links.append(link)
+            at = link.previous
+        items = list(base)
+        for link in reversed(links):
+            items.extend(link.items)
+        self._remember(rid, items)
+        return items
 
 
 def _conversation(

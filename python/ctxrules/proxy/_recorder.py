@@ -12,7 +12,10 @@ forwarding, and a recording failure never fails a request.
 
 Besides the graph, every call leaves a row under the store's key/value namespace
 ``proxy`` (``request/<session>/<time>``): status, what failed, latency, sizes — the
-proxy's own log of what passed through, which ``docs/proxy.md`` describes.
+proxy's own log of what passed through, which ``docs/proxy.md`` describes.  An OpenAI
+Responses answer also leaves its link (``response/<id>``: the id it continued and the
+items it added), so a request naming it as ``previous_response_id`` continues its
+session after the proxy restarts.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import msgspec
 
 from ..errors import CtxrulesError, ImportFormatError, NotFoundError
-from ..importers.traffic import FORMAT, Exchange, Step, TrafficGraph, exchange_of
+from ..importers.traffic import FORMAT, Exchange, ResponseLink, Step, TrafficGraph, exchange_of
 from ..store import CommitStore, open_store
 
 __all__ = ["BATCH", "KV_NAMESPACE", "Call", "Recorder"]
@@ -80,7 +83,7 @@ class Recorder:
         self._thread = threading.Thread(target=self._run, name="ctxrules-proxy-recorder")
         self._ready = threading.Event()
         self._error: BaseException | None = None
-        self.graph = TrafficGraph(self._stored)
+        self.graph = TrafficGraph(self._stored, self._link)
 
     # -- the handlers' side ------------------------------------------------------------
     def start(self) -> None:
@@ -153,6 +156,16 @@ class Recorder:
             return None
         return [n.id for n in self.store.nodes(session_id)]
 
+    def _link(self, response_id: str) -> ResponseLink | None:
+        raw = self.store.kv_get(KV_NAMESPACE, _link_key(response_id))
+        if raw is None:
+            return None
+        try:
+            return msgspec.json.decode(raw, type=ResponseLink)
+        except msgspec.DecodeError:
+            self._report(f"ctxrules proxy: the stored link of response {response_id} is damaged")
+            return None
+
     def _run(self) -> None:
         try:
             self._store = (
@@ -223,6 +236,8 @@ class Recorder:
                     step = self.graph.plan(ex)
                 except ImportFormatError as exc:  # recorded as a row without nodes
                     self._report(f"ctxrules proxy: {call.path} not read: {exc.message}")
+                if step is not None and step.warning is not None:
+                    self._report(f"ctxrules proxy: {call.path}: {step.warning}")
             planned.append((call, ex, step))
         store = self.store
         with store.transaction():
@@ -230,6 +245,12 @@ class Recorder:
                 if step is not None:
                     failed = step.error is not None or call.disconnected
                     self._store_step(store, step, call.at, failed=failed)
+                    if step.response is not None:
+                        store.kv_put(
+                            KV_NAMESPACE,
+                            _link_key(step.response.id),
+                            msgspec.json.encode(step.response),
+                        )
                 store.kv_put(KV_NAMESPACE, _row_key(call, step, n), _row(call, step))
         self.recorded += len(calls)
 
@@ -278,6 +299,10 @@ class Recorder:
             store.update_metadata(step.session_id, patch)
 
 
+def _link_key(response_id: str) -> str:
+    return f"response/{response_id}"
+
+
 def _row_key(call: Call, step: Step | None, n: int) -> str:
     sid = step.session_id if step is not None else "-"
     return f"request/{sid}/{call.at:017.6f}-{time.monotonic_ns() % 10**9:09d}-{n}"
@@ -298,6 +323,8 @@ def _row(call: Call, step: Step | None) -> bytes:
         row.update(session=step.session_id, head=step.head, answer=step.answer)
         if step.error is not None:
             row["error"] = step.error
+        if step.warning is not None:
+            row["warning"] = step.warning
     if call.disconnected:  # what the stream's end then says is the client's doing
         row["error"] = "client disconnected"
     if call.sent is not None:
