@@ -34,7 +34,12 @@ __all__ = [
 PROVIDERS = ("anthropic", "openai-chat", "openai-responses", "gemini")
 #: A cassette's ``wire`` (the kind of API its importer recognised) → the provider it
 #: recorded.
-WIRE_PROVIDERS = {"anthropic": "anthropic", "openai": "openai-chat", "gemini": "gemini"}
+WIRE_PROVIDERS = {
+    "anthropic": "anthropic",
+    "openai": "openai-chat",
+    "openai-responses": "openai-responses",
+    "gemini": "gemini",
+}
 
 #: Request keys that are not ``params``: the conversation, its system prompt (Gemini's
 #: in either spelling), tools and model have keys of their own, and streaming is how a

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from ..model import (
+    CompactionBlock,
     ContentBlock,
     ImageBlock,
     ImageSource,
@@ -19,9 +20,18 @@ from ..model import (
     ThinkingBlock,
     ToolUseBlock,
 )
+from ..providers.responses import tool_arguments
 from ._common import SessionBuilder, fail, split_tool_results, to_blocks, tool_result_output
 
-__all__ = ["anthropic_messages", "gemini_contents", "openai_messages", "responses_items"]
+__all__ = [
+    "OUTPUT_ITEMS",
+    "ResponsesReader",
+    "anthropic_messages",
+    "gemini_contents",
+    "gemini_part_blocks",
+    "openai_messages",
+    "responses_items",
+]
 
 
 def _beside(at: str, key: str) -> str | None:
@@ -82,22 +92,6 @@ def _openai_parts(content: Any, path: str, at: str) -> Any:
         else:
             blocks.append(TextBlock(text=json.dumps(part, ensure_ascii=False)))
     return blocks
-
-
-def _arguments(raw: Any) -> tuple[dict[str, Any], str | None]:
-    # Chat Completions sends arguments as a JSON string, and models do emit broken JSON;
-    # the raw string is kept so nothing is lost.
-    if isinstance(raw, dict):
-        return raw, None
-    if isinstance(raw, str):
-        try:
-            parsed = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError:
-            return {"arguments": raw}, raw
-        if isinstance(parsed, dict):
-            return parsed, None
-        return {"arguments": parsed}, raw
-    return {}, None
 
 
 def openai_messages(
@@ -174,7 +168,7 @@ def openai_messages(
                         at=f"{where}.tool_calls[{j}]",
                     )
                 cid = str(tc.get("id") or f"call_{i}_{j}")
-                args, raw = _arguments(fn.get("arguments"))
+                args, raw = tool_arguments(fn.get("arguments"))
                 if raw is not None:
                     raw_args[cid] = raw
                 name = str(fn.get("name", ""))
@@ -334,18 +328,71 @@ def anthropic_messages(
     b.head = last
 
 
+def _field(part: dict[str, Any], camel: str) -> Any:
+    """A Gemini field by its REST name (``functionCall``) or its Python SDK name
+    (``function_call``)."""
+    if camel in part:
+        return part[camel]
+    return part.get("".join(f"_{c.lower()}" if c.isupper() else c for c in camel))
+
+
+def _has(part: dict[str, Any], camel: str) -> bool:
+    return camel in part or "".join(f"_{c.lower()}" if c.isupper() else c for c in camel) in part
+
+
+def gemini_part_blocks(
+    part: dict[str, Any], meta: dict[str, Any], offset: int, *, model: bool
+) -> list[ContentBlock]:
+    """The blocks of one Gemini part that is neither a ``functionCall`` nor a
+    ``functionResponse`` (camelCase or snake_case alike).
+
+    A model part's ``thoughtSignature`` becomes ``ThinkingBlock(thinking="",
+    signature=…, vendor="gemini")`` right before the part's own block (so it is sent
+    back on the same part); a model's ``thought`` part (a thought summary) is thinking,
+    not text; ``inlineData`` / ``fileData`` are images (data or URI, with their MIME
+    type); a part of another kind (``executableCode``, ``codeExecutionResult``, …) is
+    its JSON text, the original in ``meta["converted_blocks"]`` (``offset``: the
+    block's index).  ``offset`` counts the blocks before, for that index."""
+    blocks: list[ContentBlock] = []
+    sig = _field(part, "thoughtSignature")
+    if model and isinstance(sig, str) and sig:
+        blocks.append(ThinkingBlock(thinking="", signature=sig, vendor="gemini"))
+    data = _field(part, "inlineData")
+    files = _field(part, "fileData")
+    if _has(part, "inlineData") and isinstance(data, dict):
+        inline = data.get("data", "")
+        if not isinstance(inline, str):
+            raise ValueError(f"inlineData.data must be base64 text, got {type(inline).__name__}")
+        media = str(_field(data, "mimeType") or "")
+        blocks.append(ImageBlock(source=ImageSource(media_type=media, data=inline)))
+    elif _has(part, "fileData") and isinstance(files, dict):
+        uri = str(_field(files, "fileUri") or "")
+        media = str(_field(files, "mimeType") or "")
+        blocks.append(ImageBlock(source=ImageSource(type="url", url=uri, media_type=media)))
+    elif model and part.get("thought") is True:
+        blocks.append(ThinkingBlock(thinking=str(part.get("text", "")), vendor="gemini"))
+    elif "text" in part:
+        blocks.append(TextBlock(text=str(part.get("text") or "")))
+    else:
+        rest = {k: v for k, v in part.items() if k not in ("thoughtSignature", "thought_signature")}
+        if rest:
+            blocks.extend(to_blocks([rest], meta, offset=offset + len(blocks)))
+        else:  # a signature-only part: the signature's block needs a part to ride on
+            blocks.append(TextBlock(text=""))
+    return blocks
+
+
 def gemini_contents(
     b: SessionBuilder, system: Any, contents: Any, *, path: str, at: str, model: str = ""
 ) -> None:
-    """Append a Gemini ``generateContent`` conversation (``systemInstruction`` + ``contents``).
+    """Append a Gemini ``generateContent`` conversation (``systemInstruction`` + ``contents``),
+    its parts in camelCase (REST) or snake_case (Google's Python SDK logs) alike.
 
     ``functionResponse`` parts pair with the ``functionCall`` of the same id (or, for
-    requests without ids, the oldest unanswered call of that name).  A model part's
-    ``thoughtSignature`` becomes ``ThinkingBlock(thinking="", signature=…,
-    vendor="gemini")`` right before that part's block, so it reaches the commit and is
-    sent back on the same part; a ``thought`` part (a thought summary) becomes
-    ``ThinkingBlock(thinking=text, vendor="gemini")``, not text.  Each model node also
-    keeps its raw parts in metadata ``gemini_parts``.
+    requests without ids, the oldest unanswered call of that name); every other part
+    is read by ``gemini_part_blocks`` (thought signatures, thoughts, images, text,
+    other kinds kept as JSON).  Each node keeps its raw parts in metadata
+    ``gemini_parts``.
     """
     if not isinstance(contents, list):
         raise fail(
@@ -361,6 +408,8 @@ def gemini_contents(
             metadata={"gemini_parts": system.get("parts")},
             at=_beside(at, "systemInstruction"),
         )
+    elif isinstance(system, str) and system:
+        last = b.add("system", "", pos=-1, input=system, at=_beside(at, "systemInstruction"))
     open_calls: list[tuple[str, str, str, dict[str, Any]]] = []  # (id, name, node, args)
     for i, content in enumerate(contents):
         where = f"{at}[{i}]"
@@ -372,6 +421,7 @@ def gemini_contents(
         role = "assistant" if content.get("role") == "model" else "user"
         blocks: list[ContentBlock] = []
         responses = []
+        meta: dict[str, Any] = {"index": i, "gemini_parts": parts}
         nid = b.node_id(f"{at}#{i}")
         for j, part in enumerate(parts):
             if not isinstance(part, dict):
@@ -382,40 +432,30 @@ def gemini_contents(
                     'a part is an object such as {"text": ...}',
                     at=f"{where}.parts[{j}]",
                 )
-            sig = part.get("thoughtSignature")
-            if (
-                role == "assistant"
-                and isinstance(sig, str)
-                and sig
-                and "functionResponse" not in part
-            ):
-                blocks.append(ThinkingBlock(thinking="", signature=sig, vendor="gemini"))
-            if "functionCall" in part:
-                fc = part["functionCall"] or {}
+            if _has(part, "functionCall"):
+                sig = _field(part, "thoughtSignature")
+                if role == "assistant" and isinstance(sig, str) and sig:
+                    blocks.append(ThinkingBlock(thinking="", signature=sig, vendor="gemini"))
+                fc = _field(part, "functionCall") or {}
                 cid = str(fc.get("id") or f"{fc.get('name')}_{i}_{j}")
                 args: dict[str, Any] = fc["args"] if isinstance(fc.get("args"), dict) else {}
                 blocks.append(ToolUseBlock(id=cid, name=str(fc.get("name", "")), input=args))
                 open_calls.append((cid, str(fc.get("name", "")), nid, args))
-            elif "functionResponse" in part:
-                responses.append((j, part["functionResponse"] or {}))
-            elif "inlineData" in part:
-                data = part["inlineData"] or {}
-                inline = data.get("data", "") if isinstance(data, dict) else data
-                if not isinstance(inline, str):
+            elif _has(part, "functionResponse"):
+                responses.append((j, _field(part, "functionResponse") or {}))
+            else:
+                try:
+                    blocks.extend(
+                        gemini_part_blocks(part, meta, len(blocks), model=role == "assistant")
+                    )
+                except ValueError as exc:
                     raise fail(
                         path,
                         None,
-                        f"inlineData.data must be base64 text, got {type(inline).__name__}",
+                        str(exc),
                         "give the image bytes as a base64 string",
                         at=f"{where}.parts[{j}]",
-                    )
-                media = data.get("mimeType", "") if isinstance(data, dict) else ""
-                blocks.append(ImageBlock(source=ImageSource(media_type=str(media), data=inline)))
-            elif part.get("thought") is True and role == "assistant":
-                # A thought summary: the model's reasoning, not text the user saw.
-                blocks.append(ThinkingBlock(thinking=str(part.get("text", "")), vendor="gemini"))
-            else:
-                blocks.append(TextBlock(text=str(part.get("text", ""))))
+                    ) from None
         for j, fr in responses:
             fid, fname = fr.get("id"), fr.get("name")
             match = next((c for c in open_calls if fid and c[0] == fid), None) or next(
@@ -448,20 +488,38 @@ def gemini_contents(
                 local=f"{at}#{i}",
                 name=model if role == "assistant" else "",
                 predecessor=last,
-                metadata={"index": i, "gemini_parts": parts},
+                metadata=meta,
                 at=where,
             )
     b.head = last
 
 
-#: Responses input items an assistant turn is made of (besides assistant messages).
-_RESPONSES_TURN = ("function_call", "reasoning", "custom_tool_call", "compaction")
+#: Responses item types a model outputs (with assistant messages, one assistant node).
+OUTPUT_ITEMS = frozenset(
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "compaction",
+        "web_search_call",
+        "file_search_call",
+        "computer_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "local_shell_call",
+        "mcp_call",
+        "mcp_list_tools",
+        "mcp_approval_request",
+        "tool_search_call",
+    }
+)
+_RESULTS = ("function_call_output", "custom_tool_call_output")
 
 
 def _responses_parts(content: Any, path: str, at: str) -> Any:
     """Responses message content: a string stays a string; ``input_text`` /
-    ``output_text`` parts become text, ``input_image`` an image, any other part is
-    kept as its JSON text (see ``to_blocks``)."""
+    ``output_text`` parts become text (``refusal`` too), ``input_image`` an image, any
+    other part is kept as its JSON text (see ``to_blocks``)."""
     if isinstance(content, str) or content is None:
         return content or ""
     if not isinstance(content, list):
@@ -469,135 +527,222 @@ def _responses_parts(content: Any, path: str, at: str) -> Any:
     blocks: list[ContentBlock] = []
     for k, part in enumerate(content):
         kind = part.get("type") if isinstance(part, dict) else None
+        image = part.get("image_url") if isinstance(part, dict) else None
+        if isinstance(image, dict):
+            image = image.get("url")
         if kind in ("input_text", "output_text", "text") and "text" in part:
             blocks.append(TextBlock(text=str(part["text"])))
-        elif kind == "input_image" and isinstance(part.get("image_url"), str):
-            blocks.append(_image_from_url(part["image_url"], path, f"{at}.content[{k}]"))
+        elif kind == "refusal" and isinstance(part.get("refusal"), str):
+            blocks.append(TextBlock(text=part["refusal"]))
+        elif kind == "input_image" and isinstance(image, str):
+            blocks.append(_image_from_url(image, path, f"{at}.content[{k}]"))
         else:
             blocks.append(TextBlock(text=json.dumps(part, ensure_ascii=False)))
     return blocks
 
 
-def responses_items(
-    b: SessionBuilder, instructions: Any, items: Any, *, path: str, at: str, model: str = ""
-) -> None:
-    """Append an OpenAI Responses conversation (``instructions`` + ``input`` items).
+def _reasoning(item: dict[str, Any]) -> ThinkingBlock:
+    """A ``reasoning`` item as thinking of vendor ``openai``: its summary texts (or its
+    ``content`` texts) and its ``encrypted_content`` as the opaque signature."""
+    texts = [
+        str(x["text"])
+        for key in ("summary", "content")
+        for x in (item.get(key) if isinstance(item.get(key), list) else [])
+        if isinstance(x, dict) and isinstance(x.get("text"), str)
+    ]
+    state = item.get("encrypted_content")
+    signature = state if isinstance(state, str) else ""
+    return ThinkingBlock(thinking="\n".join(texts), signature=signature, vendor="openai")
 
-    A run of assistant items (an assistant message, ``function_call``, ``reasoning``)
-    is one assistant node: messages give text, calls ``tool_use`` blocks (the
-    arguments string parsed, kept raw in metadata ``raw_arguments`` when it is not
-    an object), and an item of another type stays as its JSON (``to_blocks``, listed
-    in ``converted_blocks``) so it is sent back as it came; the node keeps its raw
-    items in metadata ``responses_items``.  Each ``function_call_output`` becomes a
-    tool node under the node holding its call (``call_id``).  ``input`` given as a
-    string is one user message.
+
+class ResponsesReader:
+    """OpenAI Responses items into a ``SessionBuilder``, one at a time, in order: a
+    request's ``input``, a response's ``output``, a Codex rollout's ``response_item``s.
+
+    * A run of output items — an assistant ``message``, ``reasoning``,
+      ``function_call``, ``custom_tool_call``, ``compaction``, server-side tool calls
+      (``web_search_call``, …: ``OUTPUT_ITEMS``) — is one assistant node, one
+      response: a message gives text, a ``function_call`` a ``ToolUseBlock`` (its
+      arguments decoded; text that is no JSON object kept in metadata
+      ``raw_arguments``), a ``custom_tool_call`` a ``ToolUseBlock`` whose input is
+      ``{"input": …}``, ``reasoning`` a ``ThinkingBlock`` of vendor ``"openai"`` (the
+      summary texts; ``encrypted_content`` as the opaque signature, sent back to OpenAI
+      only), ``compaction`` a ``CompactionBlock(vendor="openai")``, any other item its
+      JSON text (``to_blocks``, listed in ``converted_blocks``).
+    * A ``function_call_output`` / ``custom_tool_call_output`` is a tool node under
+      the node holding its call; the conversation goes on from that node.
+    * A ``system`` / ``developer`` message is a system node (``openai_role`` says
+      which), a ``user`` message (or a bare string) a user node, an item of any other
+      kind a user node holding its JSON text.
+
+    Every node keeps the items it was made of, exactly as recorded, in metadata
+    ``responses_items``, and the index of its first item in ``index``.  ``last`` is the
+    node the next one continues from; ``model`` names the assistant nodes (change it
+    between items: a model switch); ``close()`` ends the open assistant node (a new
+    response starts with the next output item).  A result whose call was not read is an
+    error, unless ``item(..., orphan_ok=True)``: then it is a user node holding its JSON
+    (metadata ``orphan_call_id``), as a request chained on a response the recording
+    lacks sends it.
     """
+
+    def __init__(self, b: SessionBuilder, path: str, *, model: str = ""):
+        self.b = b
+        self.path = path
+        self.model = model
+        self.last: str | None = None
+        self.open: str | None = None
+        self.calls: dict[str, tuple[str, str, dict[str, Any]]] = {}
+
+    def close(self) -> str | None:
+        """End the open assistant node; returns it (``None``: none was open)."""
+        node, self.open = self.open, None
+        return node
+
+    def item(
+        self,
+        raw: Any,
+        *,
+        pos: float,
+        index: int | None = None,
+        local: str | None = None,
+        at: str | None = None,
+        line: int | None = None,
+        created_at: float = 0.0,
+        orphan_ok: bool = False,
+    ) -> str:
+        """Take in one item (``pos`` orders it, ``index`` goes to the metadata, ``local``
+        names the assistant node it may open, ``at`` / ``line`` say where it is);
+        returns the node it went to."""
+        where: dict[str, Any] = {"line": line} if line is not None else {"at": at}
+        if isinstance(raw, str):
+            raw = {"role": "user", "content": raw}
+        if not isinstance(raw, dict):
+            raise fail(self.path, line, "an input item that is not an object", "fix it", at=at)
+        kind = raw.get("type", "message")
+        role = raw.get("role")
+        meta: dict[str, Any] = {} if index is None else {"index": index}
+        meta["responses_items"] = [raw]
+        common: dict[str, Any] = {"pos": pos, "created_at": created_at, **where}
+        if (kind == "message" and role == "assistant") or kind in OUTPUT_ITEMS:
+            return self._output(raw, kind, meta, local, common)
+        self.close()
+        if kind in _RESULTS:
+            cid = str(raw.get("call_id"))
+            call = self.calls.get(cid)
+            if call is not None:
+                return self.b.add(
+                    "tool",
+                    _responses_parts(raw.get("output"), self.path, at or ""),
+                    name=call[1],
+                    input=call[2],
+                    caller=call[0],
+                    metadata={**meta, "tool_use_id": cid, "is_error": False},
+                    **common,
+                )
+            if not orphan_ok:
+                raise fail(
+                    self.path,
+                    line,
+                    f"{kind} for {cid!r} has no {kind.removesuffix('_output')} before it",
+                    "the conversation is incomplete; import the full input",
+                    at=at,
+                )
+            meta["orphan_call_id"] = cid
+        if kind == "message" and role in ("system", "developer"):
+            if role == "developer":
+                meta["openai_role"] = role
+            content = _responses_parts(raw.get("content"), self.path, at or "")
+            text = content if isinstance(content, str) else _text_of(raw.get("content"))
+            self.last = self.b.add(
+                "system", "", input=text, predecessor=self.last, metadata=meta, **common
+            )
+        elif kind == "message" and role == "user":
+            self.last = self.b.add(
+                "user",
+                _responses_parts(raw.get("content"), self.path, at or ""),
+                predecessor=self.last,
+                metadata=meta,
+                **common,
+            )
+        else:  # an item kind the model has no node for: kept whole, as user context
+            self.last = self.b.add(
+                "user", to_blocks([raw], meta), predecessor=self.last, metadata=meta, **common
+            )
+        return self.last
+
+    def _output(
+        self,
+        raw: dict[str, Any],
+        kind: str,
+        meta: dict[str, Any],
+        local: str | None,
+        common: dict[str, Any],
+    ) -> str:
+        if self.open is None:
+            self.open = self.b.add(
+                "assistant",
+                [],
+                local=local,
+                name=self.model,
+                predecessor=self.last,
+                metadata={**meta, "responses_items": []},
+                **common,
+            )
+            self.last = self.open
+        fields = self.b.get(self.open)
+        node_meta, blocks = fields["metadata"], fields["output"]
+        node_meta["responses_items"].append(raw)
+        if kind == "message":
+            out = _responses_parts(raw.get("content"), self.path, str(common.get("at") or ""))
+            blocks.extend([TextBlock(text=out)] if isinstance(out, str) and out else out or [])
+        elif kind == "reasoning":
+            blocks.append(_reasoning(raw))
+        elif kind in ("function_call", "custom_tool_call"):
+            cid = str(raw.get("call_id") or raw.get("id") or f"call_{len(self.calls)}")
+            name = str(raw.get("name", ""))
+            if kind == "function_call":
+                args, text = tool_arguments(raw.get("arguments"))
+                if text is not None:
+                    node_meta.setdefault("raw_arguments", {})[cid] = text
+            else:
+                args = {"input": raw.get("input", "")}
+            blocks.append(ToolUseBlock(id=cid, name=name, input=args))
+            self.calls[cid] = (self.open, name, args)
+        elif kind == "compaction" and isinstance(raw.get("encrypted_content"), str):
+            blocks.append(
+                CompactionBlock(
+                    encrypted_content=raw["encrypted_content"],
+                    id=str(raw.get("id") or ""),
+                    vendor="openai",
+                )
+            )
+        else:
+            blocks.extend(to_blocks([raw], node_meta, offset=len(blocks)))
+        return self.open
+
+
+def responses_items(
+    b: SessionBuilder,
+    instructions: Any,
+    items: Any,
+    *,
+    path: str,
+    at: str,
+    model: str = "",
+    orphan_ok: bool = False,
+) -> None:
+    """Append an OpenAI Responses conversation (``instructions`` + ``input`` items) with
+    a ``ResponsesReader``: ``instructions`` is the first node, a system node; ``input``
+    given as a string is one user message."""
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
     if not isinstance(items, list):
         raise fail(path, None, "expected a list of input items", "pass Responses input", at=at)
-    last: str | None = None
+    reader = ResponsesReader(b, path, model=model)
     if isinstance(instructions, str) and instructions:
-        last = b.add("system", "", pos=-1, input=instructions, at=_beside(at, "instructions"))
-    calls: dict[str, tuple[str, str, dict[str, Any]]] = {}
-    turn: list[tuple[int, dict[str, Any]]] = []
-
-    def close_turn() -> None:
-        nonlocal last
-        if not turn:
-            return
-        first = turn[0][0]
-        nid = b.node_id(f"{at}#{first}")
-        blocks: list[ContentBlock] = []
-        meta: dict[str, Any] = {"index": first, "responses_items": [it for _, it in turn]}
-        raw_args: dict[str, str] = {}
-        for i, item in turn:
-            kind = item.get("type", "message")
-            if kind == "message":
-                out = _responses_parts(item.get("content"), path, f"{at}[{i}]")
-                blocks.extend([TextBlock(text=out)] if isinstance(out, str) and out else out or [])
-            elif kind == "function_call":
-                cid = str(item.get("call_id") or item.get("id") or f"call_{i}")
-                args, raw = _arguments(item.get("arguments"))
-                if raw is not None:
-                    raw_args[cid] = raw
-                name = str(item.get("name", ""))
-                blocks.append(ToolUseBlock(id=cid, name=name, input=args))
-                calls[cid] = (nid, name, args)
-            else:
-                blocks.extend(to_blocks([item], meta, offset=len(blocks)))
-        if raw_args:
-            meta["raw_arguments"] = raw_args
-        last = b.add(
-            "assistant",
-            blocks,
-            pos=first,
-            local=f"{at}#{first}",
-            name=model,
-            predecessor=last,
-            metadata=meta,
-            at=f"{at}[{first}]",
-        )
-        turn.clear()
-
+        where = _beside(at, "instructions")
+        reader.last = b.add("system", "", pos=-1, input=instructions, at=where)
     for i, item in enumerate(items):
-        where = f"{at}[{i}]"
-        if not isinstance(item, dict):
-            raise fail(path, None, "an input item that is not an object", "fix it", at=where)
-        kind = item.get("type", "message")
-        role = item.get("role")
-        if (kind == "message" and role == "assistant") or kind in _RESPONSES_TURN:
-            turn.append((i, item))
-            continue
-        close_turn()
-        if kind in ("function_call_output", "custom_tool_call_output"):
-            cid = str(item.get("call_id"))
-            call = calls.get(cid)
-            if call is None:
-                raise fail(
-                    path,
-                    None,
-                    f"function_call_output for {cid!r} has no function_call before it",
-                    "the conversation is incomplete; import the full input",
-                    at=where,
-                )
-            b.add(
-                "tool",
-                _responses_parts(item.get("output"), path, where),
-                pos=i,
-                name=call[1],
-                input=call[2],
-                caller=call[0],
-                metadata={"index": i, "tool_use_id": cid, "is_error": False},
-                at=where,
-            )
-        elif kind == "message" and role in ("system", "developer"):
-            meta: dict[str, Any] = {"index": i}
-            if role == "developer":
-                meta["openai_role"] = role
-            content = _responses_parts(item.get("content"), path, where)
-            last = b.add(
-                "system",
-                "",
-                pos=i,
-                input=content if isinstance(content, str) else _text_of(item.get("content")),
-                predecessor=last,
-                metadata=meta,
-                at=where,
-            )
-        elif kind == "message" and role == "user":
-            last = b.add(
-                "user",
-                _responses_parts(item.get("content"), path, where),
-                pos=i,
-                predecessor=last,
-                metadata={"index": i},
-                at=where,
-            )
-        else:  # an item kind the model has no node for: kept whole, as user context
-            meta = {"index": i}
-            last = b.add(
-                "user", to_blocks([item], meta), pos=i, predecessor=last, metadata=meta, at=where
-            )
-    close_turn()
-    b.head = last
+        reader.item(item, pos=i, index=i, local=f"{at}#{i}", at=f"{at}[{i}]", orphan_ok=orphan_ok)
+    reader.close()
+    b.head = reader.last

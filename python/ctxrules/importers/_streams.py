@@ -1,6 +1,6 @@
 """Response bodies as they travel: compressed, streamed, or plain JSON.
 
-A recorded or proxied response is bytes: maybe ``gzip`` / ``deflate`` encoded, maybe a
+A recorded or proxied response is bytes: maybe ``gzip`` / ``deflate`` / ``br`` encoded, maybe a
 stream — server-sent events for Anthropic, Chat Completions, Responses and Gemini
 (``alt=sse``), or Gemini's JSON array of chunks.  ``read_response`` turns it into the
 one JSON body the vendor would have answered without streaming, built from the
@@ -33,7 +33,7 @@ import msgspec
 
 from ..providers.streams import assemble, json_value, sse_assemble
 
-__all__ = ["ResponseRead", "decode_body", "read_response"]
+__all__ = ["ResponseRead", "brotli_missing", "decode_body", "read_response"]
 
 
 class ResponseRead(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,21 +51,66 @@ class ResponseRead(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def decode_body(raw: bytes, encoding: str = "") -> bytes | None:
-    """The bytes of a body under its ``Content-Encoding`` (``gzip``, ``deflate``,
-    identity); ``None`` for an encoding that cannot be undone here, or corrupt data."""
-    enc = encoding.strip().lower()
+    """The bytes of a body under its ``Content-Encoding`` (``gzip``, ``deflate``, ``br``,
+    identity; several, comma-separated, undone last first); ``None`` for an encoding that
+    cannot be undone here, or corrupt data.
+
+    Recorders keep the header of a body they stored decoded (vcrpy with
+    ``decode_compressed_response``): bytes that already are JSON or an event stream are
+    taken as they are.  ``br`` needs the ``brotli`` package (``brotli_missing`` says when a
+    body is left undecoded for want of it).
+    """
+    data: bytes | None = raw
+    for enc in reversed([e.strip().lower() for e in encoding.split(",") if e.strip()]):
+        data = _undo(enc, data) if data is not None else None
+    return data
+
+
+def brotli_missing(encoding: str) -> bool:
+    """Whether a body of this ``Content-Encoding`` needs the ``brotli`` package and it is
+    not installed (``pip install 'ctxrules[brotli]'``)."""
+    return "br" in [e.strip().lower() for e in encoding.split(",")] and _brotli() is None
+
+
+def _brotli() -> Any:
     try:
-        if enc in ("", "identity"):
-            return raw
+        # deferred: optional (the ``brotli`` extra); only a br-encoded body needs it
+        import brotli  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    return brotli
+
+
+def _decoded(data: bytes) -> bool:
+    """Bytes that already are a JSON body or an event stream."""
+    start = data.lstrip()[:6]
+    return start[:1] in (b"{", b"[") or start.startswith((b"data:", b"event:"))
+
+
+def _undo(enc: str, data: bytes) -> bytes | None:
+    try:
+        if enc == "identity":
+            return data
         if enc in ("gzip", "x-gzip"):
-            return gzip.decompress(raw)
+            return data if _decoded(data) else gzip.decompress(data)
         if enc == "deflate":  # zlib-wrapped as the RFC says, raw deflate as servers do
+            if _decoded(data):
+                return data
             try:
-                return zlib.decompress(raw)
+                return zlib.decompress(data)
             except zlib.error:
-                return zlib.decompress(raw, -zlib.MAX_WBITS)
+                return zlib.decompress(data, -zlib.MAX_WBITS)
+        if enc == "br":
+            if _decoded(data):
+                return data
+            brotli = _brotli()
+            return bytes(brotli.decompress(data)) if brotli is not None else None
     except (OSError, EOFError, zlib.error):
         return None
+    except Exception as exc:  # brotli.error, which the module defines itself
+        if type(exc).__module__.startswith(("brotli", "_brotli")):
+            return None
+        raise
     return None
 
 

@@ -1,6 +1,11 @@
 """The YAML loader of cassettes, which refuses aliases, and where an element stands in a
 YAML file (for error messages).
 
+Beyond the safe loader's tags it reads the two a real cassette carries: Ruby's
+``!binary`` (a base64 body, as bytes) and aiohttp's header names, which vcrpy pickles
+as ``!!python/object/apply:multidict._multidict.istr ["Accept"]`` (read as the string;
+no Python object is ever made, and any other Python tag is refused).
+
 A YAML alias (``*name``) repeats the anchored node wherever it appears, so a few
 hundred bytes of nested aliases stand for gigabytes once anything walks them (an
 "alias bomb").  Recorded cassettes never use them, so the loader refuses the first
@@ -42,8 +47,38 @@ def _loader_class() -> Any:
                     None, None, f"unreadable integer: {exc}", node.start_mark
                 ) from None
 
+    def construct_ruby_binary(self: Any, node: Any) -> bytes:
+        # Ruby's Psych writes a binary string as ``!binary`` (base64), the standard
+        # ``!!binary`` under a local tag.
+        return self.construct_yaml_binary(node)  # type: ignore[no-any-return]
+
+    def construct_istr(self: Any, suffix: str, node: Any) -> str:
+        # aiohttp header names as vcrpy saves them (dd-trace-py's cassettes): a
+        # case-insensitive str subclass, pickled as the call ``istr("Accept")``.
+        # Nothing is called: the argument is read as the plain string it is.
+        if (
+            suffix in _ISTR
+            and isinstance(node, yaml.SequenceNode)
+            and len(node.value) == 1
+            and isinstance(node.value[0], yaml.ScalarNode)
+        ):
+            return str(self.construct_scalar(node.value[0]))
+        raise yaml.constructor.ConstructorError(
+            None,
+            None,
+            f"a Python object tag (!!python/object/apply:{suffix}): cassettes are read as "
+            "data, and only aiohttp's header-name strings (multidict istr) are taken",
+            node.start_mark,
+        )
+
     NoAliasLoader.add_constructor("tag:yaml.org,2002:int", NoAliasLoader.construct_yaml_int)
+    NoAliasLoader.add_constructor("!binary", construct_ruby_binary)
+    NoAliasLoader.add_multi_constructor("tag:yaml.org,2002:python/object/apply:", construct_istr)
     return NoAliasLoader
+
+
+#: The constructors of aiohttp's header-name strings a cassette may name.
+_ISTR = frozenset({"multidict._multidict.istr", "multidict._multidict_py.istr", "multidict.istr"})
 
 
 class AliasFound(Exception):

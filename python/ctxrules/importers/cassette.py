@@ -1,85 +1,269 @@
-"""Recorded HTTP cassettes (VCR YAML): the request a client sent, as a session.
+"""Recorded HTTP traffic (cassettes): the requests a client sent to a model API, as sessions.
 
-Each interaction holds a request body (Anthropic Messages, Chat Completions or Gemini
-``generateContent``) and the response.  The ``cassette`` importer takes the last
-request — in an agent loop it carries the whole conversation — and ``cassette-all``
-takes every request, one session each.  The session holds exactly the request's
-messages; everything else of the request (model, tools, system blocks, parameters) is
-in metadata ``request``, and the recorded response (with its usage) in ``response``,
-so a renderer can compare what it produces with what was really sent; the response's
-usage is also the session's ``usage`` (the provider's measurement at HEAD).  The
-request's defaults are also in the keys every importer uses (``_defaults``):
-``system``, ``tools``, ``model``, ``provider`` (the wire: ``anthropic``,
-``openai-chat`` or ``gemini``) and ``params`` (``max_tokens``, ``tool_choice``,
-``generationConfig``, …).
+Three recorders' files are read alike (``_http``): vcrpy YAML cassettes, Ruby VCR YAML
+cassettes and Go httprr traces.  An exchange whose URL is one of the four wires
+(``traffic.wire_of``: ``…/messages``, ``…/chat/completions``, ``…/responses``,
+``…:generateContent`` / ``…:streamGenerateContent``; a URL naming none of them goes by
+its body) and whose request body is a JSON object is a call; token counting,
+embeddings, uploads, telemetry and the rest are not, and are listed with why in the
+metadata ``other_exchanges`` of every session of the file.  Bodies are read through
+their ``Content-Encoding`` (gzip, deflate, br) and a streamed answer is put back
+together (``_streams.read_response``).
+
+The ``cassette`` importer takes the last call (in an agent loop it carries the whole
+conversation) and ``cassette-all`` every call, one session each.  A session holds
+exactly its request's conversation, read by the importers' converters: Anthropic
+messages, Chat Completions messages, Gemini contents (camelCase or snake_case parts),
+OpenAI Responses items (``_messages.ResponsesReader``; a request chained on an earlier
+one with ``previous_response_id`` holds that request's conversation and its response
+first, when the file recorded it — else metadata ``previous_response_missing``).  The
+session metadata keeps, per call:
+
+* ``request_body``: the request body's text exactly as recorded (pydantic-ai's
+  decoded ``parsed_body`` as its JSON, keys in their order), and ``request``: its keys
+  but the conversation (``messages``, ``contents``, ``input``);
+* the defaults every importer fills (``_defaults``): ``system``, ``tools``,
+  ``model``, ``provider``, ``params``;
+* ``interaction``, ``uri``, ``wire`` (``anthropic``, ``openai`` (Chat Completions),
+  ``openai-responses``, ``gemini``), ``recorder`` (``vcrpy``, ``ruby-vcr``,
+  ``httprr``) and ``status``;
+* ``response``: the answer as the vendor's non-streamed body, and ``usage``: its usage
+  (what the provider billed for exactly this request); for a stream also
+  ``response_streamed``, ``response_complete`` and ``response_body`` (the recorded
+  events' text).
+
+A file with no call at all is refused, saying what its exchanges are.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from ._common import (
-    ImportedSession,
-    SessionBuilder,
-    decode_text,
-    fail,
-    file_key,
-    read_bytes,
-)
+import msgspec
+
+from ._common import ImportedSession, SessionBuilder, fail, file_key_of
 from ._defaults import WIRE_PROVIDERS, request_defaults
-from ._json import loads_strict
-from ._messages import anthropic_messages, gemini_contents, openai_messages
-from ._yaml import load_yaml
+from ._http import HttpExchange, is_recording, read_exchanges
+from ._messages import anthropic_messages, gemini_contents, openai_messages, responses_items
+from ._streams import brotli_missing, decode_body
 from .openai_chat import anthropic_features
+from .traffic import Exchange, gemini_model, recorded_exchange, wire_of
 
-__all__ = ["CassetteImporter"]
+__all__ = ["Call", "CassetteImporter", "recorded_calls"]
+
+#: The conversation keys of each wire's request body (kept as nodes, not in ``request``).
+_CONVERSATION = ("messages", "contents", "input")
+#: A cassette's ``wire`` for each provider (Chat Completions' is ``openai``).
+_WIRE = {provider: wire for wire, provider in WIRE_PROVIDERS.items()}
 
 
-def _body(path: str, part: Any, at: str) -> Any:
-    """The JSON body of a recorded request or response (``at`` names the part), or
-    ``None`` when it has none (a streamed or binary body)."""
-    if not isinstance(part, dict):
+class Call(msgspec.Struct, kw_only=True):
+    """One recorded model call: the exchange as recorded (``http``) and as read
+    (``read``: provider, decoded request, response read back)."""
+
+    http: HttpExchange
+    read: Exchange
+
+    @property
+    def wire(self) -> str:
+        """The cassette wire name (``anthropic``, ``openai``, ``openai-responses``,
+        ``gemini``)."""
+        return _WIRE[self.read.provider]
+
+
+def _other(rec: HttpExchange, why: str) -> dict[str, Any]:
+    """An exchange that is no call, as ``other_exchanges`` lists it."""
+    return {"interaction": rec.index, "method": rec.method, "uri": rec.uri, "why": why}
+
+
+def _why_not(rec: HttpExchange) -> str:
+    if wire_of(rec.path) is None and _wire_by_body(rec) is None:
+        return "not a call of a model API this importer reads"
+    body = rec.request_body
+    if body is None or (isinstance(body, (str, bytes)) and not body.strip()):
+        return "no request body recorded"
+    return "the request body is not a JSON object"
+
+
+def _check_encoding(path: str, rec: HttpExchange) -> None:
+    for part, headers in (("request", rec.request_headers), ("response", rec.response_headers)):
+        if brotli_missing(headers.get("content-encoding", "")):
+            raise fail(
+                path,
+                rec.line,
+                f"the {part} body of {rec.at} is br (Brotli) encoded and the brotli "
+                "package is not installed",
+                "pip install 'ctxrules[brotli]' and import again",
+                at=None if rec.line else rec.at,
+            )
+
+
+#: URL path ends that are no model call, whatever the body holds.
+_NOT_CALLS = ("count_tokens", "counttokens", "embeddings", "embedcontent", "batchembedcontents")
+
+
+def _wire_by_body(rec: HttpExchange) -> str | None:
+    """The wire of a request whose URL names none (a gateway, a proxy, a test server),
+    from its body: ``contents`` is Gemini, ``messages`` Anthropic (with ``system`` or
+    Anthropic-only blocks) or Chat Completions, ``input`` beside ``model`` Responses."""
+    last = rec.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
+    if wire_of(rec.path) is not None or last.endswith(_NOT_CALLS):
         return None
-    if isinstance(part.get("parsed_body"), (dict, list)):
-        return part["parsed_body"]
-    body = part.get("body")
-    if isinstance(body, dict):
-        body = body.get("string")
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", "replace")
-    if isinstance(body, str) and body.strip():
+    body = rec.request_body
+    if not isinstance(body, dict):
+        raw = decode_body(rec.request_bytes(), rec.request_headers.get("content-encoding", ""))
         try:
-            return loads_strict(body)
-        except json.JSONDecodeError:
+            body = json.loads(raw) if raw else None
+        except (ValueError, RecursionError):
             return None
-        except RecursionError:
-            why = "its JSON nests deeper than Python can read"
-        except ValueError as exc:  # an integer past Python's digit limit, NaN, inf
-            why = str(exc)
-        raise fail(
-            path,
-            None,
-            f"the recorded body cannot be read: {why}",
-            "fix or remove that interaction",
-            at=f"{at}.body",
-        )
+    if not isinstance(body, dict):
+        return None
+    msgs = body.get("messages")
+    if isinstance(body.get("contents"), list):
+        return "gemini"
+    if isinstance(msgs, list):
+        anthropic = "system" in body or "anthropic_version" in body or anthropic_features(msgs)
+        return "anthropic" if anthropic else "openai-chat"
+    if "model" in body and isinstance(body.get("input"), (list, str)):
+        return "openai-responses"
     return None
 
 
-def _kind(uri: str, body: dict[str, Any]) -> str:
-    if isinstance(body.get("contents"), list):
-        return "gemini"
-    msgs = body.get("messages")
-    if not isinstance(msgs, list):
-        return ""
-    if "anthropic" in uri or "system" in body or anthropic_features(msgs):
-        return "anthropic"
-    return "openai"
+def recorded_calls(path: str) -> tuple[str, list[Call], list[dict[str, Any]]]:
+    """``(recorder, calls, other exchanges)`` of a recorded-traffic file; each other
+    exchange is ``{"interaction", "method", "uri", "why"}``."""
+    recorder, exchanges = read_exchanges(path)
+    calls: list[Call] = []
+    others: list[dict[str, Any]] = []
+    for rec in exchanges:
+        _check_encoding(path, rec)
+        read = recorded_exchange(rec, _wire_by_body(rec))
+        if read is None:
+            others.append(_other(rec, _why_not(rec)))
+        else:
+            calls.append(Call(http=rec, read=read))
+    return recorder, calls, others
+
+
+def _usage(provider: str, response: Any) -> Any:
+    if not isinstance(response, Mapping):
+        return None
+    if provider == "gemini":
+        return response.get("usageMetadata", response.get("usage_metadata"))
+    return response.get("usage")
+
+
+def _text(rec: HttpExchange, part: str) -> str:
+    """A body's text, its content encoding undone."""
+    if part == "request":
+        data, headers = rec.request_bytes(), rec.request_headers
+    else:
+        data, headers = rec.response_bytes(), rec.response_headers
+    raw = decode_body(data, headers.get("content-encoding", ""))
+    return (raw or b"").decode("utf-8", "replace")
+
+
+def _request_as_recorded(rec: HttpExchange) -> str | None:
+    """The request body's text as recorded (decoded from its content encoding); a
+    body a recorder kept decoded (pydantic-ai's ``parsed_body``) as its JSON, keys in
+    their order (``None`` if it nests too deep to encode: the node check refuses it)."""
+    if isinstance(rec.request_body, (dict, list)):
+        try:
+            return msgspec.json.encode(rec.request_body).decode()
+        except RecursionError:
+            return None
+    return _text(rec, "request")
+
+
+def _responses_chain(calls: list[Call], k: int) -> tuple[list[Any], list[int]]:
+    """The Responses items call ``k`` stands for: the items of the call its
+    ``previous_response_id`` names (when recorded before it, recursively) and that
+    call's output, then its own input; and the interactions it chained on."""
+    by_id: dict[str, int] = {}
+    for i, c in enumerate(calls[:k]):
+        body = c.read.response.body
+        if c.read.provider == "openai-responses" and isinstance(body, Mapping):
+            rid = body.get("id")
+            if isinstance(rid, str):
+                by_id[rid] = i
+    items: list[Any] = []
+    chain: list[int] = []
+    seen: set[int] = set()
+
+    def add(i: int) -> None:
+        body = calls[i].read.request
+        prev = body.get("previous_response_id")
+        j = by_id.get(prev) if isinstance(prev, str) else None
+        if j is not None and j not in seen:
+            seen.add(j)
+            add(j)
+            chain.append(calls[j].http.index)
+            response = calls[j].read.response.body
+            output = response.get("output") if isinstance(response, Mapping) else None
+            items.extend(output if isinstance(output, list) else [])
+        own = body.get("input")
+        items.extend([{"role": "user", "content": own}] if isinstance(own, str) else own or [])
+
+    add(k)
+    return items, chain
+
+
+def _conversation(b: SessionBuilder, path: str, calls: list[Call], k: int) -> dict[str, Any]:
+    """Add call ``k``'s conversation to ``b``; returns its metadata defaults."""
+    call = calls[k]
+    body, provider, rec = call.read.request, call.read.provider, call.http
+    model = str(body.get("model") or "") or (gemini_model(rec.path) if provider == "gemini" else "")
+    at = f"{rec.at}.request." + ("parsed_body" if isinstance(rec.request_body, dict) else "body")
+    extra: dict[str, Any] = {}
+    if provider == "anthropic":
+        anthropic_messages(
+            b, body.get("system"), body["messages"], path=path, at=f"{at}.messages", model=model
+        )
+    elif provider == "openai-chat":
+        openai_messages(b, body["messages"], path=path, at=f"{at}.messages", model=model)
+    elif provider == "gemini":
+        gemini_contents(
+            b,
+            body.get("systemInstruction", body.get("system_instruction")),
+            body["contents"],
+            path=path,
+            at=f"{at}.contents",
+            model=model,
+        )
+    else:
+        items, chain = _responses_chain(calls, k)
+        prev = body.get("previous_response_id")
+        missing = isinstance(prev, str) and not chain
+        responses_items(
+            b,
+            body.get("instructions"),
+            items,
+            path=path,
+            at=f"{at}.input",
+            model=model,
+            orphan_ok=missing,
+        )
+        if isinstance(prev, str):
+            extra["previous_response_id"] = prev
+            if chain:
+                extra["chained_interactions"] = chain
+            else:
+                extra["previous_response_missing"] = True
+    return {**request_defaults(body, provider, model=model), **extra}
+
+
+def _has_conversation(read: Exchange) -> bool:
+    body = read.request
+    key = {"openai-responses": "input", "gemini": "contents"}.get(read.provider, "messages")
+    value = body.get(key)
+    return isinstance(value, list) or (key == "input" and isinstance(value, str))
 
 
 class CassetteImporter:
-    """VCR cassettes of provider calls; ``which`` is ``"last"`` or ``"all"`` requests."""
+    """Recorded HTTP traffic (vcrpy, Ruby VCR, httprr); ``which`` is ``"last"`` or
+    ``"all"`` calls."""
 
     auto: bool
     description: str
@@ -88,86 +272,72 @@ class CassetteImporter:
         self.which = which
         self.name = "cassette" if which == "last" else "cassette-all"
         self.auto = which == "last"
-        self.description = (
-            "VCR YAML cassette: the last recorded request's conversation"
-            if which == "last"
-            else "VCR YAML cassette: every recorded request, one session each"
-        )
+        what = "the last call's conversation" if which == "last" else "every call, one session each"
+        self.description = f"recorded HTTP traffic (vcrpy / Ruby VCR YAML, httprr): {what}"
 
     def detect(self, path: str, head: bytes) -> bool:
-        """YAML whose top level has ``interactions``."""
-        return any(line.startswith(b"interactions:") for line in head.splitlines()[:50])
+        """A recording of HTTP traffic (``_http.is_recording``)."""
+        return is_recording(head)
 
     def parse(self, path: str) -> list[ImportedSession]:
-        """The last (or every) request with a conversation body."""
-        data = read_bytes(path)
-        doc = load_yaml(path, decode_text(path, data))
-        inter = doc.get("interactions") if isinstance(doc, dict) else None
-        if not isinstance(inter, list):
-            raise fail(path, None, "no 'interactions' list", "pass a VCR cassette")
-        picked = []
-        for i, it in enumerate(inter):
-            req = it.get("request") if isinstance(it, dict) else None
-            body = _body(path, req, f"interactions[{i}].request")
-            uri = str(req.get("uri", "")) if isinstance(req, dict) else ""
-            if isinstance(body, dict) and _kind(uri, body):
-                response = _body(path, it.get("response"), f"interactions[{i}].response")
-                picked.append((i, uri, body, response))
-        if not picked:
+        """The last (or every) model call, one session each."""
+        recorder, calls, others = recorded_calls(path)
+        for call in calls:
+            if not _has_conversation(call.read):
+                others.append(_other(call.http, "the request body holds no conversation"))
+        calls = [c for c in calls if _has_conversation(c.read)]
+        others.sort(key=lambda o: int(o["interaction"]))
+        if not calls:
+            shown = "; ".join(f"{o['method']} {o['uri']}: {o['why']}" for o in others[:3])
+            more = "; …" if len(others) > 3 else ""
             raise fail(
                 path,
                 None,
-                "no request with messages or contents",
-                "the cassette records no conversation request",
+                f"no model call among its {len(others)} recorded exchanges"
+                + (f" ({shown}{more})" if shown else ""),
+                "the recording holds no request with a conversation to the Anthropic, "
+                "OpenAI (Chat Completions, Responses) or Gemini APIs",
             )
-        if self.which == "last":
-            picked = picked[-1:]
-        key = f"cassette:{file_key(data)}"
-        out = []
-        for i, uri, body, response in picked:
-            b = SessionBuilder(f"{key}#{i}", path, self.name)
-            kind = _kind(uri, body)
-            model = str(body.get("model", ""))
-            if kind == "gemini":  # the model is in the URL
-                model = uri.rsplit("/", 1)[-1].split(":")[0]
-            # Where the messages are, for error messages: a YAML mapping, or JSON text
-            # inside the request's ``body`` (whose line is then the closest one known).
-            req = inter[i]["request"]
-            at = f"interactions[{i}].request."
-            at += "parsed_body" if isinstance(req.get("parsed_body"), (dict, list)) else "body"
-            if kind == "anthropic":
-                anthropic_messages(
-                    b,
-                    body.get("system"),
-                    body["messages"],
-                    path=path,
-                    at=f"{at}.messages",
-                    model=model,
-                )
-            elif kind == "openai":
-                openai_messages(b, body["messages"], path=path, at=f"{at}.messages", model=model)
-            else:
-                gemini_contents(
-                    b,
-                    body.get("systemInstruction"),
-                    body["contents"],
-                    path=path,
-                    at=f"{at}.contents",
-                    model=model,
-                )
-            b.metadata = {
-                **request_defaults(body, WIRE_PROVIDERS[kind], model=model),
-                "interaction": i,
-                "uri": uri,
-                "wire": kind,
-                "request": {k: v for k, v in body.items() if k not in ("messages", "contents")},
-            }
-            if response is not None:
-                b.metadata["response"] = response
-                usage = response.get("usage") or response.get("usageMetadata")
-                if usage is not None:
-                    # What the provider billed for exactly this request: the measured
-                    # basis for the session at its HEAD.
-                    b.metadata["usage"] = usage
-            out.append(b.build())
-        return out
+        key = f"cassette:{file_key_of(path)}"
+        picked = [len(calls) - 1] if self.which == "last" else list(range(len(calls)))
+        return [self._session(path, key, recorder, calls, k, others) for k in picked]
+
+    def _session(
+        self,
+        path: str,
+        key: str,
+        recorder: str,
+        calls: list[Call],
+        k: int,
+        others: list[dict[str, Any]],
+    ) -> ImportedSession:
+        call = calls[k]
+        rec, read = call.http, call.read
+        b = SessionBuilder(f"{key}#{rec.index}", path, self.name)
+        meta = _conversation(b, path, calls, k)
+        b.metadata = {
+            **meta,
+            "interaction": rec.index,
+            "uri": rec.uri,
+            "wire": call.wire,
+            "recorder": recorder,
+            "request": {k2: v for k2, v in read.request.items() if k2 not in _CONVERSATION},
+            "request_body": _request_as_recorded(rec),
+        }
+        if rec.status is not None:
+            b.metadata["status"] = rec.status
+        if others:
+            b.metadata["other_exchanges"] = others
+        response = read.response
+        if isinstance(response.body, Mapping):
+            b.metadata["response"] = response.body
+            usage = _usage(read.provider, response.body)
+            if usage is not None:
+                # What the provider billed for exactly this request: the measured
+                # basis for the session at its HEAD.
+                b.metadata["usage"] = usage
+        if response.streamed:
+            b.metadata["response_streamed"] = True
+            b.metadata["response_complete"] = response.complete
+            b.metadata["response_body"] = _text(rec, "response")
+        return b.build()

@@ -35,9 +35,10 @@ from typing import Any
 
 from ..errors import TranscriptWarning
 from ..model import ContentBlock, TextBlock, ToolUseBlock
+from ..providers.responses import tool_arguments
 from ._common import ImportedSession, SessionBuilder, fail, parse_time, read_bytes
 from ._json import JsonImporter, open_jsonl
-from ._messages import _arguments, _image_from_url
+from ._messages import _image_from_url
 
 __all__ = ["OpenHandsImporter"]
 
@@ -107,7 +108,7 @@ class _Parser:
             fn = tc.get("function") if isinstance(tc, dict) else None
             fn = fn if isinstance(fn, dict) else {}
             cid = str(tc.get("id") or f"{rid}_{j}") if isinstance(tc, dict) else f"{rid}_{j}"
-            args, _ = _arguments(fn.get("arguments"))
+            args, _ = tool_arguments(fn.get("arguments"))
             blocks.append(ToolUseBlock(id=cid, name=str(fn.get("name", "")), input=args))
             self.calls[cid] = (nid, str(fn.get("name", "")), args)
         meta: dict[str, Any] = {

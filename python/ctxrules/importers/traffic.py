@@ -51,15 +51,13 @@ from ..providers import get_provider
 from ._common import (
     ImportedSession,
     SessionBuilder,
-    decode_text,
     fail,
-    read_bytes,
     session_id_for,
 )
 from ._defaults import request_defaults
+from ._http import HttpExchange, is_recording, read_exchanges
 from ._messages import anthropic_messages, gemini_contents, openai_messages, responses_items
 from ._streams import ResponseRead, decode_body, read_response
-from ._yaml import load_yaml
 
 __all__ = [
     "FORMAT",
@@ -73,6 +71,7 @@ __all__ = [
     "cassette_exchanges",
     "exchange_of",
     "gemini_model",
+    "recorded_exchange",
     "wire_of",
 ]
 
@@ -97,7 +96,7 @@ FORMAT = "traffic"
 
 def wire_of(path: str) -> str | None:
     """The wire a request path belongs to (``None``: not a conversation call)."""
-    p = path.split("?", 1)[0].rstrip("/")
+    p = path.split("?", 1)[0].split("#", 1)[0].rstrip("/")
     if p.endswith("/messages"):
         return "anthropic"
     if p.endswith("/chat/completions"):
@@ -149,34 +148,43 @@ def _header_map(headers: Iterable[tuple[str, str]] | Mapping[str, Any]) -> dict[
 
 def exchange_of(
     path: str,
-    request: bytes,
+    request: bytes | Mapping[str, Any],
     request_headers: Iterable[tuple[str, str]] | Mapping[str, Any],
     status: int,
-    response: bytes,
+    response: bytes | Mapping[str, Any],
     response_headers: Iterable[tuple[str, str]] | Mapping[str, Any],
     *,
     at: float = 0.0,
+    provider: str | None = None,
 ) -> Exchange | None:
     """The exchange of one HTTP call as bytes and headers; ``None`` when it is no
-    conversation call (another path, a body that is not a JSON object)."""
-    provider = wire_of(path)
+    conversation call (another path, a body that is not a JSON object).  A body a
+    recorder kept decoded (pydantic-ai's ``parsed_body``) is given as the mapping;
+    ``provider`` names the wire when the path does not (``wire_of``)."""
+    provider = provider or wire_of(path)
     if provider is None:
         return None
     req_h = _header_map(request_headers)
     resp_h = _header_map(response_headers)
-    raw = decode_body(request, req_h.get("content-encoding", ""))
-    try:
-        body = json.loads(raw) if raw else None
-    except (ValueError, RecursionError):
-        body = None
+    if isinstance(request, Mapping):
+        body: Any = dict(request)
+    else:
+        raw = decode_body(request, req_h.get("content-encoding", ""))
+        try:
+            body = json.loads(raw) if raw else None
+        except (ValueError, RecursionError):
+            body = None
     if not isinstance(body, dict):
         return None
-    read = read_response(
-        provider,
-        response,
-        content_type=resp_h.get("content-type", ""),
-        encoding=resp_h.get("content-encoding", ""),
-    )
+    if isinstance(response, Mapping):
+        read = ResponseRead(body=dict(response), complete=True, error=response.get("error"))
+    else:
+        read = read_response(
+            provider,
+            response,
+            content_type=resp_h.get("content-type", ""),
+            encoding=resp_h.get("content-encoding", ""),
+        )
     group = next((req_h[h] for h in SESSION_HEADERS if req_h.get(h)), None)
     return Exchange(
         provider=provider,
@@ -547,50 +555,27 @@ def _opening(nodes: Sequence[Node]) -> str:
 # -- cassettes read as traffic -------------------------------------------------------
 
 
-def _raw(part: Any) -> bytes:
-    """The bytes of a cassette request or response body (vcrpy, Ruby VCR, or
-    pydantic-ai's ``parsed_body``, re-encoded as JSON)."""
-    if not isinstance(part, dict):
-        return b""
-    if isinstance(part.get("parsed_body"), (dict, list)):
-        return json.dumps(part["parsed_body"]).encode()
-    body = part.get("body")
-    if isinstance(body, dict):
-        body = body.get("string", body.get("base64_string"))
-    if isinstance(body, bytes):
-        return body
-    if isinstance(body, str):
-        return body.encode("utf-8", "surrogateescape")
-    return b""
+def recorded_exchange(rec: HttpExchange, provider: str | None = None) -> Exchange | None:
+    """``exchange_of`` of one exchange a recording holds (``_http.HttpExchange``)."""
+    return exchange_of(
+        rec.path,
+        rec.request_as_read(),
+        rec.request_headers,
+        rec.status if rec.status is not None else 200,
+        rec.response_as_read(),
+        rec.response_headers,
+        provider=provider,
+    )
 
 
 def cassette_exchanges(path: str) -> list[tuple[int, Exchange]]:
-    """The conversation calls a VCR cassette recorded, with their interaction index."""
-    doc = load_yaml(path, decode_text(path, read_bytes(path)))
-    inter = doc.get("interactions", doc.get("http_interactions")) if isinstance(doc, dict) else None
-    if not isinstance(inter, list):
-        raise fail(path, None, "no 'interactions' list", "pass a VCR cassette")
+    """The conversation calls a recording holds (vcrpy, Ruby VCR or httprr: see
+    ``_http.read_exchanges``), with their exchange index."""
     out: list[tuple[int, Exchange]] = []
-    for i, it in enumerate(inter):
-        if not isinstance(it, dict):
-            continue
-        req, resp = it.get("request"), it.get("response")
-        if not isinstance(req, dict) or not isinstance(resp, dict):
-            continue
-        uri = str(req.get("uri", ""))
-        path_part = "/" + uri.split("://", 1)[-1].split("/", 1)[-1] if "://" in uri else uri
-        status = resp.get("status")
-        code = status.get("code") if isinstance(status, dict) else status
-        ex = exchange_of(
-            path_part,
-            _raw(req),
-            req.get("headers") or {},
-            int(code) if isinstance(code, int) else 200,
-            _raw(resp),
-            resp.get("headers") or {},
-        )
+    for rec in read_exchanges(path)[1]:
+        ex = recorded_exchange(rec)
         if ex is not None:
-            out.append((i, ex))
+            out.append((rec.index, ex))
     return out
 
 
@@ -603,11 +588,8 @@ class TrafficImporter:
     auto = False
 
     def detect(self, path: str, head: bytes) -> bool:
-        """YAML whose top level has ``interactions`` (or Ruby VCR's ``http_interactions``)."""
-        return any(
-            line.startswith((b"interactions:", b"http_interactions:"))
-            for line in head.splitlines()[:50]
-        )
+        """A recording of HTTP traffic (``_http.is_recording``)."""
+        return is_recording(head)
 
     def parse(self, path: str) -> list[ImportedSession]:
         """One session per conversation the calls hold."""

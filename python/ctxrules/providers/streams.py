@@ -22,9 +22,9 @@ recognised as one).
 How each vendor reports usage while streaming, as the accumulators follow it:
 Anthropic's ``message_delta`` usage is cumulative (it replaces ``message_start``'s);
 OpenAI Chat sends usage on a last chunk without choices, and only when the request
-asked for it (``stream_options.include_usage``); Responses carry it on the final
-event's response; every Gemini chunk carries the usage so far (the last one is kept,
-never summed).
+asked for it (``stream_options.include_usage``; Groq in the last chunk's
+``x_groq``); Responses carry it on the final event's response; every Gemini chunk
+carries the usage so far (the last one is kept, never summed).
 """
 
 from __future__ import annotations
@@ -218,6 +218,8 @@ class _Chat(_Wire):
                 self.out[key] = event[key]
         if event.get("usage"):
             self.out["usage"] = event["usage"]
+        elif isinstance(event.get("x_groq"), Mapping) and event["x_groq"].get("usage"):
+            self.out["usage"] = event["x_groq"]["usage"]  # where Groq sends it
         for ch in event.get("choices") or []:
             if not isinstance(ch, Mapping):
                 continue
