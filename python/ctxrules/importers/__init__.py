@@ -476,6 +476,9 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
 
     for source, folder in files:
         in_folder = folder is not None
+        if source in read:  # a session parsed before read it (a sub-agent's metadata)
+            skipped.append(Skipped(source, f"read with {read[source]} (part of its session)"))
+            continue
         try:  # detection and parse share the decoded JSON document (see _json.load_json)
             imp, found, errors = _claimants(source, format)
             if in_folder and imp is None and not found:

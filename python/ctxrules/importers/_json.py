@@ -245,9 +245,16 @@ class JsonlFile:
     ``end`` stays before it; a broken line anywhere else is an ``ImportFormatError``.
     """
 
-    def __init__(self, path: str, mapped: mmap.mmap | None, *, quiet: bool = False):
+    def __init__(
+        self, path: str, mapped: mmap.mmap | None, *, quiet: bool = False, glued: bool = False
+    ):
         self.path = path
         self.quiet = quiet
+        #: Split a line holding several JSON values written without a newline between
+        #: them (a writer's race, found in real Claude Code transcripts) into its values.
+        self.glued = glued
+        #: The lines that held more than one value.
+        self.glued_lines: list[int] = []
         self._mapped = mapped
         self._view = memoryview(mapped) if mapped is not None else None
         self.size = len(mapped) if mapped is not None else 0
@@ -273,6 +280,7 @@ class JsonlFile:
                 self.end = stop
                 continue
             line = view[pos:stop]
+            parts: list[Any] | None = None
             # Released before the mapping closes, also when the line is refused: an
             # error's frames may still refer to it.
             try:
@@ -290,17 +298,25 @@ class JsonlFile:
                 )
                 return
             except ImportFormatError as exc:
-                raise detached(exc) from None
+                parts = _glued(line) if self.glued else None
+                if parts is None:
+                    raise detached(exc) from None
+                self.glued_lines.append(self._no)
+                value = _GLUED
             finally:
                 line.release()
             self.end = stop
             self.span = (pos, stop)
-            yield self._no, value
+            if value is _GLUED:
+                for part in parts or ():
+                    yield self._no, part
+            else:
+                yield self._no, value
 
     def again(self) -> JsonlFile:
         """A second reader of the same file from its start, that warns of nothing (to
         peek at the first lines before the real read)."""
-        return JsonlFile(self.path, self._mapped, quiet=True)
+        return JsonlFile(self.path, self._mapped, quiet=True, glued=self.glued)
 
     def digest(self, start: int = 0, stop: int | None = None) -> str:
         """SHA-256 (hex) of the file's bytes from ``start`` to ``stop`` (the end)."""
@@ -320,10 +336,34 @@ class JsonlFile:
             self._view = None
 
 
+_GLUED = object()
+
+
+def _glued(line: memoryview) -> list[Any] | None:
+    """The values of a line holding two or more JSON objects back to back (``}{``),
+    or ``None`` when it is not that (a broken line is reported as such)."""
+    try:
+        text = bytes(line).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return None
+    dec, pos, out = json.JSONDecoder(), 0, []
+    try:
+        while pos < len(text):
+            value, end = dec.raw_decode(text, pos)
+            if not isinstance(value, dict):
+                return None
+            out.append(value)
+            pos = end
+    except (ValueError, RecursionError):
+        return None
+    return out if len(out) > 1 else None
+
+
 @contextmanager
-def open_jsonl(path: str) -> Iterator[JsonlFile]:
-    """Open a JSON Lines file for reading (see ``JsonlFile``); a pipe or other
-    non-regular file is refused, since an import may read it more than once."""
+def open_jsonl(path: str, *, glued: bool = False) -> Iterator[JsonlFile]:
+    """Open a JSON Lines file for reading (see ``JsonlFile``; ``glued``: split a line of
+    objects written back to back); a pipe or other non-regular file is refused, since an
+    import may read it more than once."""
     try:
         fh = open(path, "rb")
     except OSError:
@@ -339,10 +379,10 @@ def open_jsonl(path: str) -> Iterator[JsonlFile]:
                 "save the transcript to a file and import that",
             )
         if info.st_size == 0:
-            yield JsonlFile(path, None)
+            yield JsonlFile(path, None, glued=glued)
             return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            reader = JsonlFile(path, mapped)
+            reader = JsonlFile(path, mapped, glued=glued)
             try:
                 yield reader
             finally:

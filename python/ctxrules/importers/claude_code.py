@@ -60,6 +60,7 @@ from ._common import (
     SessionBuilder,
     fail,
     parse_time,
+    read_bytes,
     session_id_for,
     split_tool_results,
     to_blocks,
@@ -67,7 +68,7 @@ from ._common import (
 )
 from ._compaction import COMPACTION_KEY, boundary_record, summary_text
 from ._growth import STATE_KEY, Sessions, Step, check_unchanged, new_state, steps_of
-from ._json import JsonlFile, open_jsonl
+from ._json import JsonlFile, decode_json, open_jsonl
 
 __all__ = ["ClaudeCodeImporter", "is_agent_file"]
 
@@ -80,14 +81,25 @@ _MESSAGE_TYPES = ("user", "assistant")
 _FIRST_KEYS = re.compile(rb'^\{\s*"(parentUuid|type|uuid|leafUuid|sessionId|isSidechain)"\s*:')
 #: A session id that can name a folder (``<id>/subagents/``) without leaving its parent.
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+#: How Claude Code 2.1 names the transcript of a compaction call (a sub-agent file).
+COMPACT_AGENT_PREFIX = "agent-acompact"
 #: Where each file's lines sit in the node order: a sub-agent file after the session's.
 _FILE_SPAN = 1e9
 
 
 def is_agent_file(path: str) -> bool:
-    """Whether the file is named as Claude Code 2.x names a sub-agent transcript."""
+    """Whether the file is named as Claude Code 2.x names a sub-agent transcript (or, 2.1,
+    its ``.meta.json``)."""
     name = os.path.basename(path)
-    return name.startswith("agent-") and name.endswith(".jsonl")
+    return name.startswith("agent-") and name.endswith((".jsonl", ".meta.json"))
+
+
+def read_meta(path: str) -> Any:
+    """A sub-agent's ``.meta.json``; one that cannot be read is kept as the reason."""
+    try:
+        return decode_json(path, read_bytes(path))
+    except ImportFormatError as exc:
+        return {"unreadable": exc.message}
 
 
 def _prompt(args: Any) -> str | None:
@@ -108,6 +120,13 @@ class _Parser:
         self.agent_file = False  # the file being read is a sub-agent transcript
         self.b = SessionBuilder(key, source, "claude-code", seed=seed)
         self.anchor: dict[str, str] = {}  # line uuid -> node the conversation continues from
+        # uuid of a line that is no node (progress, hooks' and the UI's system lines)
+        # -> its parentUuid: a line under it continues from where it hangs.
+        self.through: dict[str, Any] = {}
+        self.agent_meta: dict[str, Any] = {}  # agentId -> its agent-<id>.meta.json
+        self.agent_last: dict[str, str] = {}  # sub-agent of progress lines -> last uuid
+        self.boundaries: list[tuple[float, str]] = []  # (time, node) of each boundary
+        self.compact_file = False  # the file being read is a compaction call's
         self.by_message: dict[str, str] = {}  # API message id -> assistant node
         # tool_use id -> (assistant node, tool name, its input, its place, where it is)
         self.tool_uses: dict[str, tuple[str, str, Any, float, dict[str, Any]]] = {}
@@ -129,6 +148,7 @@ class _Parser:
         """Read the lines of ``reader`` that start before byte ``until`` (all: ``None``);
         ``index`` is the file's place in the session (0: the session file)."""
         self.path, self.base, self.agent_file = reader.path, index * _FILE_SPAN, index > 0
+        self.compact_file = os.path.basename(reader.path).startswith(COMPACT_AGENT_PREFIX)
         for no, entry in reader.values(until):
             if not isinstance(entry, dict):
                 raise fail(
@@ -156,6 +176,9 @@ class _Parser:
 
     def parent(self, entry: dict[str, Any], meta: dict[str, Any]) -> str | None:
         pu = entry.get("parentUuid")
+        seen = 0
+        while pu in self.through and seen <= len(self.through):  # lines that are no node
+            pu, seen = self.through[pu], seen + 1
         if pu is None:
             return None
         if pu not in self.anchor:
@@ -183,7 +206,7 @@ class _Parser:
             self.assistant(no, entry, msg, content)
         else:
             self.user(no, entry, content, result)
-        if not entry.get("isSidechain"):
+        if not entry.get("isSidechain") and not self.agent_file:
             self.last_main = self.anchor.get(uuid)
 
     def assistant(self, no: int, entry: dict[str, Any], msg: dict[str, Any], content: Any) -> None:
@@ -341,6 +364,20 @@ class _Parser:
             output: Any = to_blocks(content, meta)
         else:
             text = output = str(content)
+        if self.compact_file:
+            # A compaction call: no Task started it.  It made the summary of the first
+            # boundary written after it started (named, not an edge: the call is no
+            # part of any request of the conversation).
+            when = parse_time(entry.get("timestamp"), path=self.path, line=no)
+            after = [nid for t, nid in self.boundaries if t >= when]
+            meta["compaction_call"] = True
+            if after or self.boundaries:
+                meta["compaction_boundary"] = (after or [self.boundaries[-1][1]])[0]
+            meta["sidechain_unattached"] = True
+            self.anchor[entry["uuid"]] = self.add("user", output, no, entry, metadata=meta)
+            return
+        if entry.get("agentId") in self.agent_meta:
+            meta["agent_meta"] = self.agent_meta[entry["agentId"]]
         tid = self.claim_task(text, entry.get("agentId"))
         caller = None
         if tid is not None:
@@ -363,6 +400,11 @@ class _Parser:
         record = meta.get(COMPACTION_KEY)
         if not isinstance(record, dict) or record.get("summary") is not None:
             return False
+        if record["source"].get("parent_absent"):
+            # Nothing before the boundary to fold into it: the summary is the context.
+            record["summary"] = summary_text(content)
+            record["source"]["summary_line"] = no
+            return False
         record["summary"] = summary_text(content)
         record["source"]["summary_line"] = no
         meta["claude_code_summary"] = entry
@@ -371,31 +413,84 @@ class _Parser:
 
     def other(self, no: int, entry: dict[str, Any]) -> None:
         uuid = entry.get("uuid")
-        if entry.get("type") == "system" and isinstance(uuid, str):
-            meta: dict[str, Any] = {"claude_code": _line_meta(entry)}
-            content = entry.get("content", "")
-            text = content if isinstance(content, str) else json.dumps(content)
-            pred = self.parent(entry, meta)
-            record = boundary_record(entry, importer="claude-code", previous=None)
-            if record is not None and "logicalParentUuid" in entry:  # continues that line
-                pred = self.parent({"parentUuid": entry["logicalParentUuid"]}, meta)
-            if record is not None:  # a boundary node: its text is never shown to the model
-                meta[COMPACTION_KEY] = {**record, "previous": pred}
-            self.anchor[uuid] = self.add(
-                "system", "", no, entry, input=text, predecessor=pred, metadata=meta
-            )
-            if not entry.get("isSidechain"):
-                self.last_main = self.anchor[uuid]
+        if entry.get("subtype") == "compact_boundary" and isinstance(uuid, str):
+            self.boundary(no, entry, uuid)
             return
-        if isinstance(uuid, str):  # an unknown line kind inside the tree: pass through
-            pu = entry.get("parentUuid")
-            if pu in self.anchor:
-                self.anchor[uuid] = self.anchor[pu]
+        if entry.get("type") == "progress" and self.agent_progress(no, entry):
+            return
+        if isinstance(uuid, str):  # a line of the tree that is no node: pass through
+            self.through[uuid] = entry.get("parentUuid")
         self.extra.append(
             {"line": no, "file": os.path.basename(self.path), **entry}
             if self.agent_file
             else {"line": no, **entry}
         )
+
+    def boundary(self, no: int, entry: dict[str, Any], uuid: str) -> None:
+        """A ``compact_boundary`` line: a boundary node after ``logicalParentUuid``.  When
+        that line is not in the file the boundary follows the conversation read before
+        it (record ``source.logical_parent_absent``); when nothing was (a file that
+        starts compacted), nothing is there to fold: the summary message after it stays
+        a user node (the compacted context Claude Code sent), and the record says
+        ``parent_absent``."""
+        meta: dict[str, Any] = {"claude_code": _line_meta(entry)}
+        content = entry.get("content", "")
+        text = content if isinstance(content, str) else json.dumps(content)
+        pred = self.parent(entry, meta)
+        record = boundary_record(entry, importer="claude-code", previous=None)
+        assert record is not None
+        if "logicalParentUuid" in entry:  # continues that line
+            pred = self.parent({"parentUuid": entry["logicalParentUuid"]}, meta)
+            if pred is None and self.last_main is not None and not entry.get("isSidechain"):
+                pred = self.last_main
+                record["source"]["logical_parent_absent"] = True
+        if pred is None:
+            record["source"]["parent_absent"] = True
+        # A boundary node: its text is never shown to the model.
+        meta[COMPACTION_KEY] = {**record, "previous": pred}
+        node = self.add("system", "", no, entry, input=text, predecessor=pred, metadata=meta)
+        self.anchor[uuid] = node
+        self.boundaries.append((self.b.get(node)["created_at"], node))
+        if not entry.get("isSidechain"):
+            self.last_main = node
+
+    def agent_progress(self, no: int, entry: dict[str, Any]) -> bool:
+        """A sub-agent's message as Claude Code 2.1 mirrors it into the session file
+        (``progress`` with ``data.type`` ``agent_progress``): read as the sub-agent's
+        own line would be, under the Task call ``parentToolUseID`` names (``True``: the
+        line is taken).  The sub-agent's own file, read after, repeats these lines
+        under the same uuids: they are read once."""
+        data = entry.get("data")
+        if not isinstance(data, dict) or data.get("type") != "agent_progress":
+            return False
+        msg, agent = data.get("message"), data.get("agentId")
+        if (
+            not isinstance(msg, dict)
+            or msg.get("type") not in _MESSAGE_TYPES
+            or not isinstance(msg.get("uuid"), str)
+            or not isinstance(agent, str)
+        ):
+            return False
+        if msg["uuid"] in self.anchor:
+            return True  # mirrored twice
+        prev = self.agent_last.get(agent)
+        task = entry.get("parentToolUseID")
+        if prev is None and isinstance(task, str):
+            self.task_of_agent.setdefault(agent, task)
+        line = {
+            **msg,
+            "isSidechain": True,
+            "agentId": agent,
+            "sessionId": entry.get("sessionId"),
+            "parentUuid": prev,
+            "progress": {
+                **{k: v for k, v in entry.items() if k != "data"},
+                "data": {k: v for k, v in data.items() if k != "message"},
+            },
+        }
+        self.agent_last[agent] = msg["uuid"]
+        self.message(no, line)
+        return True
 
     def close_step(self) -> None:
         """End one import's reading: a Task whose sub-agent ran but whose result is not
@@ -444,6 +539,11 @@ class _Parser:
         if "version" in entry:
             self.versions.add(str(entry["version"]))
         kind = entry.get("type")
+        uuid = entry.get("uuid")
+        if self.agent_file and (uuid in self.anchor or uuid in self.through):
+            # Read already: a sub-agent's line mirrored into the session file, or the
+            # conversation a compaction call's file repeats.
+            return
         if not isinstance(kind, str):
             raise fail(
                 self.path,
@@ -492,6 +592,17 @@ def _first_session_id(path: str, mtime_ns: int, size: int) -> str | None:
         return None  # read (and refused with its reason) when imported on its own
 
 
+def agent_meta_files(agents: list[str]) -> dict[str, str]:
+    """``agent-<id>.meta.json`` beside each sub-agent transcript (Claude Code 2.1 writes
+    the sub-agent's type there): agent id -> file."""
+    out = {}
+    for agent in agents:
+        meta = Path(agent[: -len(".jsonl")] + ".meta.json")
+        if meta.is_file():
+            out[Path(agent).name[len("agent-") : -len(".jsonl")]] = str(meta)
+    return out
+
+
 def agent_files(path: str, session_id: str) -> list[str]:
     """The sub-agent transcripts of the session in ``path``: ``agent-*.jsonl`` files
     beside it or in ``<session id>/subagents/`` whose lines carry its ``sessionId``."""
@@ -535,7 +646,11 @@ class ClaudeCodeImporter:
         return (
             isinstance(entry, dict)
             and isinstance(entry.get("type"), str)
-            and any(k in entry for k in ("sessionId", "uuid", "leafUuid"))
+            and (
+                any(k in entry for k in ("sessionId", "uuid", "leafUuid"))
+                # 2.1 starts a file with the snapshot of the files it may edit
+                or (entry["type"] == "file-history-snapshot" and "snapshot" in entry)
+            )
         )
 
     def companion(self, path: str) -> bool:
@@ -554,7 +669,7 @@ class ClaudeCodeImporter:
         new nodes only (``ImportedSession.base``).
         """
         with ExitStack() as stack:
-            main = stack.enter_context(open_jsonl(path))
+            main = stack.enter_context(open_jsonl(path, glued=True))
             sid, first = _identity(main)
             key = f"claude-code:{path}" + (f"#{sid}" if sid is not None else "")
             seed = f"claude-code:{sid or ''}:{first}"
@@ -566,9 +681,12 @@ class ClaudeCodeImporter:
             agents = [] if sid is None or is_agent_file(path) else agent_files(path, sid)
             readers = {path: main}
             for agent in agents:
-                readers[agent] = stack.enter_context(open_jsonl(agent))
+                readers[agent] = stack.enter_context(open_jsonl(agent, glued=True))
             state = info.metadata.get(STATE_KEY) if info is not None else None
             p = _Parser(path, key, seed)
+            metas = agent_meta_files(agents)
+            for agent_id, meta_file in metas.items():
+                p.agent_meta[agent_id] = read_meta(meta_file)
             order = [path]
             if state is not None:
                 check_unchanged(state, readers, path)
@@ -579,10 +697,17 @@ class ClaudeCodeImporter:
             order += [a for a in agents if a not in order]
             self._read(p, [(f, -1) for f in order], readers, order)
             session = p.finish()
+            glued = {
+                os.path.basename(f) if f != path else "": r.glued_lines
+                for f, r in readers.items()
+                if r.glued_lines
+            }
+            if glued:  # lines holding two objects written back to back, read as two
+                session.metadata["glued_lines"] = glued.get("") if list(glued) == [""] else glued
             session.metadata[STATE_KEY] = new_state(
                 state, [(f, readers[f].end) for f in order], readers, session.head, path
             )
-            session.files = order
+            session.files = order + list(metas.values())
             if info is not None:
                 session.base, session.base_state = info.id, state
             return [session]
