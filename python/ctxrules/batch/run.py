@@ -31,13 +31,14 @@ import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 
 from ..commit import Pipeline
 from ..errors import ConfigError, CtxrulesError
+from ..importers import Skipped
 from ._lifeline import watch_parent
 from .output import OutFile, encode_record, totals
 from .requests import SessionData
@@ -95,7 +96,8 @@ class RerenderResult:
     in session order, their ``totals``, how many sessions the sources hold
     (``sessions``), how many this run replayed (``replayed``) and found done already
     (``resumed``), and whether it was stopped before the end (``interrupted``: run it
-    again with the same ``out`` to finish)."""
+    again with the same ``out`` to finish); ``skipped``: the files of the transcript
+    folders no importer reads, with why; ``excluded``: the sessions left out."""
 
     records: list[dict[str, Any]]
     totals: dict[str, Any]
@@ -103,6 +105,8 @@ class RerenderResult:
     replayed: int
     resumed: int
     interrupted: bool
+    skipped: list[Skipped] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
 
 
 Deliver = Callable[[list[tuple[str, bytes]]], None]
@@ -119,6 +123,8 @@ def rerender(
     sessions: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
     force: bool = False,
+    format: str = "auto",
+    exclude: Sequence[str] = (),
 ) -> RerenderResult:
     """Replay every session of ``sources`` (``batch.sources``) under ``options``.
 
@@ -126,7 +132,9 @@ def rerender(
     ``dask`` (``scheduler``: a Dask scheduler's address, else a local cluster is
     started); ``out``: the results file, resumed when it exists (``batch.output``;
     checked before anything is read: an existing file that is no results file is
-    refused unless ``force``); ``sessions``: only these session ids;
+    refused unless ``force``); ``sessions``: only these session ids; ``format``: the
+    importer of the transcripts (``auto``: detected); ``exclude``: sessions left out, by
+    id or transcript file;
     ``progress(done, total)`` is called as sessions finish.  Ctrl-C
     (``KeyboardInterrupt``) stops the run cleanly: the result says ``interrupted`` and
     ``out`` keeps every session that finished.
@@ -148,7 +156,7 @@ def rerender(
     # The output is checked (and locked) before any source is read or imported.
     outfile = OutFile(out, expect, force=force) if out is not None else None
     try:
-        with open_sources(sources, sessions=sessions) as src:
+        with open_sources(sources, sessions=sessions, format=format, exclude=exclude) as src:
             wanted = src.session_ids
             done_before = (
                 {k: v for k, v in outfile.lines.items() if k in set(wanted)} if outfile else {}
@@ -190,6 +198,8 @@ def rerender(
         replayed=finished,
         resumed=len(done_before),
         interrupted=interrupted,
+        skipped=src.skipped,
+        excluded=src.excluded,
     )
 
 

@@ -2,8 +2,11 @@
 
 A SOURCE is a store — a ``postgresql://`` URL, ``memory:NAME``, a SQLite file or a
 directory holding one (``ctxrules.db``) — or transcript files and folders, which are
-imported together into one private in-memory store (``importers.import_paths``: the
-same session ids an import into any store gives them).  Sessions are read from the
+imported together into one private in-memory store (``importers.import_report``: the
+same session ids an import into any store gives them; ``format`` forces an importer,
+and the files of a folder no importer reads are listed in ``Sources.skipped`` with
+why).  ``exclude`` leaves sessions out, named by id or by the transcript file they
+came from.  Sessions are read from the
 stores in the main process, one at a time as they are handed out
 (``Sources.data``), so a worker never opens a store.
 """
@@ -17,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from ..errors import NotFoundError, ValidationError
-from ..importers import import_paths
+from ..importers import Skipped, import_report
 from ..store import DB_NAME, MEMORY_PREFIX, POSTGRES_PREFIXES, CommitStore, MemoryStore, open_store
 from .requests import session_data
 
@@ -49,6 +52,10 @@ class Sources:
         self._stores = stores
         self._where = where
         self._every = every or frozenset(where)
+        #: The files of the transcript folders that no importer reads, and why.
+        self.skipped: list[Skipped] = []
+        #: The sessions ``exclude`` left out, by id.
+        self.excluded: list[str] = []
 
     @property
     def session_ids(self) -> list[str]:
@@ -70,12 +77,49 @@ class Sources:
             store.close()
 
 
-@contextlib.contextmanager
-def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Iterator[Sources]:
-    """Open every SOURCE (stores read as they are; transcripts imported into a private
-    memory store), closed when the block ends.
+class _Exclusions:
+    """The ``exclude`` entries: session ids, or transcript files (matched resolved)."""
 
-    ``sessions`` keeps only those sessions (full ids).  A SOURCE
+    def __init__(self, entries: Sequence[str]):
+        self.entries = list(entries)
+        self.files = {str(Path(e).resolve()): e for e in entries if Path(e).exists()}
+        self.used: set[str] = set()
+        self.dropped: list[str] = []
+
+    def drops(self, session_id: str, source: str) -> bool:
+        hit = session_id if session_id in self.entries else self.files.get(source)
+        if hit is None and source:
+            hit = self.files.get(str(Path(source).resolve()))
+        if hit is None:
+            return False
+        self.used.add(hit)
+        self.dropped.append(session_id)
+        return True
+
+    def check(self) -> None:
+        unused = [e for e in self.entries if e not in self.used]
+        if unused:
+            raise NotFoundError(
+                f"--exclude-session {unused[0]!r} names no session of the sources",
+                where="--exclude-session",
+                hint="give a full session id (`ctxrules sessions` lists a store's) or a "
+                "transcript file among the sources",
+            )
+
+
+@contextlib.contextmanager
+def open_sources(
+    sources: Sequence[str],
+    *,
+    sessions: Sequence[str] = (),
+    format: str = "auto",
+    exclude: Sequence[str] = (),
+) -> Iterator[Sources]:
+    """Open every SOURCE (stores read as they are; transcripts imported into a private
+    memory store with the importer ``format``), closed when the block ends.
+
+    ``sessions`` keeps only those sessions (full ids); ``exclude`` leaves out the
+    sessions it names, by id or by transcript file (each entry must name one).  A SOURCE
     that does not exist, a store that cannot be opened and a transcript no importer
     reads are errors naming it; so is a session found in two SOURCEs.
     """
@@ -85,6 +129,7 @@ def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Ite
     names: list[str] = []
     try:
         transcripts: list[str] = []
+        skipped: list[Skipped] = []
         for source in sources:
             if is_store(source):
                 stores.append(open_store(source, create=False))
@@ -102,10 +147,13 @@ def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Ite
             memory = MemoryStore()
             stores.append(memory)
             names.append(", ".join(transcripts))
-            import_paths(memory, transcripts)
+            skipped = import_report(memory, transcripts, format=format).skipped
         where: dict[str, int] = {}
+        out = _Exclusions(exclude)
         for i, store in enumerate(stores):
             for info in store.list_sessions():
+                if out.drops(info.id, info.source):
+                    continue
                 if info.id in where:
                     raise ValidationError(
                         f"session {info.id} is in two sources: {names[where[info.id]]} "
@@ -124,7 +172,10 @@ def open_sources(sources: Sequence[str], *, sessions: Sequence[str] = ()) -> Ite
         every = frozenset(where)
         if sessions:
             where = {sid: where[sid] for sid in sessions}
-        yield Sources(stores, where, every)
+        out.check()
+        src = Sources(stores, where, every)
+        src.skipped, src.excluded = skipped, out.dropped
+        yield src
     finally:
         for store in stores:
             store.close()

@@ -19,14 +19,17 @@ import msgspec
 from ..errors import CtxrulesError
 from ..limits import MAX_EPOCH, MIN_EPOCH
 from ._commands import COMMANDS
+from ._terminal import echo
 
 __all__ = [
     "Parser",
     "add_now_option",
+    "add_source_options",
     "epoch",
     "now_of",
     "port_number",
     "print_json",
+    "print_left_out",
     "read_text",
     "subcommand",
 ]
@@ -154,3 +157,32 @@ def read_text(path: str) -> str:
         raise CtxrulesError(
             f"not UTF-8 text (bad byte at offset {exc.start})", where=path
         ) from None
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    """``--format`` and ``--exclude-session`` of the commands that read transcripts
+    (``rerender``, ``tune``)."""
+    p.add_argument(
+        "--format",
+        default="auto",
+        help="importer of the transcript SOURCEs (see `ctxrules plugins`), or auto to "
+        "detect (default)",
+    )
+    p.add_argument(
+        "--exclude-session",
+        action="append",
+        default=[],
+        dest="exclude_sessions",
+        metavar="ID|FILE",
+        help="leave out this session: its full id, or the transcript file it came from "
+        "(repeatable)",
+    )
+
+
+def print_left_out(skipped: Any, excluded: Any, file: Any = None) -> None:
+    """One line per file of the SOURCE folders that no importer read (with why) and per
+    session ``--exclude-session`` left out."""
+    for s in skipped:
+        echo(f"skipped {s.path}: {s.reason}", file=file)
+    for sid in excluded:
+        echo(f"excluded {sid}", file=file)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 from ..importers import import_report
-from ._common import print_json
+from ._common import print_json, print_left_out
 from ._store import add_command, store_of
 from ._terminal import echo
 
@@ -62,6 +62,5 @@ def run(args: argparse.Namespace) -> int:
             )
         else:
             echo(f"already imported {r.id}: {r.calls} calls from {r.source} ({r.format})")
-    for s in report.skipped:
-        echo(f"skipped {s.path}: {s.reason}")
+    print_left_out(report.skipped, ())
     return 0

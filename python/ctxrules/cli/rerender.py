@@ -20,7 +20,7 @@ import msgspec
 
 from ..batch import BACKENDS, ReplayOptions, rerender
 from ..errors import ConfigError, CtxrulesError
-from ._common import print_json, subcommand
+from ._common import add_source_options, print_json, print_left_out, subcommand
 from ._store import add_config_options, config_of
 from ._terminal import rich_console
 
@@ -120,6 +120,7 @@ ctxrules rerender runs/ --backend dask --scheduler tcp://10.0.0.5:8786 --out a.j
         metavar="ID",
         help="only this session (a full id; repeatable)",
     )
+    add_source_options(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar or lines")
     p.add_argument("--json", action="store_true", help="print the totals as JSON")
 
@@ -165,6 +166,8 @@ def run(args: argparse.Namespace) -> int:
             sessions=args.sessions,
             progress=None if args.quiet else bar.update,
             force=args.force,
+            format=args.format,
+            exclude=args.exclude_sessions,
         )
     finally:
         bar.close()
@@ -175,12 +178,15 @@ def run(args: argparse.Namespace) -> int:
             "replayed": result.replayed,
             "resumed": result.resumed,
             "interrupted": result.interrupted,
+            "skipped": result.skipped,
+            "excluded": result.excluded,
         }
         if args.out is None:
             shown["sessions"] = result.records
         print_json(shown)
     else:
         _table(t, result.replayed, result.resumed)
+        print_left_out(result.skipped, result.excluded)
     if result.interrupted:
         done = f"{result.replayed + result.resumed} of {result.sessions} sessions"
         again = (

@@ -30,7 +30,7 @@ from ..tune import (
     write_report,
 )
 from ..tune.plot import PLOT_HINT
-from ._common import print_json, subcommand
+from ._common import add_source_options, print_json, print_left_out, subcommand
 from ._store import add_config_options, config_of
 from ._terminal import rich_console
 
@@ -134,6 +134,7 @@ ctxrules tune a.jsonl b.jsonl --param tool_aging.step_turns=1..4 --preset claude
         help="replace files of --out's names that a tune did not write",
     )
     add_config_options(p)
+    add_source_options(p)
     p.add_argument(
         "--json", action="store_true", help="print the whole result as JSON instead of the table"
     )
@@ -166,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
                 min_quality=args.min_quality,
                 jobs=args.jobs,
                 progress=progress,
+                format=args.format,
+                exclude=args.exclude_sessions,
             )
         written = write_report(result, args.out, targets)
     finally:
@@ -183,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
     # Piped output keeps every column: no terminal width to fit.
     console = rich_console(width=None if sys.stdout.isatty() else 200)
     print_table(result, console)
+    print_left_out(result.skipped, result.excluded)
     console.print("wrote " + ", ".join(str(p) for p in written.values()), soft_wrap=True)
     if result.chosen is None:
         console.print("no setting is free of violations: nothing chosen")

@@ -16,6 +16,9 @@ read them already.
 with the first that claims the file; if that parse fails it tries the next claimant,
 and the final error names every format it tried.
 
+A file that parses into a session without a single node is refused: nothing is stored
+as an empty session.
+
 Before anything is written, every parsed node passes ``limits.check_node`` (the store's
 own write check) and every session's metadata ``limits.check_metadata``, so a node the
 store would refuse is named by file:line; and one file may store at most
@@ -191,6 +194,13 @@ def _check(path: str, sessions: list[ImportedSession]) -> None:
         size = 0
     budget, used = import_budget(size), 0
     for s in sessions:
+        if not s.nodes and s.base is None:  # nothing is stored as an empty session
+            raise fail(
+                path,
+                None,
+                f"no conversation: the {s.format} importer read no message from the file",
+                f"it is not a {s.format} transcript: pass another --format, or auto",
+            )
         for n in s.nodes:
             origin = s.origins.get(n.id)
             line = origin if isinstance(origin, int) else None

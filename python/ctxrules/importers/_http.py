@@ -160,7 +160,8 @@ def _http_message(data: bytes) -> tuple[str, dict[str, str], bytes]:
 
 
 def _httprr_exchanges(path: str, data: bytes) -> list[HttpExchange]:
-    pos, line, out = len(HTTPRR_MAGIC), 2, []
+    pos, line = len(HTTPRR_MAGIC), 2
+    out: list[HttpExchange] = []
     while pos < len(data):
         end = data.find(b"\n", pos)
         sizes = data[pos : end if end >= 0 else len(data)].split()

@@ -541,13 +541,17 @@ def _responses_parts(content: Any, path: str, at: str) -> Any:
     return blocks
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _reasoning(item: dict[str, Any]) -> ThinkingBlock:
     """A ``reasoning`` item as thinking of vendor ``openai``: its summary texts (or its
     ``content`` texts) and its ``encrypted_content`` as the opaque signature."""
     texts = [
         str(x["text"])
         for key in ("summary", "content")
-        for x in (item.get(key) if isinstance(item.get(key), list) else [])
+        for x in _list(item.get(key))
         if isinstance(x, dict) and isinstance(x.get("text"), str)
     ]
     state = item.get("encrypted_content")

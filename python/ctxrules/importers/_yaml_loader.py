@@ -50,7 +50,7 @@ def _loader_class() -> Any:
     def construct_ruby_binary(self: Any, node: Any) -> bytes:
         # Ruby's Psych writes a binary string as ``!binary`` (base64), the standard
         # ``!!binary`` under a local tag.
-        return self.construct_yaml_binary(node)  # type: ignore[no-any-return]
+        return bytes(self.construct_yaml_binary(node))
 
     def construct_istr(self: Any, suffix: str, node: Any) -> str:
         # aiohttp header names as vcrpy saves them (dd-trace-py's cassettes): a

@@ -182,7 +182,8 @@ class _Session:
             calls = [c for c in msg.get("toolCalls") or [] if isinstance(c, Mapping)]
             for j, call in enumerate(calls):
                 cid = str(call.get("id") or f"{call.get('name')}_{j}")
-                args = call.get("args") if isinstance(call.get("args"), dict) else {}
+                raw_args = call.get("args")
+                args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
                 blocks.append(ToolUseBlock(id=cid, name=str(call.get("name", "")), input=args))
                 self.tool(nid, cid, call, args, fields["created_at"], line, at)
             if calls:

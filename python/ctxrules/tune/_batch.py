@@ -24,7 +24,7 @@ from typing import Any
 from ..batch import ReplayOptions, is_store, open_sources, rerender
 from ..batch.session import check_options
 from ..config import PipelineConfig
-from ..importers import import_paths
+from ..importers import Skipped, import_report
 from ..store import MEMORY_PREFIX, open_store
 from ..store.memory import forget
 from .results import SessionMetrics
@@ -39,6 +39,8 @@ class Inputs:
 
     sources: tuple[str, ...]
     session_ids: tuple[str, ...]
+    skipped: tuple[Skipped, ...] = ()
+    excluded: tuple[str, ...] = ()
 
 
 def check(config: PipelineConfig, provider: str | None, model: str | None) -> None:
@@ -48,25 +50,32 @@ def check(config: PipelineConfig, provider: str | None, model: str | None) -> No
 
 
 @contextmanager
-def opened(sources: Sequence[str]) -> Iterator[Inputs]:
-    """Read ``sources`` once for a sweep (see the module docstring); the in-memory
-    store of the transcripts is dropped when the block ends.  A source that does not
-    exist, or a session found in two sources, is an error naming it (the importers'
-    or ``batch.open_sources``'s)."""
+def opened(
+    sources: Sequence[str], *, format: str = "auto", exclude: Sequence[str] = ()
+) -> Iterator[Inputs]:
+    """Read ``sources`` once for a sweep (see the module docstring; ``format``: the
+    importer of the transcripts, ``exclude``: sessions left out, by id or transcript
+    file); the in-memory store of the transcripts is dropped when the block ends.  A
+    source that does not exist, or a session found in two sources, is an error naming
+    it (the importers' or ``batch.open_sources``'s)."""
     transcripts = [s for s in sources if not is_store(s)]
     stores = [s for s in sources if is_store(s)]
     name = f"tune-{uuid.uuid4().hex}"
+    skipped: list[Skipped] = []
     try:
         if transcripts:
             memory = open_store(MEMORY_PREFIX + name)
             try:
-                import_paths(memory, transcripts)
+                skipped = import_report(memory, transcripts, format=format).skipped
             finally:
                 memory.close()
             stores.append(MEMORY_PREFIX + name)
-        with open_sources(stores) as src:
+        with open_sources(stores, exclude=exclude) as src:
             ids = tuple(src.session_ids)
-        yield Inputs(sources=tuple(stores), session_ids=ids)
+            excluded = tuple(src.excluded)
+        yield Inputs(
+            sources=tuple(stores), session_ids=ids, skipped=tuple(skipped), excluded=excluded
+        )
     finally:
         forget(name)
 

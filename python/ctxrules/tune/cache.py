@@ -26,14 +26,17 @@ from .results import SessionMetrics
 __all__ = ["ResultCache", "inputs_hash"]
 
 
-def inputs_hash(sources: Sequence[str], is_store: Any) -> str:
-    """A SHA-256 of the sources' content, in the order given.
+def inputs_hash(sources: Sequence[str], is_store: Any, format: str = "auto") -> str:
+    """A SHA-256 of the sources' content, in the order given (and of the importer that
+    reads the transcripts, when one is forced: another ``format`` reads other sessions).
 
     A transcript file counts by its bytes (a folder by every non-hidden file under it,
     sorted, as the importers read it); a store (``is_store(source)``) by the ids of
     its sessions and of their nodes (append-only content under an id).
     """
     h = hashlib.sha256()
+    if format != "auto":
+        h.update(f"format {format}\n".encode())
     for source in sources:
         if is_store(source):
             store = open_store(source, create=False)

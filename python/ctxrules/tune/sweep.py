@@ -23,6 +23,7 @@ from ..batch import check_jobs
 from ..commit import Pipeline
 from ..config import PipelineConfig, dump_config, find_config
 from ..errors import ConfigError, CtxrulesError, CtxrulesWarning
+from ..importers import Skipped
 from . import _batch
 from .cache import ResultCache, inputs_hash
 from .frontier import choose, pareto_front, ranked
@@ -84,6 +85,8 @@ class TuneResult(msgspec.Struct, frozen=True, kw_only=True):
     replayed_sessions: int
     replayed_requests: int
     version: str
+    skipped: tuple[Skipped, ...] = ()
+    excluded: tuple[str, ...] = ()
 
 
 def setting_config(base: PipelineConfig, setting: Setting) -> PipelineConfig:
@@ -109,6 +112,8 @@ def tune(
     min_quality: float | None = None,
     jobs: int | None = None,
     progress: Progress | None = None,
+    format: str = "auto",
+    exclude: Sequence[str] = (),
 ) -> TuneResult:
     """Sweep ``params`` over the sessions of ``sources`` and choose a setting.
 
@@ -116,7 +121,8 @@ def tune(
     ``--param`` texts (or parsed ``Param``s) against ``base`` (default: the nearest
     configuration file, else the default preset).  ``provider`` / ``model``: what the
     requests are rendered for (``None``: each session's own); ``jobs``: the batch
-    engine's worker processes.  ``objective`` (``cost`` or
+    engine's worker processes; ``format``: the importer of the transcripts (``auto``:
+    detected); ``exclude``: sessions left out, by id or transcript file.  ``objective`` (``cost`` or
     ``tokens``) is minimised with the quality score as the second axis; ``search``,
     ``budget`` and ``seed`` pick the settings (``ctxrules.tune.search``);
     ``min_quality`` is the least quality the chosen setting may have (default: the
@@ -160,8 +166,8 @@ def tune(
                 f"the setting {s.label} is not a valid configuration: {exc}", where="--param"
             ) from None
 
-    with _batch.opened(paths) as inputs:
-        digest = inputs_hash(paths, _batch.is_store) if cache_dir is not None else ""
+    with _batch.opened(paths, format=format, exclude=exclude) as inputs:
+        digest = inputs_hash(paths, _batch.is_store, format) if cache_dir is not None else ""
         sessions = inputs.session_ids
         if not sessions:
             raise ConfigError("the sources hold no session", where=", ".join(paths))
@@ -229,6 +235,8 @@ def tune(
         replayed_sessions=run.replayed_sessions,
         replayed_requests=run.replayed_requests,
         version=__version__,
+        skipped=inputs.skipped,
+        excluded=inputs.excluded,
     )
 
 
