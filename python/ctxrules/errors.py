@@ -15,6 +15,7 @@ __all__ = [
     "CtxrulesError",
     "CtxrulesWarning",
     "DagError",
+    "EmptyTranscriptError",
     "ImportFormatError",
     "NotFoundError",
     "PluginError",
@@ -104,6 +105,12 @@ class UnansweredToolCallsError(DagError):
 
 class ImportFormatError(CtxrulesError):
     """A transcript could not be imported; nothing was written."""
+
+
+class EmptyTranscriptError(ImportFormatError):
+    """A file of a known format holds no conversation to import (a recording without a
+    model call, a session of notices only).  Named on its own it is an error; a directory
+    import skips it and lists it with this reason."""
 
 
 class RuleError(CtxrulesError):

@@ -16,8 +16,10 @@ read them already.
 with the first that claims the file; if that parse fails it tries the next claimant,
 and the final error names every format it tried.
 
-A file that parses into a session without a single node is refused: nothing is stored
-as an empty session.
+A file that parses into a session without a single node is refused
+(``EmptyTranscriptError``, as is a file of a known format holding no conversation): nothing
+is stored as an empty session.  Named on its own such a file is an error; in a directory
+it is skipped and listed with the reason.
 
 Before anything is written, every parsed node passes ``limits.check_node`` (the store's
 own write check) and every session's metadata ``limits.check_metadata``, so a node the
@@ -35,11 +37,17 @@ from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
-from ..errors import CtxrulesError, DagError, ImportFormatError, ValidationError
+from ..errors import (
+    CtxrulesError,
+    DagError,
+    EmptyTranscriptError,
+    ImportFormatError,
+    ValidationError,
+)
 from ..limits import IMPORT_EXPANSION, check_metadata, check_node, import_budget
 from ..plugins import registry
 from ..store import SessionInfo, Store
-from ._common import ImportedSession, fail, read_bytes, session_id_for
+from ._common import ImportedSession, empty, fail, read_bytes, session_id_for
 from ._growth import STATE_KEY, Sessions
 from ._json import JsonImporter, detached, forget_json
 
@@ -195,9 +203,8 @@ def _check(path: str, sessions: list[ImportedSession]) -> None:
     budget, used = import_budget(size), 0
     for s in sessions:
         if not s.nodes and s.base is None:  # nothing is stored as an empty session
-            raise fail(
+            raise empty(
                 path,
-                None,
                 f"no conversation: the {s.format} importer read no message from the file",
                 f"it is not a {s.format} transcript: pass another --format, or auto",
             )
@@ -319,7 +326,7 @@ def _parse_detected(
         except ImportFormatError as exc:
             first = first or exc
     assert first is not None
-    raise ImportFormatError(
+    raise type(first)(
         first.message,
         where=first.where,
         hint=f"{first.hint}; detected as {', '.join(candidates)} (tried: {', '.join(tried)}); "
@@ -467,17 +474,25 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
     skipped: list[Skipped] = []
     parsed: list[tuple[str, str, list[ImportedSession]]] = []
     read: dict[str, str] = {}  # file -> the file whose session read it
-    later: list[tuple[str, Importer | None, list[str], list[ImportFormatError]]] = []
+    later: list[tuple[str, Importer | None, list[str], list[ImportFormatError], bool]] = []
     files = _files(paths)
     folders = {str(Path(p).resolve()) for p in paths if Path(p).is_dir()}
     used: set[str | None] = set()  # the folders a transcript was found in
     pending = _Pending(store)
 
-    def parse(source: str, imp: Importer | None, found: list[str], errors: list[Any]) -> None:
+    def parse(
+        source: str, imp: Importer | None, found: list[str], errors: list[Any], in_folder: bool
+    ) -> None:
         if source in read:
             skipped.append(Skipped(source, f"read with {read[source]} (its sub-agent transcript)"))
             return
-        fmt, sessions = _parse_claimed(source, imp, found, errors, pending)
+        try:
+            fmt, sessions = _parse_claimed(source, imp, found, errors, pending)
+        except EmptyTranscriptError as exc:
+            if not in_folder:
+                raise
+            skipped.append(Skipped(source, exc.message))  # no conversation: nothing to do
+            return
         pending.add(sessions)
         for s in sessions:
             for f in s.files:
@@ -502,9 +517,9 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
             first = imp if imp is not None or not found else registry("importers").get(found[0])
             companion = getattr(first, "companion", None)
             if companion is not None and companion(source):
-                later.append((source, imp, found, errors))
+                later.append((source, imp, found, errors, in_folder))
             else:
-                parse(source, imp, found, errors)
+                parse(source, imp, found, errors, in_folder)
         finally:
             forget_json()
     for entry in later:
@@ -512,9 +527,9 @@ def import_report(store: Store, paths: Sequence[str], *, format: str = "auto") -
             parse(*entry)
         finally:
             forget_json()
-    empty = sorted(folders - used)
-    if empty:
-        raise _no_transcript(empty[0], skipped)
+    bare = sorted(folders - used)
+    if bare:
+        raise _no_transcript(bare[0], skipped)
     out: list[ImportResult] = []
     for source, fmt, sessions in parsed:
         try:

@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ImportFormatError
+from ..errors import EmptyTranscriptError, ImportFormatError
 from ..model import ContentBlock, Node, TextBlock
 from ._defaults import SYNTHETIC_MODELS
 from ._yaml_loader import yaml_line
@@ -27,6 +27,7 @@ __all__ = [
     "ImportedSession",
     "SessionBuilder",
     "decode_text",
+    "empty",
     "fail",
     "file_key",
     "file_key_of",
@@ -70,6 +71,12 @@ class ImportedSession(msgspec.Struct, kw_only=True):
     base_state: Any = None
     files: list[str] = []
     id_seed: str | None = None
+
+
+def empty(path: str, message: str, hint: str) -> EmptyTranscriptError:
+    """The error of a file that holds no conversation to import (see
+    ``errors.EmptyTranscriptError``), in ``fail``'s form."""
+    return EmptyTranscriptError(message, where=path, hint=f"{hint}; nothing was imported")
 
 
 def fail(

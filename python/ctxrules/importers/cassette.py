@@ -43,7 +43,7 @@ from typing import Any
 
 import msgspec
 
-from ._common import ImportedSession, SessionBuilder, fail, file_key_of
+from ._common import ImportedSession, SessionBuilder, empty, fail, file_key_of
 from ._defaults import WIRE_PROVIDERS, request_defaults
 from ._http import HttpExchange, is_recording, read_exchanges
 from ._messages import anthropic_messages, gemini_contents, openai_messages, responses_items
@@ -290,9 +290,8 @@ class CassetteImporter:
         if not calls:
             shown = "; ".join(f"{o['method']} {o['uri']}: {o['why']}" for o in others[:3])
             more = "; …" if len(others) > 3 else ""
-            raise fail(
+            raise empty(
                 path,
-                None,
                 f"no model call among its {len(others)} recorded exchanges"
                 + (f" ({shown}{more})" if shown else ""),
                 "the recording holds no request with a conversation to the Anthropic, "

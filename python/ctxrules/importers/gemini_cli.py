@@ -45,7 +45,7 @@ from typing import Any
 import msgspec
 
 from ..model import ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
-from ._common import ImportedSession, SessionBuilder, fail, file_key_of, parse_time
+from ._common import ImportedSession, SessionBuilder, empty, fail, file_key_of, parse_time
 from ._json import load_json, open_jsonl
 from ._messages import gemini_part_blocks
 
@@ -255,9 +255,8 @@ class _Session:
     def finish(self) -> ImportedSession:
         if not self.found:
             kinds = sorted({str(n.get("type")) for n in self.notices})
-            raise fail(
+            raise empty(
                 self.path,
-                None,
                 "no conversation: the session holds no user or model message"
                 + (
                     f", only {len(self.notices)} notice(s) ({', '.join(kinds)})"

@@ -83,6 +83,8 @@ class OpenAIChatImporter(JsonImporter):
         msgs = messages_of(data)
         if msgs is None or (isinstance(data, dict) and "system" in data):
             return False
+        if not all(isinstance(m, dict) and "role" in m for m in msgs):
+            return False  # another format's "messages" (a Gemini CLI session, say)
         return openai_features(msgs) or not anthropic_features(msgs)
 
     def sessions(self, path: str, data: Any, key: str) -> list[ImportedSession]:
