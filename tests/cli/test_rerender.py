@@ -117,3 +117,62 @@ def test_a_terminal_gets_a_bar_with_the_rate():
     shown = stream.getvalue()
     assert "2/4" in shown and "sessions/s" in shown and "rerender" in shown
     assert "rerender: 2/4 sessions (50%)" not in shown  # not the plain line
+
+
+# -- what is read: --format, --exclude-session, and every file left out said ------------
+
+CODEX = "codex-rollouts/agentv/a3_92ff332928_0_full.jsonl"
+CLAUDE_21 = "claude-code-jsonl/entirecli/39_7737088f0a_0_full.jsonl"
+NOTICES = "gemini-cli/entirecli/ec_38b74f08e3_2_full.json"
+
+
+def _mixed(corpus, folder):
+    """A folder of a Claude Code 2.1 transcript, a Codex rollout, a Gemini CLI session
+    of notices only and a README."""
+    folder.mkdir()
+    for rel in (CLAUDE_21, CODEX, NOTICES):
+        (folder / rel.rsplit("/", 1)[1]).write_bytes((corpus / rel).read_bytes())
+    (folder / "README.md").write_text("notes\n")
+    return folder
+
+
+def test_rerender_says_what_it_skipped_and_left_out(corpus, capsys, tmp_path):
+    folder = _mixed(corpus, tmp_path / "runs")
+    codex = str(folder / CODEX.rsplit("/", 1)[1])
+    code, out, err = _run(
+        capsys, str(folder), "--preset", "off", "--jobs", "1", "--quiet", "--exclude-session", codex
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    notices = folder / NOTICES.rsplit("/", 1)[1]
+    assert f"skipped {folder / 'README.md'}: not a transcript format ctxrules knows" in lines
+    assert any(line.startswith(f"skipped {notices}: no conversation") for line in lines)
+    (excluded,) = [line for line in lines if line.startswith("excluded ")]
+    assert "replayed 1," in out  # the Claude Code session; the rollout excluded
+    # --json says the same; a session named by id is left out as well.
+    sid = excluded.split()[1]
+    code, out, _ = _run(
+        capsys, str(folder), "--preset", "off", "--jobs", "1", "--json", "--exclude-session", sid
+    )
+    shown = json.loads(out)
+    assert shown["excluded"] == [sid] and shown["replayed"] == 1
+    assert {s["path"] for s in shown["skipped"]} == {str(folder / "README.md"), str(notices)}
+
+
+def test_rerender_format_reads_the_sources_with_that_importer(corpus, capsys, tmp_path):
+    folder = _mixed(corpus, tmp_path / "runs")
+    code, out, err = _run(
+        capsys, str(folder), "--preset", "off", "--jobs", "1", "--json", "--format", "codex"
+    )
+    assert code == 0, err
+    shown = json.loads(out)
+    assert shown["replayed"] == 1 and shown["sessions"][0]["format"] == "codex"
+    reasons = {s["path"].rsplit("/", 1)[1]: s["reason"] for s in shown["skipped"]}
+    assert reasons[CLAUDE_21.rsplit("/", 1)[1]] == "not a codex transcript"
+
+
+def test_an_exclusion_that_names_nothing_is_an_error(corpus, capsys):
+    code, _, err = _run(
+        capsys, str(corpus / OPENHANDS), "--jobs", "1", "--exclude-session", "s_nope"
+    )
+    assert code == 1 and "--exclude-session: --exclude-session 's_nope' names no session" in err

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from tests.corpus import FIRST
 
 from ctxrules.errors import ImportFormatError, PluginError, TranscriptWarning
-from ctxrules.importers import detect_formats, import_paths
+from ctxrules.importers import import_paths
 
 CC = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
 TAU = "openai-chat-json/taubench_gpt-4o-airline.json"
@@ -145,20 +144,6 @@ def test_reimport_is_idempotent(corpus, store, snapshot):
     assert all(r.created for r in first)
 
 
-def test_detection_of_every_corpus_file(corpus):
-    want = {
-        "claude-code-jsonl": "claude-code",
-        "openai-chat-json": "openai-chat",
-        "swe-agent-traj": "swe-agent",
-        "openhands-trajectory": "openhands",
-        "vcr-cassettes-yaml": "cassette",
-    }
-    files = [corpus / rel for rel in FIRST]
-    for p in files:
-        folder = p.relative_to(corpus).parts[0]
-        assert detect_formats(str(p))[0] == want[folder], p
-
-
 def test_half_surrogate_escapes_are_repaired_not_fatal(corpus, store, tmp_path):
     lines = lines_of(corpus)
     entry = json.loads(lines[1])
@@ -179,16 +164,6 @@ def test_half_surrogate_escapes_are_repaired_not_fatal(corpus, store, tmp_path):
     doc.write_text(json.dumps([{"role": "user", "content": "half \ud83d"}]))
     (res,) = import_paths(store, [str(doc)])
     assert store.nodes(res.id)[0].output == "half \ufffd"
-
-
-def test_every_corpus_file_imports(corpus, store):
-    files = [corpus / rel for rel in FIRST]
-    results = import_paths(store, [str(p) for p in files])
-    assert {r.source for r in results} == {str(p) for p in files}
-    assert all(r.calls > 0 for r in results)
-    for r in results:
-        info = store.get_session(r.id)
-        assert info.head is not None and store.is_visible(r.id, info.head)
 
 
 def test_a_session_that_cannot_be_stored_names_the_file(corpus, store, monkeypatch, snapshot):

@@ -107,3 +107,27 @@ def test_a_missing_source_is_named(tmp_path, capsys):
     args = ["tune", missing, "--param", "tool_aging.tail_turns=1", "--preset", "default"]
     assert main([*args, "--out", str(tmp_path / "o")]) == 1
     assert missing in capsys.readouterr().err
+
+
+def test_tune_takes_format_and_exclusions_and_says_what_it_left_out(
+    sources, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for src in sources:
+        (folder / src.rsplit("/", 1)[1]).write_bytes(open(src, "rb").read())
+    (folder / "notes.txt").write_text("not a transcript\n")
+    dropped = str(folder / sources[1].rsplit("/", 1)[1])
+    args = ["tune", str(folder), "--param", "tool_aging.tail_turns=2..3", "--preset", "default"]
+    args += ["--jobs", "1", "--format", "claude-code", "--exclude-session", dropped]
+    assert main([*args, "--out", str(tmp_path / "out"), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["sessions"]) == 1 and len(data["excluded"]) == 1
+    assert data["skipped"] == [
+        {"path": str(folder / "notes.txt"), "reason": "not a claude-code transcript"}
+    ]
+    assert main([*args, "--out", str(tmp_path / "out2")]) == 0
+    text = capsys.readouterr().out
+    assert f"skipped {folder / 'notes.txt'}: not a claude-code transcript" in text
+    assert f"excluded {data['excluded'][0]}" in text
