@@ -209,7 +209,8 @@ def recorded_usage(provider: Provider, usage: Any) -> Usage | None:
     """The usage an answer node carries, in neutral terms; ``None`` when it has none.
 
     Importers keep what the transcript recorded: the vendor's own shape (read by the
-    provider's ``parse_usage``) or the OpenAI-style shape LiteLLM reports for every
+    provider's ``parse_usage``: Anthropic's and OpenAI's ``usage``, Gemini's
+    ``usageMetadata``) or the OpenAI-style shape LiteLLM reports for every
     vendor (``prompt_tokens`` including the cached part; Anthropic's cache fields
     beside it), as OpenHands records it.
     """
@@ -227,7 +228,8 @@ def recorded_usage(provider: Provider, usage: Any) -> Usage | None:
             cache_write_tokens=write,
             output_tokens=Provider._int(usage.get("completion_tokens")),
         )
-    return provider.parse_usage({"usage": usage})
+    # The usage as a response holds it: Gemini's answers name it ``usageMetadata``.
+    return provider.parse_usage({"usage": usage, "usageMetadata": usage})
 
 
 def session_tool_names(store: CommitStore, session: str) -> list[str]:

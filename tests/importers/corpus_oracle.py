@@ -355,12 +355,35 @@ def codex(path: Path) -> dict[str, Any]:
 
 def gemini_cli(path: Path) -> dict[str, Any]:
     """What a Gemini CLI session file (JSON) holds: the prompt tokens of each model
-    message that has tokens, tool calls and answered ones, and its notices."""
+    answer (a model message after a user message or after a model message that called
+    tools; one after a model message that called none is the rest of that answer, the
+    CLI having started a new message after a notice), tool calls and answered ones,
+    and its notices."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     model = [m for m in doc["messages"] if m["type"] == "gemini"]
     calls_ = [c for m in model for c in m.get("toolCalls") or []]
+    answers: list[list[dict[str, Any]]] = []
+    previous = None
+    for m in doc["messages"]:
+        if m["type"] == "gemini":
+            if (
+                previous is not None
+                and previous["type"] == "gemini"
+                and not any(x.get("toolCalls") for x in answers[-1])
+            ):
+                answers[-1].append(m)
+            else:
+                answers.append([m])
+        if m["type"] in ("user", "gemini"):
+            previous = m
+    prompts = []
+    for answer in answers:
+        measured = [m["tokens"] for m in answer if m.get("tokens")]
+        if measured:
+            prompts.append(next((t for t in measured if t["input"]), measured[0])["input"])
     return {
-        "prompts": [m["tokens"]["input"] for m in model if m.get("tokens")],
+        "prompts": prompts,
+        "turns": sum(m["type"] == "user" for m in doc["messages"]) + len(answers),
         "calls": len(calls_),
         "answered": sum(c.get("result") is not None for c in calls_),
         "conversation": sum(m["type"] in ("user", "gemini") for m in doc["messages"]),

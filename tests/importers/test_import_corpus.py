@@ -299,3 +299,16 @@ def test_gemini_cli_sessions_hold_what_the_file_holds(path):
     assert sum(n.role == "tool" for n in s.nodes) == want["answered"]
     assert {n.name for n in measured} == want["models"]
     assert [m["type"] for m in s.metadata.get("notices", [])] == want["notices"]
+
+
+def test_gemini_cli_usage_is_each_requests_recorded_prompt(tmp_path):
+    """The usage a Gemini CLI model message recorded is what a replay compares with."""
+    from ctxrules.config import PipelineConfig
+    from ctxrules.requests import compare_usage
+
+    path = CORPUS / "gemini-cli/entirecli/ab_2b9748b105_0_full.json"
+    store = open_store(tmp_path / "store")
+    (res,) = import_report(store, [str(path)]).sessions
+    rows = compare_usage(store, res.id, "gemini", config=PipelineConfig.preset("off"))
+    assert [r.recorded_input for r in rows] == oracle.gemini_cli(path)["prompts"]
+    store.close()

@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.corpus import CORPUS
+from tests.importers import corpus_oracle
 
 from ctxrules.errors import ImportFormatError
 from ctxrules.importers import _streams, import_report, parse_file
@@ -250,8 +251,8 @@ def test_a_gemini_cli_recording_rewinds_into_a_branch(tmp_path, store):
     kept = [n for n in nodes.values() if n.metadata.get("gemini_cli", {}).get("id") == answer_id]
     assert len(kept) == 1 and kept[0].predecessor == tip.predecessor
     assert kept[0].metadata["usage"]["promptTokenCount"] == first_answer["tokens"]["input"]
-    conversation = [m for m in msgs if m["type"] in ("user", "gemini")]
-    assert sum(n.caller is None for n in nodes.values()) == len(conversation) + 1
+    turns = corpus_oracle.gemini_cli(GEMINI_JSON)["turns"]  # user messages and answers
+    assert sum(n.caller is None for n in nodes.values()) == turns + 1
     assert info.metadata["rewinds"] == [{"line": len(lines) - 2, "to": first_answer["id"]}]
     assert info.metadata["gemini_cli_session"]["summary"] == "rewound once"
 

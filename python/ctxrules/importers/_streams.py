@@ -75,7 +75,7 @@ def brotli_missing(encoding: str) -> bool:
 def _brotli() -> Any:
     try:
         # deferred: optional (the ``brotli`` extra); only a br-encoded body needs it
-        import brotli  # type: ignore[import-not-found, unused-ignore]
+        import brotli  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:
         return None
     return brotli

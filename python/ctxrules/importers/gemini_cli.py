@@ -24,6 +24,11 @@ A message is ``{id, timestamp, type, content, …}``:
 * ``info``, ``error``, ``warning``: the CLI's own notices, never sent to the model:
   kept in the session metadata ``notices``.
 
+A model message right after a model message that asked for no tool (a notice may
+stand between them: the CLI then starts a new message for the same answer's tool
+calls) continues that answer: one node (its other records under
+``gemini_cli_continued``), measured by the first record's tokens that counted a prompt.
+
 Every node keeps its message record (without the parts it became) under
 ``gemini_cli``.  A message written again with the same id replaces the node of the
 current branch (its tool calls gain their results).  A rewind is a branch: the
@@ -108,6 +113,7 @@ class _Session:
         self.b = SessionBuilder(key, path, "gemini-cli")
         self.info: dict[str, Any] = {}
         self.branch: list[tuple[str, str, str]] = []  # (message id, node id, record json)
+        self.records: dict[str, list[Mapping[str, Any]]] = {}  # node -> its message records
         self.nodes_of: dict[str, int] = {}  # how many nodes a message id has had
         self.notices: list[dict[str, Any]] = []
         self.rewinds: list[dict[str, Any]] = []
@@ -133,9 +139,19 @@ class _Session:
         text = msgspec.json.encode(msg).decode()
         for i, (seen, nid, _) in enumerate(self.branch):
             if seen == mid:  # written again: the node of this branch is updated
-                self.fill(nid, msg, line, at)
+                records = self.records[nid]
+                records[[r.get("id") for r in records].index(mid)] = msg
+                self.fill(nid, line, at)
                 self.branch[i] = (mid, nid, text)
                 return
+        tip = self.tip
+        if kind == "gemini" and tip is not None and self._open_answer(tip):
+            # The rest of the same answer, written as a message of its own (the CLI
+            # starts one when a notice came between): one node, one request.
+            self.records[tip].append(msg)
+            self.fill(tip, line, at)
+            self.branch.append((mid, tip, text))
+            return
         n = self.nodes_of.get(mid, 0)
         self.nodes_of[mid] = n + 1
         local = f"msg:{mid}" + (f"#{n}" if n else "")
@@ -146,54 +162,79 @@ class _Session:
             [],
             pos=len(self.b.records),
             local=local,
-            predecessor=self.tip,
+            predecessor=tip,
             created_at=when,
             **self.where(line, at),
         )
-        self.fill(nid, msg, line, at)
+        self.records[nid] = [msg]
+        self.fill(nid, line, at)
         self.branch.append((mid, nid, text))
 
-    def fill(self, nid: str, msg: Mapping[str, Any], line: int | None, at: str | None) -> None:
+    def _open_answer(self, nid: str) -> bool:
+        """Whether ``nid`` is a model answer that asked for no tool: a model message
+        after it, with no input between, continues it."""
+        records = self.records.get(nid, [])
+        return (
+            bool(records)
+            and records[0].get("type") == "gemini"
+            and not any(r.get("toolCalls") for r in records)
+        )
+
+    def fill(self, nid: str, line: int | None, at: str | None) -> None:
+        """(Re)build node ``nid`` from its message records."""
         fields = self.b.get(nid)
+        records = self.records[nid]
+        first = records[0]
         meta: dict[str, Any] = {
-            "gemini_cli": {k: v for k, v in msg.items() if k not in _MESSAGE_KEYS}
+            "gemini_cli": {k: v for k, v in first.items() if k not in _MESSAGE_KEYS}
         }
+        if records[1:]:
+            meta["gemini_cli_continued"] = [
+                {k: v for k, v in r.items() if k not in _MESSAGE_KEYS} for r in records[1:]
+            ]
         blocks: list[ContentBlock] = []
-        if msg.get("type") == "gemini":
-            for t in msg.get("thoughts") or []:
-                if isinstance(t, Mapping):
-                    subject, desc = str(t.get("subject") or ""), str(t.get("description") or "")
-                    blocks.append(
-                        ThinkingBlock(
-                            thinking=f"**{subject}** {desc}".strip() if subject else desc,
-                            vendor="gemini",
-                        )
-                    )
-            if msg.get("thoughts"):
-                meta["thoughts"] = msg["thoughts"]
-            for part in _parts(msg.get("content")):
-                if isinstance(part, dict):
-                    blocks.extend(gemini_part_blocks(part, meta, len(blocks), model=True))
-            usage = _usage(msg.get("tokens"))
-            if usage is not None:
-                meta["usage"] = usage
-                meta["gemini_cli_tokens"] = msg["tokens"]
-            fields["name"] = str(msg.get("model") or "")
-            calls = [c for c in msg.get("toolCalls") or [] if isinstance(c, Mapping)]
-            for j, call in enumerate(calls):
-                cid = str(call.get("id") or f"{call.get('name')}_{j}")
-                raw_args = call.get("args")
-                args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
-                blocks.append(ToolUseBlock(id=cid, name=str(call.get("name", "")), input=args))
-                self.tool(nid, cid, call, args, fields["created_at"], line, at)
-            if calls:
-                meta["tool_calls"] = [{k: v for k, v in c.items() if k != "result"} for c in calls]
-        else:
-            for part in _parts(msg.get("content")):
+        if first.get("type") != "gemini":
+            for part in _parts(first.get("content")):
                 if isinstance(part, dict):
                     blocks.extend(gemini_part_blocks(part, meta, len(blocks), model=False))
-            if msg.get("displayContent") is not None:
-                meta["display_content"] = msg["displayContent"]
+            if first.get("displayContent") is not None:
+                meta["display_content"] = first["displayContent"]
+            fields["output"] = blocks
+            fields["metadata"] = meta
+            return
+        thoughts = [t for r in records for t in r.get("thoughts") or [] if isinstance(t, Mapping)]
+        for t in thoughts:
+            subject, desc = str(t.get("subject") or ""), str(t.get("description") or "")
+            blocks.append(
+                ThinkingBlock(
+                    thinking=f"**{subject}** {desc}".strip() if subject else desc,
+                    vendor="gemini",
+                )
+            )
+        if thoughts:
+            meta["thoughts"] = thoughts
+        for r in records:
+            for part in _parts(r.get("content")):
+                if isinstance(part, dict):
+                    blocks.extend(gemini_part_blocks(part, meta, len(blocks), model=True))
+        # The answer's tokens: the first record's that measured a prompt (a message
+        # continuing an answer records zeros).
+        measured = [r["tokens"] for r in records if isinstance(r.get("tokens"), Mapping)]
+        tokens = next((t for t in measured if t.get("input")), measured[0] if measured else None)
+        usage = _usage(tokens)
+        if usage is not None:
+            meta["usage"] = usage
+            meta["gemini_cli_tokens"] = tokens
+        fields["name"] = str(next((r["model"] for r in records if r.get("model")), ""))
+        calls = [c for r in records for c in r.get("toolCalls") or [] if isinstance(c, Mapping)]
+        for j, call in enumerate(calls):
+            cid = str(call.get("id") or f"{call.get('name')}_{j}")
+            raw_args = call.get("args")
+            args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
+            blocks.append(ToolUseBlock(id=cid, name=str(call.get("name", "")), input=args))
+            self.tool(nid, cid, call, args, fields["created_at"], line, at)
+        if calls:
+            meta["tool_calls"] = [{k: v for k, v in c.items() if k != "result"} for c in calls]
         fields["output"] = blocks
         fields["metadata"] = meta
 
