@@ -246,11 +246,12 @@ def test_claude_code_transcripts_hold_what_the_file_holds(path):
 
 def test_a_boundary_whose_logical_parent_is_absent_keeps_the_recorded_summary(tmp_path):
     """PackmindHub's session compacted with a ``logicalParentUuid`` the file does not
-    hold: the request after the boundary carries the summary Claude Code recorded."""
+    hold: the request after the boundary carries the summary Claude Code recorded (it
+    rendered as one placeholder message, 549 tokens where 36,081 were billed)."""
     path = CORPUS / "claude-code-jsonl/packmind/95_cc2ca9e65d_2_full.jsonl"
     (summary,) = oracle.claude_code(path)["summaries"]
     store = open_store(tmp_path / "store")
-    (res,) = import_report(store, [str(path)]).sessions
+    (res,) = import_report(store, [str(path)], format="claude-code").sessions
     nodes = store.nodes(res.id)
     boundary = next(n for n in nodes if "compaction" in n.metadata)
     after = next(n for n in nodes if n.role == "assistant" and n.created_at > boundary.created_at)
