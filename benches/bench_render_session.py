@@ -191,7 +191,7 @@ def reused_share(w: Workload, provider: str) -> float:
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
-        seen.extend(n for _, _, reused in out for n in reused)
+        seen.extend(n for _, _, reused, _ in out for n in reused)
         return out
 
     _core.render_sessions = spy  # type: ignore[assignment]

@@ -7,6 +7,7 @@
 
 pub mod commit;
 pub mod diff;
+pub mod estimate;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod json;

@@ -55,7 +55,8 @@ impl Encoding {
         }
     }
 
-    fn index(self) -> usize {
+    /// The encoding's place in `ALL`.
+    pub fn index(self) -> usize {
         match self {
             Encoding::O200kBase => 0,
             Encoding::Cl100kBase => 1,
@@ -96,8 +97,25 @@ pub fn pieces(enc: Encoding, text: &str) -> impl Iterator<Item = &str> {
     split::split(text, enc.pattern())
 }
 
-/// Count many texts on all cores (rayon's global pool); the result is in input order.
+/// Below this many bytes a batch is counted on the calling thread: waking the pool's
+/// threads costs more than counting (tens of microseconds on a quiet machine,
+/// milliseconds when other processes hold the cores), and most batches are a commit's
+/// few new items.
+const PARALLEL_BYTES: usize = 64 << 10;
+
+/// Below this many bytes the texts of a batch are hashed on the calling thread.
+const PARALLEL_HASH_BYTES: usize = 4 << 20;
+
+fn bytes_of<'t>(texts: impl IntoIterator<Item = &'t &'t str>) -> usize {
+    texts.into_iter().map(|t| t.len()).sum()
+}
+
+/// Count many texts on all cores (rayon's global pool) when they are many bytes, else
+/// on this thread; the result is in input order.
 pub fn count_batch(enc: Encoding, texts: &[&str]) -> Vec<usize> {
+    if bytes_of(texts) < PARALLEL_BYTES {
+        return texts.iter().map(|t| count(enc, t)).collect();
+    }
     texts.par_iter().map(|t| count(enc, t)).collect()
 }
 
@@ -181,9 +199,14 @@ pub fn count_cached(enc: Encoding, text: &str) -> usize {
     n
 }
 
-/// Batch count with the content cache; only unseen texts are tokenised, in parallel.
+/// Batch count with the content cache; only unseen texts are tokenised, in parallel when
+/// they are many bytes (see `count_batch`).
 pub fn count_batch_cached(enc: Encoding, texts: &[&str]) -> Vec<usize> {
-    let keys: Vec<Key> = texts.par_iter().map(|t| key(enc, t)).collect();
+    let keys: Vec<Key> = if bytes_of(texts) < PARALLEL_HASH_BYTES {
+        texts.iter().map(|t| key(enc, t)).collect()
+    } else {
+        texts.par_iter().map(|t| key(enc, t)).collect()
+    };
     let mut out: Vec<Option<usize>> = {
         let cache = read_cache();
         keys.iter()
@@ -194,7 +217,8 @@ pub fn count_batch_cached(enc: Encoding, texts: &[&str]) -> Vec<usize> {
     HITS.fetch_add((texts.len() - missing.len()) as u64, Ordering::Relaxed);
     MISSES.fetch_add(missing.len() as u64, Ordering::Relaxed);
     if !missing.is_empty() {
-        let counted: Vec<usize> = missing.par_iter().map(|&i| count(enc, texts[i])).collect();
+        let missing_texts: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+        let counted = count_batch(enc, &missing_texts);
         remember(missing.iter().zip(&counted).map(|(&i, &n)| (keys[i], n)));
         for (&i, &n) in missing.iter().zip(&counted) {
             out[i] = Some(n);

@@ -253,6 +253,11 @@ def _sent_model(node: Node) -> str:
     return model if isinstance(model, str) else ""
 
 
+#: What ``_Recorded.model`` remembers for a node whose chain names no model (never a
+#: model name: those hold no NUL).
+_NO_ANSWER = "\0no answer"
+
+
 class _Recorded:
     """What the store knows about one session's requests, read once for all of them:
     its metadata, the tools it called (``session_tool_names``, or ``used_tools``) and
@@ -264,7 +269,11 @@ class _Recorded:
     """
 
     def __init__(
-        self, store: CommitStore, session: str, used_tools: list[str] | None = None
+        self,
+        store: CommitStore,
+        session: str,
+        used_tools: list[str] | None = None,
+        models: dict[str, str | None] | None = None,
     ) -> None:
         info = store.get_session(session)
         self.store = store
@@ -272,7 +281,8 @@ class _Recorded:
         self.metadata = info.metadata
         self.used_tools = session_tool_names(store, info.id) if used_tools is None else used_tools
         # node id -> the model found from it; "" (never a node id): the session's first.
-        self._models: dict[str, str | None] = {}
+        # Nodes never change, so a caller may keep it for later requests (``models``).
+        self._models: dict[str, str | None] = {} if models is None else models
 
     def model(self, request: Request) -> str | None:
         """The model recorded on the nearest assistant node at or before the request's
@@ -289,33 +299,39 @@ class _Recorded:
                 memo[node.id] = sent or node.name
                 break
             node = self.store.get_node(node.predecessor) if node.predecessor else None
-        if node is not None:
-            found = memo[node.id]
-        else:
-            if "" not in memo:
-                memo[""] = next(
-                    (
-                        n.name
-                        for n in self.store.iter_nodes(self.session)
-                        if n.role == "assistant" and n.name
-                    ),
-                    None,
-                )
-            found = memo[""]
+        found = memo[node.id] if node is not None else _NO_ANSWER
         for n in walked:
             memo[n] = found
-        return found
+        if found != _NO_ANSWER:
+            return found
+        # No named answer on the chain (a fact of the chain, kept as such): the
+        # session's first.  While it has none, it is looked for again each time the
+        # session has doubled (a kept memo would otherwise scan it per request).
+        calls = self.store.get_session(self.session).calls
+        if memo.get("") is None and calls >= 2 * int(memo.get("#") or 0):
+            memo[""] = next(
+                (
+                    n.name
+                    for n in self.store.iter_nodes(self.session)
+                    if n.role == "assistant" and n.name
+                ),
+                None,
+            )
+            memo["#"] = str(max(1, calls))
+        return memo[""]
 
     def defaults(
         self, request: Request, provider: str | Provider, **overrides: Any
     ) -> RenderDefaults:
         """``render_defaults`` of ``request``, one of this session's."""
+        chosen = {k: v for k, v in overrides.items() if v is not None}
         return session_defaults(
             self.metadata,
             provider,
             used_tools=self.used_tools,
-            answer_model=self.model(request),
-            **{k: v for k, v in overrides.items() if v is not None},
+            # A model given takes precedence: the answer's is not looked for then.
+            answer_model=None if chosen.get("model") else self.model(request),
+            **chosen,
         )
 
 
@@ -325,6 +341,7 @@ def render_defaults(
     provider: str | Provider,
     *,
     used_tools: list[str] | None = None,
+    models: dict[str, str | None] | None = None,
     **overrides: Any,
 ) -> RenderDefaults:
     """The render options of ``request`` (``ctxrules.render.session_defaults``).
@@ -333,11 +350,15 @@ def render_defaults(
     answer — the answer node's own (``request.answer``), or for a next request the
     nearest answer before it (the session's first answer at its start) — and the tools
     the whole session called
-    (``session_tool_names``; pass ``used_tools`` to reuse a list).  ``overrides`` are
-    the options of ``session_defaults`` (model, system, tools, max_tokens, extra) and
-    take precedence.  What ``render`` / ``explain`` / the CLI send for a stored session.
+    (``session_tool_names``; pass ``used_tools`` to reuse a list).  ``models`` is a
+    memo of the models found (node id → model) that a caller asking about many
+    requests of one session keeps between calls (the turn engine), so each asks only
+    about the nodes added since.  ``overrides`` are the options of
+    ``session_defaults`` (model, system, tools, max_tokens, extra) and take precedence.
+    What ``render`` / ``explain`` / the CLI send for a stored session.
     """
-    return _Recorded(store, request.session_id, used_tools).defaults(request, provider, **overrides)
+    recorded = _Recorded(store, request.session_id, used_tools, models)
+    return recorded.defaults(request, provider, **overrides)
 
 
 def explain_request(
@@ -536,6 +557,7 @@ def render_requests(
     meta: bool = True,
     cache: bool = True,
     cache_ttl: str | None = None,
+    estimate: bool = False,
     errors: Literal["raise"] = "raise",
     **overrides: Any,
 ) -> list[list[RenderedRequest]]: ...
@@ -551,6 +573,7 @@ def render_requests(
     meta: bool = True,
     cache: bool = True,
     cache_ttl: str | None = None,
+    estimate: bool = False,
     errors: Literal["return"],
     **overrides: Any,
 ) -> list[list[RenderedRequest] | RenderError]: ...
@@ -565,6 +588,7 @@ def render_requests(
     meta: bool = True,
     cache: bool = True,
     cache_ttl: str | None = None,
+    estimate: bool = False,
     errors: Literal["raise", "return"] = "raise",
     **overrides: Any,
 ) -> list[list[RenderedRequest]] | list[list[RenderedRequest] | RenderError]:
@@ -577,8 +601,8 @@ def render_requests(
     situation text: the same ``RenderedRequest``, byte for byte, as rendering it alone.
     They are rendered incrementally (``ctxrules.render.render_sessions``: each body
     starts from the previous one's bytes, in parallel across lists, ``threads``,
-    ``meta`` and ``errors`` as there); ``cache`` / ``cache_ttl`` are the render options
-    of the same names.  What ``ctxrules rerender`` renders a batch of sessions with.
+    ``meta``, ``estimate`` and ``errors`` as there); ``cache`` / ``cache_ttl`` are the
+    render options of the same names.
     """
     prov = get_provider(provider) if isinstance(provider, str) else provider
     # The defaults depend on the session and the answer's model only: made once per
@@ -605,6 +629,7 @@ def render_requests(
         options=options,
         threads=threads,
         meta=meta,
+        estimate=estimate,
         errors=errors,
     )
     return [per_provider[0] for per_provider in out]

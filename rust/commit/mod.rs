@@ -14,7 +14,7 @@ pub mod reader;
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use xxhash_rust::xxh3::Xxh3;
 
@@ -92,6 +92,50 @@ impl<'a> S<'a> {
         // Our own escaper wrote it, so it parses; should it not, the escaped text is
         // still the best available answer.
         Cow::Owned(serde_json::from_str::<String>(&quoted).unwrap_or_else(|_| self.esc.into()))
+    }
+}
+
+/// How many memo sets an item has (`Item::memo`): one per token encoding.
+pub const MEMO_SETS: usize = 2;
+
+/// Values worked out from an item once and then kept with it for every later request
+/// that holds it (the estimator's token counts: `crate::estimate`).  Slot `i` is
+/// unknown until first asked for; threads that race for it compute the same value.
+#[derive(Debug)]
+pub struct Memo(Box<[AtomicU64]>);
+
+impl Memo {
+    /// The value no slot holds: "not worked out yet".
+    const UNKNOWN: u64 = u64::MAX;
+
+    fn new(len: usize) -> Memo {
+        Memo((0..len).map(|_| AtomicU64::new(Self::UNKNOWN)).collect())
+    }
+
+    /// Slot `i`, computed by `f` the first time (`f` must not return `u64::MAX`).
+    #[inline]
+    pub fn get(&self, i: usize, f: impl FnOnce() -> u64) -> u64 {
+        // Acquire / release: what `f` stored in other slots before this one is seen
+        // by whoever sees this one.
+        let slot = &self.0[i];
+        let known = slot.load(Ordering::Acquire);
+        if known != Self::UNKNOWN {
+            return known;
+        }
+        let v = f();
+        debug_assert_ne!(v, Self::UNKNOWN);
+        slot.store(v, Ordering::Release);
+        v
+    }
+
+    /// Slots held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether it holds no slot.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 }
 
@@ -205,6 +249,8 @@ struct Data {
     use_blocks: bool,
     /// See `Item::content_hash`; 0 until first asked for.
     content_hash: AtomicU64,
+    /// See `Item::memo`; made on first use.
+    memo: [OnceLock<Memo>; MEMO_SETS],
     source_node_id: Span,
     attached_from: Option<Span>,
     rendered: Span,
@@ -354,6 +400,18 @@ impl<'a> Item<'a> {
         let hash = h.digest();
         self.d.content_hash.store(hash, Ordering::Relaxed);
         hash
+    }
+
+    /// The item's memo `set` (`< MEMO_SETS`), made on first use with `fixed` slots plus
+    /// `per_block` slots per content block; every caller of a set asks for the same
+    /// shape.  What is kept there lives as long as the prepared item (the item caches).
+    pub fn memo(&self, set: usize, fixed: usize, per_block: usize) -> &'a Memo {
+        self.d.memo[set].get_or_init(|| Memo::new(fixed + per_block * self.d.blocks.1 as usize))
+    }
+
+    /// The number of content blocks (`block` takes `0..` this).
+    pub fn block_count(&self) -> u32 {
+        self.d.blocks.1
     }
 
     /// The node this item shows (a virtual `sm_…` id for summary items).
@@ -640,6 +698,7 @@ impl Builder {
             is_error: r.is_error,
             use_blocks: blocks_match(&texts, r.rendered),
             content_hash: AtomicU64::new(0),
+            memo: Default::default(),
             source_node_id,
             attached_from,
             rendered,

@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 
 mod commit;
 mod diff;
+mod estimate;
 mod render;
 mod tokens;
 
@@ -14,6 +15,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     tokens::register(m)?;
     render::register(m)?;
+    estimate::register(m)?;
     diff::register(m)?;
     Ok(())
 }

@@ -13,7 +13,9 @@ use pyo3::types::{PyBytes, PyDict};
 use rayon::prelude::*;
 
 use super::commit::{gather, gather_session, items_of, table_clear, table_stats, Pending};
+use super::estimate::{PyEstimate, PyFrame};
 use crate::commit::{cache, Items, MAX_DEPTH};
+use crate::estimate::{Estimate, Frame};
 use crate::render::session::{Reuse, Session};
 use crate::render::{self, input, Wire};
 
@@ -39,21 +41,57 @@ fn render_context<'py>(
     Ok(PyBytes::new(py, &out))
 }
 
-/// The request body of one built-in wire format for a commit, and its breakdown.
+/// The estimate of a render as a Python object, if one was made.
+fn estimate_object(
+    py: Python<'_>,
+    e: Option<Estimate>,
+    frame: Option<&Arc<Frame>>,
+) -> PyResult<Option<Py<PyEstimate>>> {
+    match (e, frame) {
+        (Some(e), Some(f)) => Ok(Some(Py::new(py, PyEstimate::new(e, f.clone()))?)),
+        _ => Ok(None),
+    }
+}
+
+/// The frames of a call, each one's `Arc` (`None` where none was given).
+fn frames_of(frames: Option<Vec<Option<PyRef<'_, PyFrame>>>>) -> Vec<Option<Arc<Frame>>> {
+    frames
+        .unwrap_or_default()
+        .iter()
+        .map(|f| f.as_ref().map(|f| f.frame.clone()))
+        .collect()
+}
+
+/// One render's body, breakdown and estimate (None unless a frame was given).
+type Single<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Option<Py<PyEstimate>>,
+);
+
+/// The request body of one built-in wire format for a commit, its breakdown, and —
+/// given a `frame` — its billed-prompt estimate, made from the same plan.
 #[pyfunction]
+#[pyo3(signature = (provider, commit, options, frame = None))]
 fn render_request<'py>(
     py: Python<'py>,
     provider: &str,
     commit: &Bound<'py, PyAny>,
     options: PyBackedBytes,
-) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    frame: Option<PyRef<'py, PyFrame>>,
+) -> PyResult<Single<'py>> {
     let wire = wire(provider).map_err(PyValueError::new_err)?;
     let items = items_of(py, commit)?;
     let buf = BODY.with(|b| b.take());
+    let frame = frame.map(|f| f.frame.clone());
     let out = py
-        .detach(|| render::write_request(wire, &items, &options, buf))
+        .detach(|| render::write_request_estimated(wire, &items, &options, buf, frame.as_deref()))
         .map_err(PyValueError::new_err)?;
-    let result = (PyBytes::new(py, &out.body), PyBytes::new(py, &out.meta));
+    let result = (
+        PyBytes::new(py, &out.body),
+        PyBytes::new(py, &out.meta),
+        estimate_object(py, out.estimate, frame.as_ref())?,
+    );
     keep_body(out.body);
     Ok(result)
 }
@@ -98,26 +136,37 @@ fn pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, String> {
     Ok(p)
 }
 
-/// A job's body and breakdown, as Python objects.
-type Bodies = (Py<PyBytes>, Py<PyBytes>);
+/// A job's body and breakdown, as Python objects, and its estimate.
+type Bodies = (Py<PyBytes>, Py<PyBytes>, Option<Estimate>);
 
 /// Render many (provider, commit, options) jobs in one crossing.
 ///
 /// `commits` are bytes or item tuples, each decoded once however many jobs use it;
-/// `jobs` are `(provider, index into commits, options JSON)`.  With the GIL released,
+/// `jobs` are `(provider, index into commits, options JSON)`; `frames`, when given,
+/// one estimate frame (or None) per job.  With the GIL released,
 /// the commits are decoded and the jobs rendered in parallel: on rayon's global pool
 /// (all cores, or `RAYON_NUM_THREADS`) when `threads` is None, else on a pool of that
-/// many threads.  Returns, per job in order, `(body, meta)` or the error message.
-/// Every body is held until the call returns: batch by what fits in memory.
+/// many threads.  Returns, per job in order, `(body, meta, estimate or None)` or the
+/// error message.  Every body is held until the call returns: batch by what fits in
+/// memory.
 #[pyfunction]
-#[pyo3(signature = (commits, jobs, threads = None))]
+#[pyo3(signature = (commits, jobs, threads = None, frames = None))]
 fn render_batch<'py>(
     py: Python<'py>,
     commits: Vec<Bound<'py, PyAny>>,
     jobs: Vec<(PyBackedStr, usize, PyBackedBytes)>,
     threads: Option<usize>,
+    frames: Option<Vec<Option<PyRef<'py, PyFrame>>>>,
 ) -> PyResult<Vec<Bound<'py, PyAny>>> {
     let pool = pool_of(threads)?;
+    let frames = frames_of(frames);
+    if !frames.is_empty() && frames.len() != jobs.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} frames for {} jobs",
+            frames.len(),
+            jobs.len()
+        )));
+    }
     for (k, (provider, c, _)) in jobs.iter().enumerate() {
         wire(provider).map_err(|e| PyValueError::new_err(format!("jobs[{k}]: {e}")))?;
         if *c >= commits.len() {
@@ -133,19 +182,28 @@ fn render_batch<'py>(
         .collect::<PyResult<_>>()?;
     let pending_ref = &mut pending;
     let jobs_ref = &jobs;
+    let frames_ref = &frames;
     let (decoded, rendered) = py.detach(move || {
         let mut work = move || {
             let decoded: Vec<Result<Items, String>> =
                 pending_ref.par_iter_mut().map(|p| p.resolve()).collect();
             let rendered: Vec<Result<Bodies, String>> = jobs_ref
                 .par_iter()
-                .map(|(provider, c, options)| {
+                .enumerate()
+                .map(|(k, (provider, c, options))| {
                     let items = decoded[*c].as_ref().map_err(|e| e.clone())?;
+                    let frame = frames_ref.get(k).and_then(|f| f.as_deref());
                     // Each worker writes into its own kept buffer (a fresh one per body
                     // cost more in page faults than the render) and copies the body into
                     // its `bytes` object itself, taking the GIL just for that copy.
                     let buf = BODY.with(|b| b.take());
-                    let out = render::write_request(wire(provider)?, items, options, buf)?;
+                    let out = render::write_request_estimated(
+                        wire(provider)?,
+                        items,
+                        options,
+                        buf,
+                        frame,
+                    )?;
                     let bodies = Python::attach(|py| {
                         (
                             PyBytes::new(py, &out.body).unbind(),
@@ -153,7 +211,7 @@ fn render_batch<'py>(
                         )
                     });
                     keep_body(out.body);
-                    Ok(bodies)
+                    Ok((bodies.0, bodies.1, out.estimate))
                 })
                 .collect();
             (decoded, rendered)
@@ -170,9 +228,13 @@ fn render_batch<'py>(
     }
     rendered
         .into_iter()
-        .map(|r| {
+        .enumerate()
+        .map(|(k, r)| {
             Ok(match r {
-                Ok((body, meta)) => (body, meta).into_pyobject(py)?.into_any(),
+                Ok((body, meta, e)) => {
+                    let e = estimate_object(py, e, frames.get(k).and_then(Option::as_ref))?;
+                    (body, meta, e).into_pyobject(py)?.into_any()
+                }
                 Err(e) => e.into_pyobject(py)?.into_any(),
             })
         })
@@ -187,6 +249,7 @@ fn render_batch<'py>(
 #[derive(Default)]
 struct Written {
     reuse: Vec<Reuse>,
+    estimates: Vec<Option<Estimate>>,
     suffixes: Vec<u8>,
     ends: Vec<usize>,
     metas: Vec<u8>,
@@ -230,9 +293,15 @@ fn unfilled(py: Python<'_>, len: usize) -> PyResult<Unfilled> {
     }
 }
 
-/// One chain's result: its bodies, breakdowns (empty unless asked for) and the bytes
-/// each body reused; or the error that stopped it.
-type ChainResult<'py> = (Bound<'py, PyAny>, Vec<Py<PyBytes>>, Vec<usize>);
+/// One chain's result: its bodies, breakdowns (empty unless asked for), the bytes each
+/// body reused and each request's estimate (None where its options had no frame); or
+/// the error that stopped it.
+type ChainResult<'py> = (
+    Bound<'py, PyAny>,
+    Vec<Py<PyBytes>>,
+    Vec<usize>,
+    Vec<Option<Py<PyEstimate>>>,
+);
 
 /// Render the successive requests of sessions incrementally, in one crossing.
 ///
@@ -247,11 +316,14 @@ type ChainResult<'py> = (Bound<'py, PyAny>, Vec<Py<PyBytes>>, Vec<usize>);
 /// `render_batch` for `threads`; with fewer chains than threads a chain is cut into
 /// pieces, see `cut`).  Each body is written once into its `bytes`: the new
 /// parts are written first, then all the objects are made with the GIL, then each is
-/// filled without it.  Returns, per chain, `(bodies, metas, reused)` — the breakdowns
-/// only with `meta` — or `(error, [], [])` for a chain that could not be rendered.
-/// Every body is held until the call returns: batch by what fits in memory.
+/// filled without it.  `frames`, when given, holds an estimate frame (or None) per
+/// options: each request rendered with options that have one is estimated from its
+/// plan too.  Returns, per chain, `(bodies, metas, reused, estimates)` — the
+/// breakdowns only with `meta` — or `(error, [], [], [])` for a chain that could not
+/// be rendered.  Every body is held until the call returns: batch by what fits in
+/// memory.
 #[pyfunction]
-#[pyo3(signature = (sessions, options, chains, threads = None, meta = true))]
+#[pyo3(signature = (sessions, options, chains, threads = None, meta = true, frames = None))]
 fn render_sessions<'py>(
     py: Python<'py>,
     sessions: Vec<Vec<Bound<'py, PyAny>>>,
@@ -259,8 +331,17 @@ fn render_sessions<'py>(
     chains: Vec<(PyBackedStr, usize, Vec<usize>)>,
     threads: Option<usize>,
     meta: bool,
+    frames: Option<Vec<Option<PyRef<'py, PyFrame>>>>,
 ) -> PyResult<Vec<ChainResult<'py>>> {
     let pool = pool_of(threads)?;
+    let frames = frames_of(frames);
+    if !frames.is_empty() && frames.len() != options.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} frames for {} options",
+            frames.len(),
+            options.len()
+        )));
+    }
     for (k, (provider, s, which)) in chains.iter().enumerate() {
         let bad = |e: String| PyValueError::new_err(format!("chains[{k}]: {e}"));
         wire(provider).map_err(bad)?;
@@ -289,7 +370,7 @@ fn render_sessions<'py>(
         .map(|s| gather_session(py, s))
         .collect::<PyResult<_>>()?;
     let pending_ref = &mut pending;
-    let (options_ref, chains_ref) = (&options, &chains);
+    let (options_ref, chains_ref, frames_ref) = (&options, &chains, &frames);
     let run = |work: &mut (dyn FnMut() + Send)| match &pool {
         Some(p) => p.install(work),
         None => work(),
@@ -321,8 +402,11 @@ fn render_sessions<'py>(
                             .as_ref()
                             .map_err(|e| format!("request {k}: {e}"))?;
                         let metas = meta.then_some(&mut w.metas);
-                        let reuse = session.next(&items[k], opts, &mut w.suffixes, metas);
+                        let frame = frames_ref.get(which[k]).and_then(|f| f.as_deref());
+                        let (reuse, e) =
+                            session.next(&items[k], opts, &mut w.suffixes, metas, frame);
                         w.reuse.push(reuse);
+                        w.estimates.push(e);
                         w.ends.push(w.suffixes.len());
                         w.meta_ends.push(w.metas.len());
                     }
@@ -387,8 +471,9 @@ fn render_sessions<'py>(
     // The pieces of a chain are consecutive: put each chain back together.
     let mut out: Vec<ChainResult<'py>> = Vec::with_capacity(chains.len());
     let mut parts = pieces.iter().zip(made.into_iter().zip(written)).peekable();
-    for c in 0..chains.len() {
+    for (c, (_, _, which)) in chains.iter().enumerate() {
         let (mut bodies, mut metas, mut reused) = (Vec::new(), Vec::new(), Vec::new());
+        let mut estimates: Vec<Option<Py<PyEstimate>>> = Vec::new();
         let mut failed: Option<String> = None;
         while let Some((_, (made, w))) = parts.next_if(|(p, _)| p.0 == c) {
             match w {
@@ -400,6 +485,11 @@ fn render_sessions<'py>(
                         }));
                     }
                     reused.extend(w.reuse.iter().map(Reuse::bytes));
+                    for e in w.estimates {
+                        let k = estimates.len();
+                        let frame = frames.get(which[k]).and_then(Option::as_ref);
+                        estimates.push(estimate_object(py, e, frame)?);
+                    }
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -408,8 +498,18 @@ fn render_sessions<'py>(
             }
         }
         out.push(match failed {
-            None => (bodies.into_pyobject(py)?.into_any(), metas, reused),
-            Some(e) => (e.into_pyobject(py)?.into_any(), Vec::new(), Vec::new()),
+            None => (
+                bodies.into_pyobject(py)?.into_any(),
+                metas,
+                reused,
+                estimates,
+            ),
+            Some(e) => (
+                e.into_pyobject(py)?.into_any(),
+                Vec::new(),
+                Vec::new(),
+                Vec::new(),
+            ),
         });
     }
     Ok(out)

@@ -231,7 +231,8 @@ pub fn tail(w: &mut Json, opts: &Options<'_>, tool_bp: bool) {
     w.raw("}");
 }
 
-fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, ttl: Option<&str>) {
+/// One content block, with a breakpoint when `bp`.
+pub fn block(w: &mut Json, b: &NBlock<'_>, bp: bool, ttl: Option<&str>) {
     open_block(w, b, Fields::Wire);
     if bp {
         cache_control(w, ttl);

@@ -12,7 +12,7 @@
 //! Tool schemas go in `parametersJsonSchema`, which takes full JSON Schema.
 
 use super::input::Options;
-use super::neutral::{NBlock, NRole, Neutral};
+use super::neutral::{BlockRef, NBlock, NRole, Neutral};
 use super::{view, Head, Plan, State, Sys, Unit, Wire, OPENING_PLACEHOLDER};
 use crate::json::Json;
 
@@ -96,79 +96,103 @@ pub fn unit(w: &mut Json, role: NRole, blocks: &[NBlock<'_>], merged: &[usize], 
         NRole::Assistant => "{\"role\":\"model\",\"parts\":[",
     });
     let mut fp = true;
-    let mut signature: Option<&str> = None;
+    for_parts(blocks, merged, |b, signature| {
+        w.sep(&mut fp);
+        part(w, b, signature.map(|t| t.thinking().1.esc));
+    });
+    w.raw("]}");
+    st.count += 1 + merged.len();
+}
+
+/// Call `f` with each block of a content that is a part, in order, and the thought
+/// signature that rides on it: a signature (a thinking block) goes with the part after
+/// it in its message, never into the next message (`merged`: where one begins).
+pub fn for_parts<'b, 'c>(
+    blocks: &'b [NBlock<'c>],
+    merged: &[usize],
+    mut f: impl FnMut(&'b NBlock<'c>, Option<&'b BlockRef<'c>>),
+) {
+    let mut signature: Option<&'b BlockRef<'c>> = None;
     for (bi, b) in blocks.iter().enumerate() {
         if merged.contains(&bi) {
-            // A signature is its own message's: it never rides into the next one.
             signature = None;
         }
         if let NBlock::Thinking(t) = b {
-            signature = Some(t.thinking().1.esc);
+            signature = Some(t);
             continue;
         }
-        w.sep(&mut fp);
-        match b {
-            NBlock::Text(t) => {
-                w.raw("{\"text\":");
-                t.write(w);
-            }
-            NBlock::Image(img) => {
-                let src = img.image();
-                if src.is_url() {
-                    w.raw("{\"fileData\":{\"mimeType\":");
-                    w.pre_str(src.media_type.esc);
-                    w.field_pre("fileUri", src.url.esc);
-                } else {
-                    w.raw("{\"inlineData\":{\"mimeType\":");
-                    w.pre_str(src.media_type.esc);
-                    w.field_pre("data", src.data.esc);
-                }
-                w.raw("}");
-            }
-            NBlock::ToolUse(call) => {
-                w.raw("{\"functionCall\":{\"id\":");
-                call.write_id(w);
-                w.field_pre("name", call.name().esc);
-                w.raw(",\"args\":");
-                w.raw(call.item.args_json());
-                w.raw("}");
-            }
-            NBlock::ToolResult(call) => {
-                w.raw("{\"functionResponse\":{\"id\":");
-                call.write_id(w);
-                w.field_pre("name", call.name().esc);
-                w.raw(if call.is_error() {
-                    ",\"response\":{\"error\":"
-                } else {
-                    ",\"response\":{\"output\":"
-                });
-                w.pre_str(call.content().esc);
-                w.raw("}}");
-            }
-            NBlock::Thinking(_) | NBlock::Redacted(_) | NBlock::Compaction(_) => {}
+        f(b, signature.take());
+    }
+}
+
+/// One part, with the (escaped) thought signature that rides on it.
+pub fn part(w: &mut Json, b: &NBlock<'_>, signature: Option<&str>) {
+    match b {
+        NBlock::Text(t) => {
+            w.raw("{\"text\":");
+            t.write(w);
         }
-        if let Some(s) = signature.take() {
-            w.field_pre("thoughtSignature", s);
+        NBlock::Image(img) => {
+            let src = img.image();
+            if src.is_url() {
+                w.raw("{\"fileData\":{\"mimeType\":");
+                w.pre_str(src.media_type.esc);
+                w.field_pre("fileUri", src.url.esc);
+            } else {
+                w.raw("{\"inlineData\":{\"mimeType\":");
+                w.pre_str(src.media_type.esc);
+                w.field_pre("data", src.data.esc);
+            }
+            w.raw("}");
         }
+        NBlock::ToolUse(call) => {
+            w.raw("{\"functionCall\":{\"id\":");
+            call.write_id(w);
+            w.field_pre("name", call.name().esc);
+            w.raw(",\"args\":");
+            w.raw(call.item.args_json());
+            w.raw("}");
+        }
+        NBlock::ToolResult(call) => {
+            w.raw("{\"functionResponse\":{\"id\":");
+            call.write_id(w);
+            w.field_pre("name", call.name().esc);
+            w.raw(if call.is_error() {
+                ",\"response\":{\"error\":"
+            } else {
+                ",\"response\":{\"output\":"
+            });
+            w.pre_str(call.content().esc);
+            w.raw("}}");
+        }
+        // Not parts (the view keeps only signatures of these, see `for_parts`).
+        NBlock::Thinking(_) | NBlock::Redacted(_) | NBlock::Compaction(_) => {}
+    }
+    if let Some(s) = signature {
+        w.field_pre("thoughtSignature", s);
+    }
+    w.raw("}");
+}
+
+/// The system blocks as the `systemInstruction` object.
+pub fn system_instruction(w: &mut Json, sys: &[Sys<'_>]) {
+    w.raw("{\"parts\":[");
+    let mut first = true;
+    for s in sys {
+        w.sep(&mut first);
+        w.raw("{\"text\":");
+        s.text.write(w);
         w.raw("}");
     }
     w.raw("]}");
-    st.count += 1 + merged.len();
 }
 
 /// The end of the contents, the system instruction, the tools, the extra fields.
 pub fn tail(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>]) {
     w.raw("]");
     if !sys.is_empty() {
-        w.raw(",\"systemInstruction\":{\"parts\":[");
-        let mut first = true;
-        for s in sys {
-            w.sep(&mut first);
-            w.raw("{\"text\":");
-            s.text.write(w);
-            w.raw("}");
-        }
-        w.raw("]}");
+        w.raw(",\"systemInstruction\":");
+        system_instruction(w, sys);
     }
     if !opts.tools.is_empty() {
         w.raw(",\"tools\":[{\"functionDeclarations\":[");

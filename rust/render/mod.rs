@@ -16,6 +16,7 @@ pub mod openai_responses;
 pub mod session;
 
 use crate::commit::{self, ImageSource, Shared};
+use crate::estimate::{self, Estimate, Frame};
 use crate::json::Json;
 use input::Options;
 use neutral::{NBlock, NRole, Neutral, Txt};
@@ -55,10 +56,12 @@ impl Wire {
     }
 }
 
-/// A rendered request: the body as sent, and a small JSON breakdown for `--explain`.
+/// A rendered request: the body as sent, a small JSON breakdown for `--explain`, and
+/// the billed-prompt estimate when one was asked for (`crate::estimate`).
 pub struct Rendered {
     pub body: Vec<u8>,
     pub meta: Vec<u8>,
+    pub estimate: Option<Estimate>,
 }
 
 /// One system-prompt block and its layer (0 = session constant, 1 = situation).
@@ -89,10 +92,10 @@ pub fn system_blocks<'a>(opts: &'a Options<'a>, n: &Neutral<'a>) -> Vec<Sys<'a>>
                 });
             }
         }
-        for &(text, l) in &n.system {
+        for &(item, l) in &n.system {
             if l == layer {
                 out.push(Sys {
-                    text: Txt::Pre(text),
+                    text: Txt::Item(item),
                     layer,
                 });
             }
@@ -610,6 +613,18 @@ pub fn write_request(
     options_bytes: &[u8],
     buf: Vec<u8>,
 ) -> Result<Rendered, String> {
+    write_request_estimated(wire, items, options_bytes, buf, None)
+}
+
+/// `write_request`, with the request's estimate under `frame` when one is given: made
+/// from the same plan, in the same call.
+pub fn write_request_estimated(
+    wire: Wire,
+    items: &[Shared],
+    options_bytes: &[u8],
+    buf: Vec<u8>,
+    frame: Option<&Frame>,
+) -> Result<Rendered, String> {
     let opts = input::parse_options(options_bytes)?;
     let n = neutral_of(items);
     let plan = Plan::new(wire, &opts, &n);
@@ -621,6 +636,7 @@ pub fn write_request(
     Ok(Rendered {
         body,
         meta: meta.finish(),
+        estimate: frame.map(|f| estimate::estimate(&plan, f)),
     })
 }
 

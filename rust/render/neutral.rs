@@ -57,13 +57,17 @@ pub enum NRole {
 
 /// Text of a neutral block: an item's string, or text made from item strings, or text
 /// of the renderer's own.  Item strings are written from their escaped forms (made once
-/// per item); only the renderer's own text is escaped when written.
+/// per item); only the renderer's own text is escaped when written.  Each item text
+/// names the item it is read from, so what is worked out once per item (its token
+/// counts, `crate::estimate`) is found from the block.
 #[derive(Debug, Clone)]
 pub enum Txt<'c> {
-    /// An item's string.
-    Pre(S<'c>),
+    /// An item's `rendered` text.
+    Item(Item<'c>),
+    /// The text of an item's text block.
+    Block(BlockRef<'c>),
     /// A summary item's text after `SUMMARY_PREFIX`.
-    Summary(S<'c>),
+    Summary(Item<'c>),
     /// A tool item whose pairing is missing, as user text:
     /// `[tool NAME called with INPUT; result]` (or `; error]`), a newline, the result.
     Degraded(Item<'c>),
@@ -72,21 +76,31 @@ pub enum Txt<'c> {
     Own(Cow<'c, str>),
 }
 
-impl Txt<'_> {
+impl<'c> Txt<'c> {
+    /// The item string the text is, for the kinds that are one.
+    #[inline]
+    pub fn item_str(&self) -> Option<S<'c>> {
+        match self {
+            Txt::Item(item) => Some(item.rendered()),
+            Txt::Block(b) => Some(b.text()),
+            _ => None,
+        }
+    }
+
     /// Whether the text is empty.
     pub fn is_empty(&self) -> bool {
         match self {
-            Txt::Pre(s) => s.is_empty(),
+            Txt::Item(_) | Txt::Block(_) => self.item_str().is_none_or(|s| s.is_empty()),
             Txt::Summary(_) | Txt::Degraded(_) => false,
             Txt::Own(t) => t.is_empty(),
         }
     }
 
     /// The text as it is (assembled for the made-up kinds; unescaped: rarely needed).
-    pub fn raw(&self) -> Cow<'_, str> {
+    pub fn raw(&self) -> Cow<'c, str> {
         match self {
-            Txt::Pre(s) => s.raw(),
-            Txt::Summary(s) => Cow::Owned(format!("{SUMMARY_PREFIX}{}", s.raw())),
+            Txt::Item(_) | Txt::Block(_) => self.item_str().unwrap_or_default().raw(),
+            Txt::Summary(item) => Cow::Owned(format!("{SUMMARY_PREFIX}{}", item.rendered().raw())),
             Txt::Degraded(item) => {
                 let mut s = format!("[tool {}", item.name().raw());
                 if !item.tool_input().is_empty() {
@@ -101,17 +115,18 @@ impl Txt<'_> {
                 s.push_str(&item.rendered().raw());
                 Cow::Owned(s)
             }
-            Txt::Own(t) => Cow::Borrowed(t),
+            Txt::Own(t) => t.clone(),
         }
     }
 
     /// Append the text JSON-escaped, without quotes.
     pub fn write_inner(&self, w: &mut Json) {
         match self {
-            Txt::Pre(s) => w.pre(s.esc),
-            Txt::Summary(s) => {
+            Txt::Item(item) => w.pre(item.rendered().esc),
+            Txt::Block(b) => w.pre(b.text().esc),
+            Txt::Summary(item) => {
                 w.raw(SUMMARY_PREFIX);
-                w.pre(s.esc);
+                w.pre(item.rendered().esc);
             }
             Txt::Degraded(item) => {
                 // The literal parts need no escaping except the newline.
@@ -140,15 +155,17 @@ impl Txt<'_> {
     }
 
     /// Whether `other` is provably written as the same bytes (see `NBlock::same`):
-    /// the same kind of text with the same escaped strings, or of the same item.
+    /// item strings (of either kind) that are equal, summaries of equal strings, the
+    /// same degraded item, or equal own texts.
     pub fn same(&self, other: &Txt<'_>) -> bool {
         match (self, other) {
-            (Txt::Pre(a), Txt::Pre(b)) | (Txt::Summary(a), Txt::Summary(b)) => {
-                same_str(a.esc, b.esc)
-            }
+            (Txt::Summary(a), Txt::Summary(b)) => same_str(a.rendered().esc, b.rendered().esc),
             (Txt::Degraded(a), Txt::Degraded(b)) => a.same(b),
             (Txt::Own(a), Txt::Own(b)) => same_str(a, b),
-            _ => false,
+            _ => match (self.item_str(), other.item_str()) {
+                (Some(a), Some(b)) => same_str(a.esc, b.esc),
+                _ => false,
+            },
         }
     }
 }
@@ -225,6 +242,14 @@ pub struct BlockRef<'c> {
 }
 
 impl<'c> BlockRef<'c> {
+    /// The text of a text block.
+    pub fn text(&self) -> S<'c> {
+        match self.item.block(self.i) {
+            Block::Text(t) => t,
+            _ => S::default(),
+        }
+    }
+
     /// The image of an image block.
     pub fn image(&self) -> ImageSource<'c> {
         match self.item.block(self.i) {
@@ -308,7 +333,7 @@ pub struct NMsg {
 pub struct Neutral<'c> {
     /// Texts of system items with their layer: 0 (session constant) for those before
     /// the first message, 1 (situation) for those that arrive later.
-    pub system: Vec<(S<'c>, u8)>,
+    pub system: Vec<(Item<'c>, u8)>,
     /// The blocks of all messages, in order, in one vector (one allocation, not one per
     /// message); `messages` cuts it into messages.
     pub blocks: Vec<NBlock<'c>>,
@@ -426,7 +451,7 @@ impl<'c> Builder<'c> {
     fn user(&mut self, item: Item<'c>) {
         self.flush();
         if !item.rendered().is_empty() {
-            self.push(NRole::User, NBlock::Text(Txt::Pre(item.rendered())));
+            self.push(NRole::User, NBlock::Text(Txt::Item(item)));
         }
         for (i, b) in item.blocks().enumerate() {
             if let Block::Image(_) = b {
@@ -445,10 +470,7 @@ impl<'c> Builder<'c> {
         }
         let mut any = false;
         if item.state() == State::Summary {
-            self.push(
-                NRole::Assistant,
-                NBlock::Text(Txt::Summary(item.rendered())),
-            );
+            self.push(NRole::Assistant, NBlock::Text(Txt::Summary(item)));
             any = true;
         } else {
             // Text blocks give the original block order, but only while they still say
@@ -457,7 +479,9 @@ impl<'c> Builder<'c> {
             for (i, b) in item.blocks().enumerate() {
                 let i = i as u32;
                 let block = match b {
-                    Block::Text(t) if use_blocks && !t.is_empty() => NBlock::Text(Txt::Pre(t)),
+                    Block::Text(t) if use_blocks && !t.is_empty() => {
+                        NBlock::Text(Txt::Block(BlockRef { item, i }))
+                    }
                     Block::Thinking { .. } => NBlock::Thinking(BlockRef { item, i }),
                     Block::Redacted(data) => NBlock::Redacted(data),
                     Block::Compaction(_) => NBlock::Compaction(BlockRef { item, i }),
@@ -467,7 +491,7 @@ impl<'c> Builder<'c> {
                 any = true;
             }
             if !use_blocks && !item.rendered().is_empty() {
-                self.push(NRole::Assistant, NBlock::Text(Txt::Pre(item.rendered())));
+                self.push(NRole::Assistant, NBlock::Text(Txt::Item(item)));
                 any = true;
             }
         }
@@ -587,7 +611,7 @@ pub fn build<'c>(items: &'c [Shared]) -> Neutral<'c> {
             Role::System if state != State::Summary => {
                 if !item.rendered().is_empty() {
                     let layer = u8::from(!b.out.messages.is_empty() || !b.pending.is_empty());
-                    b.out.system.push((item.rendered(), layer));
+                    b.out.system.push((item, layer));
                 }
             }
             Role::User => b.user(item),

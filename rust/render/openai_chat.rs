@@ -6,7 +6,7 @@
 //! blocks are not sent (Chat has no field for them); images only in user messages.
 
 use super::input::Options;
-use super::neutral::{write_joined, NBlock, NRole, Neutral, Txt};
+use super::neutral::{write_joined, Call, NBlock, NRole, Neutral, Txt};
 use super::{view, Head, Plan, State, Sys, Wire};
 use crate::commit::ImageSource;
 use crate::json::Json;
@@ -132,11 +132,79 @@ pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.raw(",\"messages\":[");
     if !sys.is_empty() {
         w.sep(&mut st.first);
-        w.raw("{\"role\":\"system\",\"content\":");
-        write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
-        w.raw("}");
+        system_message(w, sys);
         st.count += 1;
     }
+}
+
+/// The system text as one `system` message (the texts joined).
+pub fn system_message(w: &mut Json, sys: &[Sys<'_>]) {
+    w.raw("{\"role\":\"system\",\"content\":");
+    write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
+    w.raw("}");
+}
+
+/// A tool result as a `tool` message.
+pub fn tool_message(w: &mut Json, call: &Call<'_>) {
+    w.raw("{\"role\":\"tool\",\"tool_call_id\":");
+    call.write_id(w);
+    w.field_pre("content", call.content().esc);
+    w.raw("}");
+}
+
+/// What a user message sends besides its tool results: its first such block, and
+/// whether there are more (`None`: nothing, no message).
+pub fn user_content<'b, 'c>(blocks: &'b [NBlock<'c>]) -> Option<(&'b NBlock<'c>, bool)> {
+    // Counted, not collected: this runs once per message.
+    let mut rest = blocks
+        .iter()
+        .filter(|b| !matches!(b, NBlock::ToolResult(_)));
+    rest.next().map(|one| (one, rest.next().is_some()))
+}
+
+/// A user message of a unit's blocks other than tool results (`user_content` says
+/// there are some): one text as a string, else content parts.
+pub fn user_message(w: &mut Json, blocks: &[NBlock<'_>], one: &NBlock<'_>, more: bool) {
+    w.raw("{\"role\":\"user\",\"content\":");
+    if let (NBlock::Text(t), false) = (one, more) {
+        t.write(w);
+    } else {
+        w.raw("[");
+        content_parts(w, blocks, CHAT_PARTS);
+        w.raw("]");
+    }
+    w.raw("}");
+}
+
+/// An assistant message: its texts joined (or `null`) and its `tool_calls`.
+pub fn assistant_message(w: &mut Json, blocks: &[NBlock<'_>]) {
+    w.raw("{\"role\":\"assistant\",\"content\":");
+    let text = texts(blocks);
+    if text.clone().next().is_none() {
+        w.raw("null");
+    } else {
+        write_joined(w, text, TEXT_JOIN);
+    }
+    let mut fc = true;
+    for b in blocks {
+        if let NBlock::ToolUse(call) = b {
+            if fc {
+                w.raw(",\"tool_calls\":[");
+            }
+            w.sep(&mut fc);
+            w.raw("{\"id\":");
+            call.write_id(w);
+            w.raw(",\"type\":\"function\",\"function\":{\"name\":");
+            w.pre_str(call.name().esc);
+            w.raw(",\"arguments\":");
+            w.pre_str(call.item.args().esc);
+            w.raw("}}");
+        }
+    }
+    if !fc {
+        w.raw("]");
+    }
+    w.raw("}");
 }
 
 /// One neutral message: a user message's tool results as `tool` messages, then its
@@ -147,61 +215,19 @@ pub fn unit(w: &mut Json, role: NRole, blocks: &[NBlock<'_>], st: &mut State) {
             for b in blocks {
                 if let NBlock::ToolResult(call) = b {
                     w.sep(&mut st.first);
-                    w.raw("{\"role\":\"tool\",\"tool_call_id\":");
-                    call.write_id(w);
-                    w.field_pre("content", call.content().esc);
-                    w.raw("}");
+                    tool_message(w, call);
                     st.count += 1;
                 }
             }
-            // Counted, not collected: this runs once per message.
-            let mut rest = blocks
-                .iter()
-                .filter(|b| !matches!(b, NBlock::ToolResult(_)));
-            let (Some(one), more) = (rest.next(), rest.next().is_some()) else {
-                return;
-            };
-            w.sep(&mut st.first);
-            w.raw("{\"role\":\"user\",\"content\":");
-            if let (NBlock::Text(t), false) = (one, more) {
-                t.write(w);
-            } else {
-                w.raw("[");
-                content_parts(w, blocks, CHAT_PARTS);
-                w.raw("]");
+            if let Some((one, more)) = user_content(blocks) {
+                w.sep(&mut st.first);
+                user_message(w, blocks, one, more);
+                st.count += 1;
             }
-            w.raw("}");
-            st.count += 1;
         }
         NRole::Assistant => {
             w.sep(&mut st.first);
-            w.raw("{\"role\":\"assistant\",\"content\":");
-            let text = texts(blocks);
-            if text.clone().next().is_none() {
-                w.raw("null");
-            } else {
-                write_joined(w, text, TEXT_JOIN);
-            }
-            let mut fc = true;
-            for b in blocks {
-                if let NBlock::ToolUse(call) = b {
-                    if fc {
-                        w.raw(",\"tool_calls\":[");
-                    }
-                    w.sep(&mut fc);
-                    w.raw("{\"id\":");
-                    call.write_id(w);
-                    w.raw(",\"type\":\"function\",\"function\":{\"name\":");
-                    w.pre_str(call.name().esc);
-                    w.raw(",\"arguments\":");
-                    w.pre_str(call.item.args().esc);
-                    w.raw("}}");
-                }
-            }
-            if !fc {
-                w.raw("]");
-            }
-            w.raw("}");
+            assistant_message(w, blocks);
             st.count += 1;
         }
     }

@@ -10,7 +10,7 @@
 //! and bill the history before it again.
 
 use super::input::Options;
-use super::neutral::{write_joined, NBlock, NRole, Neutral};
+use super::neutral::{write_joined, BlockRef, Call, NBlock, NRole, Neutral};
 use super::openai_chat::{content_parts, finish, keep, texts, PartShapes, TEXT_JOIN};
 use super::{view, Head, Plan, State, Sys, Wire};
 use crate::json::Json;
@@ -50,65 +50,86 @@ pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], _st: &mut State) {
     w.raw(",\"input\":[");
 }
 
+/// A tool result as a `function_call_output` item.
+pub fn function_call_output(w: &mut Json, call: &Call<'_>) {
+    w.raw("{\"type\":\"function_call_output\",\"call_id\":");
+    call.write_id(w);
+    w.field_pre("output", call.content().esc);
+    w.raw("}");
+}
+
+/// A user message item of a unit's text and image blocks (other blocks skipped).
+pub fn user_message(w: &mut Json, blocks: &[NBlock<'_>]) {
+    w.raw("{\"type\":\"message\",\"role\":\"user\",\"content\":[");
+    content_parts(w, blocks, RESPONSES_PARTS);
+    w.raw("]}");
+}
+
+/// An OpenAI compaction item, as Codex sends it back: its encrypted state, without the
+/// item id.
+pub fn compaction_item(w: &mut Json, c: &BlockRef<'_>) {
+    w.raw("{\"type\":\"compaction\",\"encrypted_content\":");
+    w.pre_str(c.compaction().encrypted_content.esc);
+    w.raw("}");
+}
+
+/// An assistant message item of a unit's texts, joined.
+pub fn assistant_message(w: &mut Json, blocks: &[NBlock<'_>]) {
+    w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
+    write_joined(w, texts(blocks), TEXT_JOIN);
+    w.raw("}");
+}
+
+/// A call as a `function_call` item.
+pub fn function_call(w: &mut Json, call: &Call<'_>) {
+    w.raw("{\"type\":\"function_call\",\"call_id\":");
+    call.write_id(w);
+    w.field_pre("name", call.name().esc);
+    w.field_pre("arguments", call.item.args().esc);
+    w.raw("}");
+}
+
+/// How many text and image blocks a unit has (what its message item holds).
+pub fn parts(blocks: &[NBlock<'_>]) -> usize {
+    blocks
+        .iter()
+        .filter(|b| matches!(b, NBlock::Text(_) | NBlock::Image(_)))
+        .count()
+}
+
 /// One neutral message as input items: a user message's results as
 /// `function_call_output`s, then its content as a message; an assistant message's
 /// compaction item, its text as a message, then its `function_call`s.
 pub fn unit(w: &mut Json, role: NRole, blocks: &[NBlock<'_>], st: &mut State) {
+    let mut item = |w: &mut Json, write: &dyn Fn(&mut Json)| {
+        w.sep(&mut st.first);
+        write(w);
+        st.count += 1;
+    };
     match role {
         NRole::User => {
-            let mut parts = 0usize;
             for b in blocks {
-                match b {
-                    NBlock::ToolResult(call) => {
-                        w.sep(&mut st.first);
-                        w.raw("{\"type\":\"function_call_output\",\"call_id\":");
-                        call.write_id(w);
-                        w.field_pre("output", call.content().esc);
-                        w.raw("}");
-                        st.count += 1;
-                    }
-                    NBlock::Text(_) | NBlock::Image(_) => parts += 1,
-                    _ => {}
+                if let NBlock::ToolResult(call) = b {
+                    item(w, &|w| function_call_output(w, call));
                 }
             }
-            if parts == 0 {
-                return;
+            if parts(blocks) > 0 {
+                item(w, &|w| user_message(w, blocks));
             }
-            w.sep(&mut st.first);
-            w.raw("{\"type\":\"message\",\"role\":\"user\",\"content\":[");
-            content_parts(w, blocks, RESPONSES_PARTS);
-            w.raw("]}");
-            st.count += 1;
         }
         NRole::Assistant => {
-            // A compaction item opens the view's first message (`from_last`); it is
-            // sent as Codex sends it back: its encrypted state, without the item id.
+            // A compaction item opens the view's first message (`from_last`).
             for b in blocks {
                 if let NBlock::Compaction(c) = b {
-                    w.sep(&mut st.first);
-                    w.raw("{\"type\":\"compaction\",\"encrypted_content\":");
-                    w.pre_str(c.compaction().encrypted_content.esc);
-                    w.raw("}");
-                    st.count += 1;
+                    item(w, &|w| compaction_item(w, c));
                 }
             }
-            let text = texts(blocks);
-            if text.clone().next().is_some() {
-                w.sep(&mut st.first);
-                w.raw("{\"type\":\"message\",\"role\":\"assistant\",\"content\":");
-                write_joined(w, text, TEXT_JOIN);
-                w.raw("}");
-                st.count += 1;
+            if texts(blocks).next().is_some() {
+                item(w, &|w| assistant_message(w, blocks));
             }
             for b in blocks {
                 if let NBlock::ToolUse(call) = b {
-                    w.sep(&mut st.first);
-                    w.raw("{\"type\":\"function_call\",\"call_id\":");
-                    call.write_id(w);
-                    w.field_pre("name", call.name().esc);
-                    w.field_pre("arguments", call.item.args().esc);
-                    w.raw("}");
-                    st.count += 1;
+                    item(w, &|w| function_call(w, call));
                 }
             }
         }

@@ -17,6 +17,7 @@
 use super::input::Options;
 use super::{body_estimate, neutral_of, write_meta, Mark, Plan, Rendered, Wire};
 use crate::commit::Shared;
+use crate::estimate::{self, Estimate, Frame};
 use crate::json::Json;
 
 /// How a body rendered by [`Session::next`] is made of the previous body: its first
@@ -60,14 +61,16 @@ impl<'a> Session<'a> {
 
     /// Render the next request: its body is exactly `render_request`'s for these items
     /// and options, made as the returned `Reuse` says from the previous body and what
-    /// is appended to `out`; its breakdown is appended to `meta` if given.
+    /// is appended to `out`; its breakdown is appended to `meta` if given, and its
+    /// estimate under `frame` is made from the same plan if one is given.
     pub fn next(
         &mut self,
         items: &'a [Shared],
         opts: &'a Options<'a>,
         out: &mut Vec<u8>,
         meta: Option<&mut Vec<u8>>,
-    ) -> Reuse {
+        frame: Option<&Frame>,
+    ) -> (Reuse, Option<Estimate>) {
         let n = neutral_of(items);
         let plan = Plan::new(self.wire, opts, &n);
         let mut marks = Vec::with_capacity(plan.units.len() + 1);
@@ -110,13 +113,14 @@ impl<'a> Session<'a> {
             write_meta(&mut m, &plan, &n, st, len);
             *meta = m.finish();
         }
+        let estimate = frame.map(|f| estimate::estimate(&plan, f));
         self.prev = Some(Prev {
             plan,
             opts,
             marks,
             len,
         });
-        reuse
+        (reuse, estimate)
     }
 }
 
@@ -142,10 +146,18 @@ pub fn render_session<'a>(
     let mut out: Vec<(Rendered, Reuse)> = Vec::with_capacity(requests.len());
     for &(items, opts) in requests {
         let (mut new, mut meta) = (Vec::new(), Vec::new());
-        let reuse = s.next(items, opts, &mut new, Some(&mut meta));
+        let (reuse, _) = s.next(items, opts, &mut new, Some(&mut meta), None);
         let prev = out.last().map_or(&[][..], |(r, _)| &r.body[..]);
         let body = assemble(prev, reuse, &new);
-        out.push((Rendered { body, meta }, reuse));
+        let estimate = None;
+        out.push((
+            Rendered {
+                body,
+                meta,
+                estimate,
+            },
+            reuse,
+        ));
     }
     out
 }

@@ -28,7 +28,8 @@ SEEDS = {p.stem: p.read_bytes() for p in sorted(DATA.glob("*.msgpack"))}
 WIRES = ["anthropic", "openai-chat", "openai-responses", "gemini"]
 
 
-def _digest(body: bytes, meta: bytes) -> str:
+def _digest(body: bytes, meta: bytes, estimate: object = None) -> str:
+    assert estimate is None  # none asked for (no estimate frame)
     return hashlib.sha256(body + b"\0" + meta).hexdigest()
 
 

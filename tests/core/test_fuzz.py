@@ -15,18 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import commit_strategies
 from ctxrules import _core
 from ctxrules.errors import RenderError
 from ctxrules.model import (
-    CompactionBlock,
     ContextCommit,
     ContextItem,
-    ImageBlock,
-    ImageSource,
-    RedactedThinkingBlock,
-    TextBlock,
-    ThinkingBlock,
-    ToolUseBlock,
 )
 from ctxrules.render import render, render_batch, render_context
 from fuzz_core import run
@@ -39,60 +33,7 @@ def test_mutated_commits_give_bodies_or_typed_errors():
     assert tally["commits"] == 1_500 and tally["bodies"] > 0 and tally["errors"] > 0
 
 
-# Few ids, so calls, callers and repeats collide; text with every kind of character
-# JSON must escape (lone surrogates are not UTF-8 and have their own test).
-_ids = st.sampled_from(["a1", "a2", "u1", "t1", "c1", "c1_2", 'q"x'])
-_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
-_blocks = st.lists(
-    st.one_of(
-        st.builds(TextBlock, text=_text),
-        st.builds(
-            ThinkingBlock, thinking=_text, signature=_text, vendor=st.sampled_from(["", "gemini"])
-        ),
-        st.builds(RedactedThinkingBlock, data=_text),
-        st.builds(
-            ImageBlock,
-            source=st.builds(
-                ImageSource,
-                type=st.sampled_from(["base64", "url"]),
-                media_type=_text,
-                data=_text,
-                url=_text,
-            ),
-        ),
-        st.builds(
-            CompactionBlock,
-            content=st.none() | _text,
-            encrypted_content=st.none() | _text,
-            signature=st.none() | _text,
-            tool_changes=st.none() | st.lists(st.dictionaries(_text, _text, max_size=2)),
-            id=_ids,
-            vendor=st.sampled_from(["", "openai", "gemini"]),
-        ),
-        st.builds(
-            ToolUseBlock,
-            id=_ids,
-            name=_text,
-            input=st.dictionaries(_text, st.integers(-(2**63), 2**63 - 1), max_size=2),
-        ),
-    ),
-    max_size=3,
-).map(tuple)
-_items = st.builds(
-    ContextItem,
-    source_node_id=_ids,
-    role=st.sampled_from(["user", "assistant", "tool", "system"]),
-    state=st.sampled_from(["full", "aged", "cleared", "summarized", "summary"]),
-    rendered=_text,
-    tokens=st.integers(0, 2**40),
-    name=_text,
-    caller=st.none() | _ids,
-    tool_use_id=st.none() | _ids,
-    tool_input=st.one_of(_text, st.just('{"path": "."}'), st.just("{}")),
-    is_error=st.booleans(),
-    attached_from=st.none() | st.just("cc_x"),
-    blocks=_blocks,
-)
+_items = commit_strategies.items()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

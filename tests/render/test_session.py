@@ -82,7 +82,7 @@ class Spy:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         out = self.real(*args, **kwargs)
-        self.reused += sum(sum(reused) for _, _, reused in out)
+        self.reused += sum(sum(reused) for _, _, reused, _ in out)
         return out
 
     real = staticmethod(_core.render_sessions)
@@ -272,7 +272,7 @@ def test_fewer_sessions_than_threads_are_cut_into_pieces(monkeypatch):
 
     def spy(*args: Any, **kwargs: Any) -> Any:
         out = real(*args, **kwargs)
-        seen.extend(reused for _, _, reused in out)
+        seen.extend(reused for _, _, reused, _ in out)
         return out
 
     monkeypatch.setattr(_core, "render_sessions", spy)

@@ -13,21 +13,26 @@ from typing import Any
 
 import msgspec
 
-from .base import PromptTooLong, Provider, Usage
+from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .estimate import (
+    EstimateFrame,
     PromptEstimate,
     SegmentBuilder,
     compact_json,
+    estimate_frame,
     spaced_json,
     strip_cache_control,
+    tool_unit,
+    wire_tools,
 )
-from .images import anthropic_image_tokens, decoded_image_size
+from .images import ANTHROPIC_IMAGE_RULE, anthropic_image_tokens, decoded_image_size
 from .models import ModelProfile
 
 __all__ = [
     "ANTHROPIC_TOOL_BLOCK_TOKENS",
     "MAX_BREAKPOINTS",
     "AnthropicProvider",
+    "anthropic_frame",
     "estimate_anthropic",
     "validate_anthropic",
 ]
@@ -196,6 +201,45 @@ def _compacted_from(messages: list[Mapping[str, Any]]) -> tuple[int, int]:
     return 0, 0
 
 
+def _tool_prompt(profile: ModelProfile, choice: Any) -> int:
+    """The tool prompt of a request whose ``tool_choice`` is ``choice``."""
+    forced = isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
+    return profile.tool_prompt_tokens_forced if forced else profile.tool_prompt_tokens
+
+
+def _tool_text(tool: Mapping[str, Any]) -> str:
+    """A tool definition as it is counted: its JSON, cache marker left out."""
+    return spaced_json(strip_cache_control(tool))
+
+
+def anthropic_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
+    """What the core estimates an Anthropic request with (``estimate_frame``): a
+    segment per tool as the body declares it (``_tool_text``, the tool prompt on the
+    first), the framing of tool blocks, the image rule, and a top-level
+    ``cache_control`` among the extra fields (a breakpoint on the last block)."""
+    prompt = _tool_prompt(profile, options.extra.get("tool_choice"))
+    tools = [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            "input_schema": t.get("input_schema", {"type": "object", "properties": {}}),
+        }
+        for t in wire_tools(options.tools)
+    ]
+    marker = options.extra.get("cache_control")
+    return estimate_frame(
+        profile,
+        wire="anthropic-messages",
+        tools=[
+            tool_unit(t, structured=[_tool_text(t)], tool_prompt=prompt if i == 0 else 0)
+            for i, t in enumerate(tools)
+        ],
+        framing={"tool_block": ANTHROPIC_TOOL_BLOCK_TOKENS},
+        images=ANTHROPIC_IMAGE_RULE,
+        auto_breakpoint=_ttl({"cache_control": marker}) if isinstance(marker, Mapping) else None,
+    )
+
+
 def estimate_anthropic(
     body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
 ) -> PromptEstimate:
@@ -210,13 +254,11 @@ def estimate_anthropic(
     """
     u = SegmentBuilder()
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
-    choice = body.get("tool_choice")
-    forced = isinstance(choice, Mapping) and choice.get("type") in ("any", "tool")
-    prompt = profile.tool_prompt_tokens_forced if forced else profile.tool_prompt_tokens
+    prompt = _tool_prompt(profile, body.get("tool_choice"))
     for i, t in enumerate(tools):
         u.add(
             t,
-            structured=[spaced_json(strip_cache_control(t))],
+            structured=[_tool_text(t)],
             tool_prompt=prompt if i == 0 else 0,
             breakpoint=_ttl(t),
         )
@@ -345,3 +387,4 @@ class AnthropicProvider(Provider):
         return validate_anthropic(body)
 
     estimate_prompt = staticmethod(estimate_anthropic)
+    estimate_frame = staticmethod(anthropic_frame)

@@ -20,7 +20,7 @@ from .. import _core
 from ..errors import PromptTooLongError, ProviderError, RenderError, StreamError, VendorError
 from ..model import Context, ContextCommit, ContextItem, ToolSpec
 from .cache import CachePrediction, predict_cache
-from .estimate import PromptEstimate, estimate_generic
+from .estimate import Estimate, EstimateFrame, PromptEstimate, estimate_generic
 from .models import ModelProfile, resolve_model
 from .responses import ModelResponse, error_envelope, parse_response, response_dict
 from .streams import accumulate, is_event_stream
@@ -60,13 +60,18 @@ class RequestOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
 
 
 class RenderedRequest(msgspec.Struct, frozen=True, kw_only=True):
-    """A rendered request: the body bytes as sent, where they go, and a breakdown."""
+    """A rendered request: the body bytes as sent, where they go, a breakdown, and its
+    billed-prompt estimate when the render was asked for one (``estimate=True``): made
+    by the core with the body for the built-in wires (``RequestEstimate``), by the
+    provider's ``estimate_prompt`` otherwise.  Whoever needs the request's size reads
+    it here: nothing estimates a rendered request again."""
 
     provider: str
     model: str
     endpoint: str
     body: bytes
     meta: dict[str, Any] = {}
+    estimate: Estimate | None = None
 
 
 class PromptTooLong(PromptTooLongError):
@@ -80,6 +85,12 @@ class PromptTooLong(PromptTooLongError):
         )
         self.tokens = tokens
         self.limit = limit
+
+
+#: Estimate frames made (``Provider.frame``): per provider, render options (their JSON)
+#: and model profile, so a session's requests share one.
+_FRAMES: dict[tuple[type, str, bytes, int], tuple[ModelProfile, EstimateFrame | None]] = {}
+_MAX_FRAMES = 256
 
 
 def _int(v: Any) -> int:
@@ -189,7 +200,11 @@ class Provider:
         return self.adapt_options(options)
 
     def rendered(
-        self, options: RequestOptions, body: bytes, meta: dict[str, Any]
+        self,
+        options: RequestOptions,
+        body: bytes,
+        meta: dict[str, Any],
+        estimate: Estimate | None = None,
     ) -> RenderedRequest:
         """The ``RenderedRequest`` of a body rendered with ``wire_options(...)``."""
         return RenderedRequest(
@@ -198,21 +213,55 @@ class Provider:
             endpoint=self.endpoint(options.model),
             body=body,
             meta=meta,
+            estimate=estimate,
         )
 
-    def render(self, commit: ContextCommit | bytes, options: RequestOptions) -> RenderedRequest:
-        """Render ``commit`` into this provider's request body."""
+    def estimate_frame(
+        self, options: RequestOptions, profile: ModelProfile
+    ) -> EstimateFrame | None:
+        """What the core estimates this provider's requests with, for wire ``options``
+        and ``profile`` (``ctxrules.providers.estimate.estimate_frame``); ``None``: the
+        core does not estimate them, ``estimate_prompt`` does.  Built-ins fill it from
+        the constants and helpers their ``estimate_prompt`` uses."""
+        return None
+
+    def frame(self, options: RequestOptions, encoded: bytes) -> EstimateFrame | None:
+        """``estimate_frame`` of wire ``options`` (``encoded``: their JSON), made once
+        per provider, options and model profile."""
+        profile = self.model_profile(options.model)
+        key = (type(self), self.name, encoded, id(profile))
+        found = _FRAMES.get(key)
+        if found is None or found[0] is not profile:
+            if len(_FRAMES) >= _MAX_FRAMES:
+                _FRAMES.clear()
+            found = _FRAMES[key] = (profile, self.estimate_frame(options, profile))
+        return found[1]
+
+    def estimate_body(self, options: RequestOptions, body: bytes) -> PromptEstimate:
+        """The specification's estimate of a body this provider rendered with wire
+        ``options`` (for what the core does not estimate)."""
+        return self.estimate_prompt(msgspec.json.decode(body), self.model_profile(options.model))
+
+    def render(
+        self, commit: ContextCommit | bytes, options: RequestOptions, *, estimate: bool = False
+    ) -> RenderedRequest:
+        """Render ``commit`` into this provider's request body; with ``estimate``, its
+        billed-prompt estimate too (``RenderedRequest.estimate``), made from the same
+        plan in the same crossing for the built-in wires."""
         options = self.wire_options(options)
         # Items cross as the tuple itself: the core finds those it prepared before.
         data = commit if isinstance(commit, bytes) else commit.items
         where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
+        est: Estimate | None = None
         if self.wire is None:
             context = neutral_context(data, options, where=where)
             body = msgspec.json.encode(self.build_body(context, options))
             meta: dict[str, Any] = {"messages": len(context.messages), "body_bytes": len(body)}
         else:
+            encoded = msgspec.json.encode(options)
+            frame = self.frame(options, encoded) if estimate else None
             try:
-                body, raw_meta = _core.render_request(self.wire, data, msgspec.json.encode(options))
+                body, raw_meta, est = _core.render_request(self.wire, data, encoded, frame)
             except (ValueError, TypeError) as exc:
                 raise RenderError(
                     str(exc),
@@ -220,7 +269,9 @@ class Provider:
                     hint=BAD_COMMIT,
                 ) from None
             meta = msgspec.json.decode(raw_meta)
-        return self.rendered(options, body, meta)
+        if estimate and est is None:
+            est = self.estimate_body(options, body)
+        return self.rendered(options, body, meta, est)
 
     def parse_usage(self, response: Mapping[str, Any]) -> Usage | None:
         """Read the vendor's usage from a response body; ``None`` when it has none."""
@@ -299,8 +350,8 @@ class Provider:
 
     def predict_cache(
         self,
-        previous: PromptEstimate | None,
-        current: PromptEstimate,
+        previous: Estimate | None,
+        current: Estimate,
         *,
         elapsed: float | None,
         profile: ModelProfile,

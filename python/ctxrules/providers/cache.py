@@ -20,16 +20,20 @@ decide ``read_tokens`` (billed as cache reads) and ``write_tokens`` (cache write
 
 The previous request's cache is warm when the seconds between the two requests are at
 most the TTL; ``elapsed=None`` (times unknown) is taken as warm.
+
+The rules read an estimate through four things both kinds of estimate have (the
+specification's ``PromptEstimate`` and the core's ``RequestEstimate``, whose segments
+stay in the core): ``input_tokens``, ``breakpoints()``, ``cumulative(i)`` and
+``shared_prefix(previous)``.  A cache entry is a prefix of segments: an entry the
+previous request wrote at its segment ``i`` is the prefix this request has at ``i``
+exactly when the two share their first ``i + 1`` segments.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
-
 import msgspec
 
-from .estimate import PromptEstimate, Segment
+from .estimate import Estimate
 
 __all__ = [
     "ANTHROPIC_LOOKBACK_BLOCKS",
@@ -78,58 +82,31 @@ class CachePrediction(msgspec.Struct, frozen=True, kw_only=True):
     reason: str = ""
 
 
-def _prefix_hashes(segments: Sequence[Segment]) -> list[str]:
-    """Running hash of the segment keys: entry ``i`` identifies the prefix through ``i``."""
-    out, h = [], b""
-    for s in segments:
-        h = hashlib.blake2b(h + s.key.encode(), digest_size=16).digest()
-        out.append(h.hex())
-    return out
-
-
-def _cumulative(segments: Sequence[Segment]) -> list[int]:
-    out, total = [], 0
-    for s in segments:
-        total += s.tokens
-        out.append(total)
-    return out
-
-
-def shared_prefix(previous: PromptEstimate, current: PromptEstimate) -> tuple[int, int]:
+def shared_prefix(previous: Estimate, current: Estimate) -> tuple[int, int]:
     """(segments, tokens) at the start of ``current`` identical to ``previous``."""
-    n = 0
-    for a, b in zip(previous.segments, current.segments):
-        if a.key != b.key:
-            break
-        n += 1
-    return n, sum(s.tokens for s in current.segments[:n])
+    return current.shared_prefix(previous)
 
 
 def _warm(elapsed: float | None, ttl: float) -> bool:
     return elapsed is None or elapsed <= ttl
 
 
-def predict_none(
-    previous: PromptEstimate | None, current: PromptEstimate, **_: object
-) -> CachePrediction:
+def predict_none(previous: Estimate | None, current: Estimate, **_: object) -> CachePrediction:
     """A vendor without a prompt cache (or one ctxrules does not model)."""
     return CachePrediction(rule="none", reason="no prompt-cache rules known for this provider")
 
 
 def predict_anthropic(
-    previous: PromptEstimate | None,
-    current: PromptEstimate,
+    previous: Estimate | None,
+    current: Estimate,
     *,
     elapsed: float | None,
     min_tokens: int | None,
 ) -> CachePrediction:
     """Anthropic's explicit breakpoints, minimum cacheable length and TTL."""
     minimum = min_tokens or 0
-    cur = list(current.segments)
-    cum = _cumulative(cur)
-    hashes = _prefix_hashes(cur)
-    bps = [i for i, s in enumerate(cur) if s.breakpoint]
-    n_shared, shared = shared_prefix(previous, current) if previous else (0, 0)
+    bps = current.breakpoints()
+    n_shared, shared = current.shared_prefix(previous) if previous else (0, 0)
     base = CachePrediction(
         rule="anthropic-breakpoints",
         shared_tokens=shared,
@@ -141,24 +118,23 @@ def predict_anthropic(
         return msgspec.structs.replace(
             base, reason="no cache_control breakpoint: nothing is cached"
         )
-    cacheable = [i for i in bps if cum[i] >= minimum]
-    write_end = cum[cacheable[-1]] if cacheable else 0
+    cacheable = [cum for _, cum, _ in bps if cum >= minimum]
+    write_end = cacheable[-1] if cacheable else 0
     read, warm, ttl = 0, None, None
     if previous is not None:
-        prev = list(previous.segments)
-        pcum, phashes = _cumulative(prev), _prefix_hashes(prev)
-        # Entries the previous request wrote (or refreshed), with their TTLs.
-        entries: dict[str, tuple[int, float]] = {}
-        for i, s in enumerate(prev):
-            if s.breakpoint and pcum[i] >= minimum:
-                entries[phashes[i]] = (pcum[i], TTL_SECONDS.get(s.breakpoint, 300.0))
-        ttl = max((t for _, t in entries.values()), default=None)
-        alive = {h: n for h, (n, t) in entries.items() if _warm(elapsed, t)}
+        # Entries the previous request wrote (or refreshed), by segment, with their TTLs.
+        entries = {
+            i: TTL_SECONDS.get(t, 300.0) for i, cum, t in previous.breakpoints() if cum >= minimum
+        }
+        ttl = max(entries.values(), default=None)
+        alive = {i for i, t in entries.items() if _warm(elapsed, t)}
         warm = bool(alive) if entries else _warm(elapsed, 300.0)
-        for b in bps:
+        for b, _, _ in bps:
             for j in range(b, max(-1, b - ANTHROPIC_LOOKBACK_BLOCKS - 1), -1):
-                if hashes[j] in alive:
-                    read = max(read, cum[j])
+                # The entry at j is this request's prefix through j when the first
+                # j + 1 segments are shared.
+                if j in alive and j < n_shared:
+                    read = max(read, current.cumulative(j))
                     break
     write = max(0, write_end - read)
     if not cacheable:
@@ -177,8 +153,8 @@ def predict_anthropic(
 
 
 def predict_prefix(
-    previous: PromptEstimate | None,
-    current: PromptEstimate,
+    previous: Estimate | None,
+    current: Estimate,
     *,
     elapsed: float | None,
     min_tokens: int | None,
@@ -189,7 +165,7 @@ def predict_prefix(
     """Automatic prefix caching: the shared prefix, once the prompt reaches ``min_tokens``,
     read in ``step``-token increments above the minimum; no writes billed."""
     minimum = min_tokens or 0
-    n_shared, shared = shared_prefix(previous, current) if previous else (0, 0)
+    n_shared, shared = current.shared_prefix(previous) if previous else (0, 0)
     base = CachePrediction(
         rule=rule,
         shared_tokens=shared,
@@ -223,8 +199,8 @@ CACHE_RULES = ("none", "anthropic-breakpoints", "openai-automatic-prefix", "gemi
 
 def predict_cache(
     rule: str,
-    previous: PromptEstimate | None,
-    current: PromptEstimate,
+    previous: Estimate | None,
+    current: Estimate,
     *,
     elapsed: float | None,
     min_tokens: int | None,

@@ -24,6 +24,17 @@ data and fit are in benches/README.md, "Fidelity"):
 
 A provider without rules (a plugin that does not override ``estimate_prompt``) gets
 ``estimate_generic``: the body's whole JSON counted as structured text.
+
+**This module and the providers' ``estimate_*`` functions are the specification.**  In
+production the built-in wires are estimated by the core, where the body is made
+(``crate::estimate``): the renderer returns a ``RequestEstimate`` with the body, in the
+same crossing, summed from token counts it keeps per item.  What the rules are made of
+crosses once per model profile and render options as an ``EstimateFrame``
+(``estimate_frame``; each provider's ``Provider.estimate_frame`` fills it from the same
+constants and helpers as its ``estimate_*``).  The two are held equal by tests on every
+request of the corpus and on random commits; the specification still estimates bodies
+the core did not make (plugin providers, a tokenizer the core does not have).
+``estimate_counts`` says how many estimates each made.
 """
 
 from __future__ import annotations
@@ -36,20 +47,37 @@ from typing import Any
 
 import msgspec
 
+from .. import _core
 from ..errors import ValidationError
 from ..tokenizers import get_tokenizer
 from .models import ModelProfile
 
 __all__ = [
+    "Estimate",
+    "EstimateFrame",
     "PromptEstimate",
+    "RequestEstimate",
     "Segment",
     "SegmentBuilder",
     "cache_key",
     "compact_json",
+    "estimate_counts",
+    "estimate_frame",
     "estimate_generic",
+    "prompt_estimate",
     "spaced_json",
     "strip_cache_control",
+    "tool_unit",
+    "wire_tools",
 ]
+
+#: A request's estimate as the core makes it with the body (``_core.Estimate``): its
+#: ``input_tokens`` and ``prefix_tokens``, and what the cache rules read —
+#: ``breakpoints()``, ``cumulative(i)``, ``shared_prefix(previous)`` — without its
+#: segments crossing; ``segments()`` and ``rules()`` to show it (``prompt_estimate``).
+RequestEstimate = _core.Estimate
+#: The rules a core estimate is made under, handed over once per profile and options.
+EstimateFrame = _core.EstimateFrame
 
 
 class Segment(msgspec.Struct, frozen=True):
@@ -73,6 +101,74 @@ class PromptEstimate(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int
     segments: tuple[Segment, ...]
     rules: dict[str, Any]
+
+    # What the cache rules read (``ctxrules.providers.cache``), as ``RequestEstimate``
+    # has it too.
+
+    @property
+    def prefix_tokens(self) -> int:
+        """Tokens of the unrecorded harness prefix that lead the segments (0: none)."""
+        first = self.segments[0] if self.segments else None
+        return first.tokens if first is not None and first.key == _PREFIX_KEY else 0
+
+    def breakpoints(self) -> list[tuple[int, int, str]]:
+        """``(segment, tokens up to and with it, TTL)`` of each cache breakpoint."""
+        out, total = [], 0
+        for i, s in enumerate(self.segments):
+            total += s.tokens
+            if s.breakpoint:
+                out.append((i, total, s.breakpoint))
+        return out
+
+    def cumulative(self, i: int) -> int:
+        """Tokens of the segments up to and with segment ``i``."""
+        return sum(s.tokens for s in self.segments[: i + 1])
+
+    def shared_prefix(self, previous: object) -> tuple[int, int]:
+        """``(segments, tokens)`` at the start of this estimate identical to
+        ``previous``'s (the tokens are this estimate's).  Only estimates made the same
+        way compare: a ``RequestEstimate``'s identities are the core's, so it shares
+        nothing with a ``PromptEstimate``."""
+        if not isinstance(previous, PromptEstimate):
+            return 0, 0
+        n = 0
+        for a, b in zip(previous.segments, self.segments):
+            if a.key != b.key:
+                break
+            n += 1
+        return n, sum(s.tokens for s in self.segments[:n])
+
+
+#: A request's estimate, made by the core with the body or by the specification.
+Estimate = PromptEstimate | RequestEstimate
+
+#: The key of the segment an unrecorded harness prefix is.
+_PREFIX_KEY = "unrecorded-prefix"
+
+#: Estimates the specification made (``SegmentBuilder.finish``), for ``estimate_counts``.
+_spec_estimates = 0
+
+
+def estimate_counts() -> dict[str, int]:
+    """How many request estimates were made since the process started — by the core,
+    with a body (``core``), and by the specification (``spec``) — and how many item
+    values the core worked out (``item_values``: each item's token counts, once per
+    item however many requests hold it).  What the tests of "nothing estimated twice"
+    read."""
+    core, values = _core.estimate_stats()
+    return {"core": core, "spec": _spec_estimates, "item_values": values}
+
+
+def prompt_estimate(estimate: Estimate) -> PromptEstimate:
+    """``estimate`` as a ``PromptEstimate`` (a core estimate's segments and rules read
+    out of the core)."""
+    if isinstance(estimate, PromptEstimate):
+        return estimate
+    return PromptEstimate(
+        input_tokens=estimate.input_tokens,
+        segments=tuple(Segment(k, n, bp) for k, n, bp in estimate.segments()),
+        rules=dict(estimate.rules()),
+    )
 
 
 # A ``"cache_control": {…}`` member in compact JSON, with the comma that joins it to its
@@ -155,6 +251,8 @@ class SegmentBuilder:
         """Count every text in one batch and return the estimate; ``prefix_tokens`` lead
         the segments, ``rules`` are added to what the estimate states."""
 
+        global _spec_estimates
+        _spec_estimates += 1
         if prefix_tokens < 0:
             raise ValidationError(
                 f"prefix_tokens must be >= 0, got {prefix_tokens}",
@@ -179,7 +277,7 @@ class SegmentBuilder:
             done = round(total)
         segments = []
         if prefix_tokens:
-            segments.append(Segment("unrecorded-prefix", tokens.pop(0)))
+            segments.append(Segment(_PREFIX_KEY, tokens.pop(0)))
         segments += [Segment(key, n, bp) for (key, _, _, _, bp), n in zip(self.units, tokens)]
         return PromptEstimate(
             input_tokens=done,
@@ -205,3 +303,54 @@ def estimate_generic(
     u = SegmentBuilder()
     u.add(body, structured=[compact_json(body)])
     return u.finish(profile, prefix_tokens, wire="generic-json")
+
+
+def wire_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """Tool declarations (``ToolSpec``) as the core receives them with the render
+    options: their JSON decoded (a field left at its default is absent, as there)."""
+    out: list[dict[str, Any]] = msgspec.json.decode(msgspec.json.encode(list(tools)))
+    return out
+
+
+def tool_unit(
+    key_obj: Any, *, prose: Sequence[str] = (), structured: Sequence[str] = (), tool_prompt: int = 0
+) -> dict[str, Any]:
+    """One segment of a frame's tools (see ``estimate_frame``): identified as the
+    specification identifies it (``cache_key`` of ``key_obj``), with its texts."""
+    return {
+        "key": cache_key(key_obj),
+        "prose": [t for t in prose if t],
+        "structured": [t for t in structured if t],
+        "tool_prompt": tool_prompt,
+    }
+
+
+def estimate_frame(
+    profile: ModelProfile,
+    *,
+    wire: str,
+    tools: Sequence[Mapping[str, Any]] = (),
+    framing: Mapping[str, float] | None = None,
+    images: Mapping[str, Any] | None = None,
+    auto_breakpoint: str | None = None,
+) -> EstimateFrame | None:
+    """The rules a core estimate of one wire is made under, for ``profile``: its
+    tokenizer and calibrations, the tool segments the render options make
+    (``tool_unit``: the declarations as the model reads them, the tool prompt),
+    the wire's ``framing`` numbers, its image rule (``images``: a ``kind`` and its
+    numbers, see ``ctxrules.providers.images``), and Anthropic's breakpoint of a
+    top-level ``cache_control`` (``auto_breakpoint``).  ``None`` when the profile's
+    tokenizer is not one the core counts with (the specification estimates then)."""
+    if profile.tokenizer not in _core.ENCODINGS:
+        return None
+    data = {
+        "wire": wire,
+        "encoding": profile.tokenizer,
+        "calibration": profile.calibration,
+        "structured_calibration": profile.structured_calibration,
+        "tools": list(tools),
+        "auto_breakpoint": auto_breakpoint,
+        "framing": dict(framing or {}),
+        "images": dict(images or {"kind": "none"}),
+    }
+    return _core.EstimateFrame(msgspec.json.encode(data))

@@ -15,8 +15,16 @@ from typing import Any
 import msgspec
 
 from .base import PromptTooLong, Provider, RequestOptions, Usage
-from .estimate import PromptEstimate, SegmentBuilder, compact_json
-from .images import decoded_image_size, gemini_image_tokens
+from .estimate import (
+    EstimateFrame,
+    PromptEstimate,
+    SegmentBuilder,
+    compact_json,
+    estimate_frame,
+    tool_unit,
+    wire_tools,
+)
+from .images import GEMINI_IMAGE_RULE, decoded_image_size, gemini_image_tokens
 from .models import ModelProfile
 
 __all__ = [
@@ -25,6 +33,7 @@ __all__ = [
     "GEMINI_SIGNATURE_SLOPE",
     "GeminiProvider",
     "estimate_gemini",
+    "gemini_frame",
     "generate_content_args",
     "validate_gemini",
 ]
@@ -134,6 +143,42 @@ def _signature_tokens(part: Mapping[str, Any]) -> float:
     return max(0.0, GEMINI_SIGNATURE_SLOPE * len(sig) - GEMINI_SIGNATURE_OFFSET)
 
 
+def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
+    """What the core estimates a Gemini request with (``estimate_frame``): the function
+    declarations as one segment with the tool prompt, the framing of function parts and
+    thought signatures, the image rule."""
+    decls = [
+        {
+            "name": t["name"],
+            "description": t.get("description", ""),
+            **({"parametersJsonSchema": t["input_schema"]} if "input_schema" in t else {}),
+        }
+        for t in wire_tools(options.tools)
+    ]
+    units = (
+        [
+            tool_unit(
+                {"tools": decls},
+                structured=[compact_json(d) for d in decls],
+                tool_prompt=profile.tool_prompt_tokens,
+            )
+        ]
+        if decls
+        else []
+    )
+    return estimate_frame(
+        profile,
+        wire="gemini",
+        tools=units,
+        framing={
+            "function_part": GEMINI_FUNCTION_PART_TOKENS,
+            "signature_slope": GEMINI_SIGNATURE_SLOPE,
+            "signature_offset": GEMINI_SIGNATURE_OFFSET,
+        },
+        images=GEMINI_IMAGE_RULE,
+    )
+
+
 def estimate_gemini(
     body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
 ) -> PromptEstimate:
@@ -241,3 +286,4 @@ class GeminiProvider(Provider):
         return validate_gemini(body)
 
     estimate_prompt = staticmethod(estimate_gemini)
+    estimate_frame = staticmethod(gemini_frame)

@@ -9,14 +9,39 @@ from __future__ import annotations
 import base64
 import math
 import struct
+from typing import Any
 
 __all__ = [
+    "ANTHROPIC_IMAGE_RULE",
+    "GEMINI_IMAGE_RULE",
+    "OPENAI_IMAGE_RULE",
     "anthropic_image_tokens",
     "decoded_image_size",
     "gemini_image_tokens",
     "image_size",
     "openai_image_tokens",
 ]
+
+
+#: Each vendor's image rule as its numbers: what the functions below apply and what an
+#: estimate frame hands the core (``ctxrules.providers.estimate.estimate_frame``).
+ANTHROPIC_IMAGE_RULE: dict[str, Any] = {
+    "kind": "anthropic",
+    "max_edge": 1568,
+    "max_pixels": 1_150_000,
+    "pixels_per_token": 750,
+    "unknown": 1_600,
+}
+OPENAI_IMAGE_RULE: dict[str, Any] = {
+    "kind": "openai",
+    "base": 85,
+    "tile_tokens": 170,
+    "tile": 512,
+    "fit": 2048,
+    "short_side": 768,
+    "unknown_tiles": 4,
+}
+GEMINI_IMAGE_RULE: dict[str, Any] = {"kind": "gemini", "small": 384, "tokens": 258, "tile": 768}
 
 
 def image_size(data: bytes) -> tuple[int, int] | None:
@@ -70,33 +95,36 @@ def decoded_image_size(b64: str) -> tuple[int, int] | None:
 def anthropic_image_tokens(size: tuple[int, int] | None) -> int:
     """Anthropic: width × height / 750 after scaling down to a 1568-pixel long edge and
     about 1.15 megapixels; an image of unknown size is counted at that cap (≈ 1,600)."""
+    r = ANTHROPIC_IMAGE_RULE
     if size is None:
-        return 1_600
+        return int(r["unknown"])
     w, h = size
-    scale = min(1.0, 1568 / max(w, h, 1), math.sqrt(1_150_000 / max(w * h, 1)))
-    return max(1, math.ceil((w * scale) * (h * scale) / 750))
+    scale = min(1.0, r["max_edge"] / max(w, h, 1), math.sqrt(r["max_pixels"] / max(w * h, 1)))
+    return max(1, math.ceil((w * scale) * (h * scale) / r["pixels_per_token"]))
 
 
 def openai_image_tokens(size: tuple[int, int] | None, detail: str) -> int:
     """OpenAI (GPT-4o family): 85 at low detail; else fit in 2048 × 2048, scale the short
     side to 768, and add 170 per 512-pixel tile.  Unknown size: 2 × 2 tiles (765)."""
+    r = OPENAI_IMAGE_RULE
     if detail == "low":
-        return 85
+        return int(r["base"])
     if size is None:
-        return 85 + 170 * 4
+        return int(r["base"] + r["tile_tokens"] * r["unknown_tiles"])
     w, h = (float(v) for v in size)
-    if max(w, h) > 2048:
-        w, h = w * 2048 / max(w, h), h * 2048 / max(w, h)
-    if min(w, h) > 768:
-        w, h = w * 768 / min(w, h), h * 768 / min(w, h)
-    return 85 + 170 * math.ceil(w / 512) * math.ceil(h / 512)
+    if max(w, h) > r["fit"]:
+        w, h = w * r["fit"] / max(w, h), h * r["fit"] / max(w, h)
+    if min(w, h) > r["short_side"]:
+        w, h = w * r["short_side"] / min(w, h), h * r["short_side"] / min(w, h)
+    return int(r["base"] + r["tile_tokens"] * math.ceil(w / r["tile"]) * math.ceil(h / r["tile"]))
 
 
 def gemini_image_tokens(size: tuple[int, int] | None) -> int:
     """Gemini: 258 for an image with both sides ≤ 384 pixels, else 258 per 768-pixel tile."""
+    r = GEMINI_IMAGE_RULE
     if size is None:
-        return 258
+        return int(r["tokens"])
     w, h = size
-    if w <= 384 and h <= 384:
-        return 258
-    return 258 * math.ceil(w / 768) * math.ceil(h / 768)
+    if w <= r["small"] and h <= r["small"]:
+        return int(r["tokens"])
+    return int(r["tokens"] * math.ceil(w / r["tile"]) * math.ceil(h / r["tile"]))

@@ -13,18 +13,29 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import PromptTooLong, Provider, Usage
+from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .cache import OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_STEP_TOKENS
-from .estimate import PromptEstimate, SegmentBuilder, compact_json
-from .images import decoded_image_size, openai_image_tokens
+from .estimate import (
+    EstimateFrame,
+    PromptEstimate,
+    SegmentBuilder,
+    compact_json,
+    estimate_frame,
+    tool_unit,
+    wire_tools,
+)
+from .images import OPENAI_IMAGE_RULE, decoded_image_size, openai_image_tokens
 from .models import ModelProfile
 
 __all__ = [
+    "OPENAI_FRAMING",
     "OPENAI_MESSAGE_TOKENS",
     "OPENAI_REPLY_TOKENS",
     "OPENAI_TOOL_CALL_TOKENS",
     "OpenAIChatProvider",
     "estimate_openai_chat",
+    "openai_chat_frame",
+    "openai_frame",
     "openai_parts",
     "openai_prompt_too_long",
     "openai_tool_namespace",
@@ -196,16 +207,68 @@ def openai_tool_namespace(tools: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def openai_tools(u: SegmentBuilder, tools: list[Mapping[str, Any]], profile: ModelProfile) -> None:
-    """Add the tools unit (both APIs): the function namespace plus the tool prompt."""
+def _tool_texts(tools: list[Mapping[str, Any]]) -> list[str]:
+    """The tools as the model reads them (both APIs): the function namespace, and the
+    JSON of any other (built-in) tool; nothing without tools."""
     functions = [t for t in tools if t.get("type", "function") == "function"]
     others = [t for t in tools if t not in functions]  # built-in tools: their JSON
-    if functions or others:
-        u.add(
-            {"tools": tools},
-            structured=[openai_tool_namespace(functions), *(compact_json(t) for t in others)],
-            tool_prompt=profile.tool_prompt_tokens,
-        )
+    if not functions and not others:
+        return []
+    return [openai_tool_namespace(functions), *(compact_json(t) for t in others)]
+
+
+def openai_tools(u: SegmentBuilder, tools: list[Mapping[str, Any]], profile: ModelProfile) -> None:
+    """Add the tools unit (both APIs): the function namespace plus the tool prompt."""
+    texts = _tool_texts(tools)
+    if texts:
+        u.add({"tools": tools}, structured=texts, tool_prompt=profile.tool_prompt_tokens)
+
+
+#: OpenAI's framing as an estimate frame states it (both APIs): per message, priming
+#: the reply, per tool call, and the one more of a named message (Responses' call and
+#: output headers count it too); a Responses compaction item's state
+#: (``compaction_item_tokens``).
+OPENAI_FRAMING: dict[str, float] = {
+    "message": OPENAI_MESSAGE_TOKENS,
+    "reply": OPENAI_REPLY_TOKENS,
+    "tool_call": OPENAI_TOOL_CALL_TOKENS,
+    "name": 1,
+}
+
+
+def openai_frame(
+    tools: Sequence[Mapping[str, Any]],
+    profile: ModelProfile,
+    *,
+    wire: str,
+    framing: Mapping[str, float] = OPENAI_FRAMING,
+) -> EstimateFrame | None:
+    """The frame of an OpenAI request (both APIs) whose body declares ``tools``."""
+    texts = _tool_texts(list(tools))
+    units = (
+        [tool_unit({"tools": tools}, structured=texts, tool_prompt=profile.tool_prompt_tokens)]
+        if texts
+        else []
+    )
+    return estimate_frame(
+        profile, wire=wire, tools=units, framing=framing, images=OPENAI_IMAGE_RULE
+    )
+
+
+def openai_chat_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
+    """What the core estimates a Chat Completions request with (``estimate_frame``)."""
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": t["name"],
+                **({"description": t["description"]} if t.get("description") else {}),
+                "parameters": t.get("input_schema", {"type": "object", "properties": {}}),
+            },
+        }
+        for t in wire_tools(options.tools)
+    ]
+    return openai_frame(tools, profile, wire="openai-chat")
 
 
 def openai_parts(content: Any) -> tuple[list[str], int]:
@@ -287,3 +350,4 @@ class OpenAIChatProvider(Provider):
         return validate_openai_chat(body)
 
     estimate_prompt = staticmethod(estimate_openai_chat)
+    estimate_frame = staticmethod(openai_chat_frame)

@@ -11,14 +11,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .base import PromptTooLong, Provider, Usage
+from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .cache import OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_STEP_TOKENS
-from .estimate import PromptEstimate, SegmentBuilder
+from .estimate import EstimateFrame, PromptEstimate, SegmentBuilder, wire_tools
 from .models import ModelProfile
 from .openai_chat import (
+    OPENAI_FRAMING,
     OPENAI_MESSAGE_TOKENS,
     OPENAI_REPLY_TOKENS,
     OPENAI_TOOL_CALL_TOKENS,
+    openai_frame,
     openai_parts,
     openai_prompt_too_long,
     openai_tools,
@@ -26,9 +28,11 @@ from .openai_chat import (
 )
 
 __all__ = [
+    "COMPACTION_STATE",
     "OpenAIResponsesProvider",
     "compaction_item_tokens",
     "estimate_openai_responses",
+    "openai_responses_frame",
     "validate_openai_responses",
 ]
 
@@ -95,13 +99,35 @@ def validate_openai_responses(body: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+#: A compaction item's state: the base64 text decodes to ``num / den`` of its length,
+#: less an ``envelope`` of bytes, at ``per_token`` bytes a token.
+COMPACTION_STATE = {"num": 3, "den": 4, "envelope": 650, "per_token": 4}
+
+
 def compaction_item_tokens(encrypted_content: str) -> int:
     """Tokens an OpenAI compaction item adds to the prompt, estimated from its encrypted
     state as OpenAI's Codex CLI estimates its encrypted items: the base64 text decodes to
     three quarters of its length, less a 650-byte envelope, at four bytes a token.  The
     state is opaque, so no count can be exact; the calibration against measured usage
     absorbs the rest."""
-    return max(0, len(encrypted_content) * 3 // 4 - 650) // 4
+    c = COMPACTION_STATE
+    return max(0, len(encrypted_content) * c["num"] // c["den"] - c["envelope"]) // c["per_token"]
+
+
+def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
+    """What the core estimates a Responses request with (``estimate_frame``)."""
+    tools = [
+        {
+            "type": "function",
+            "name": t["name"],
+            **({"description": t["description"]} if t.get("description") else {}),
+            "parameters": t.get("input_schema", {"type": "object", "properties": {}}),
+            "strict": False,
+        }
+        for t in wire_tools(options.tools)
+    ]
+    framing = {**OPENAI_FRAMING, **{f"state_{k}": v for k, v in COMPACTION_STATE.items()}}
+    return openai_frame(tools, profile, wire="openai-responses", framing=framing)
 
 
 def estimate_openai_responses(
@@ -185,3 +211,4 @@ class OpenAIResponsesProvider(Provider):
         return validate_openai_responses(body)
 
     estimate_prompt = staticmethod(estimate_openai_responses)
+    estimate_frame = staticmethod(openai_responses_frame)

@@ -13,6 +13,7 @@ from .. import _core
 from ..errors import RenderError
 from ..model import ContextCommit, ContextItem
 from ..providers.base import BAD_COMMIT, Provider, RenderedRequest, RequestOptions
+from ..providers.estimate import Estimate, EstimateFrame
 from .options import encode_commit, provider_of, request_options
 
 __all__ = ["MAX_THREADS", "SessionOptions", "render_batch", "render_session", "render_sessions"]
@@ -39,6 +40,7 @@ def render_batch(
     *,
     options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     threads: int | None = None,
+    estimate: bool = False,
     errors: Literal["raise"] = "raise",
 ) -> list[list[RenderedRequest]]: ...
 
@@ -50,6 +52,7 @@ def render_batch(
     *,
     options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     threads: int | None = None,
+    estimate: bool = False,
     errors: Literal["return"],
 ) -> list[list[RenderedRequest | RenderError]]: ...
 
@@ -60,6 +63,7 @@ def render_batch(
     *,
     options: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
     threads: int | None = None,
+    estimate: bool = False,
     errors: Literal["raise", "return"] = "raise",
 ) -> list[list[RenderedRequest]] | list[list[RenderedRequest | RenderError]]:
     """Render every commit for every provider in one crossing into Rust.
@@ -75,9 +79,11 @@ def render_batch(
     ``threads`` is None, else on a pool of exactly ``threads`` threads (1 to
     ``MAX_THREADS``; pools are kept per size).  Every body is held until the call returns,
     so render a large corpus in chunks.  Providers without a built-in wire format are
-    rendered one by one through their ``build_body``.  With ``errors="raise"`` the first
-    failure raises ``RenderError`` (naming the commit and provider); with
-    ``errors="return"`` it takes that request's place in the result.
+    rendered one by one through their ``build_body``.  ``estimate=True`` makes each
+    request's billed-prompt estimate with its body (``RenderedRequest.estimate``, see
+    ``render``).  With ``errors="raise"`` the first failure raises ``RenderError``
+    (naming the commit and provider); with ``errors="return"`` it takes that request's
+    place in the result.
     """
     check_threads(threads, "render_batch")
     provs = [provider_of(p) for p in providers]
@@ -93,22 +99,25 @@ def render_batch(
                 hint="pass one mapping for all commits, or one per commit",
             )
     out: list[list[Any]] = [[None] * len(provs) for _ in encoded]
-    index: dict[bytes, int] = {}
-    prepare = [_Prepared(prov, index) for prov in provs]
+    shared = _Options(estimate)
+    prepare = [_Prepared(prov, shared) for prov in provs]
     jobs: list[tuple[str, int, int]] = []
     slots: list[tuple[int, int, Provider, RequestOptions]] = []
     for i, (commit, kw) in enumerate(zip(commits, per_commit)):
         for j, prov in enumerate(provs):
             opts, o = prepare[j](kw)
             if prov.wire is None:
-                out[i][j] = prov.render(commit, opts)
+                out[i][j] = prov.render(commit, opts, estimate=estimate)
                 continue
             jobs.append((prov.wire, i, o))
             slots.append((i, j, prov, opts))
-    payloads = list(index)
+    payloads = shared.payloads
     try:
         results = _core.render_batch(
-            [data for data, _ in encoded], [(w, i, payloads[o]) for w, i, o in jobs], threads
+            [data for data, _ in encoded],
+            [(w, i, payloads[o]) for w, i, o in jobs],
+            threads,
+            [shared.frames[o] for _, _, o in jobs] if estimate else None,
         )
     except (ValueError, TypeError) as exc:
         raise RenderError(str(exc), where="render_batch", hint=BAD_COMMIT) from None
@@ -119,8 +128,11 @@ def render_batch(
                 raise err
             out[i][j] = err
         else:
-            body, raw_meta = res
-            out[i][j] = prov.rendered(opts, body, msgspec.json.decode(raw_meta))
+            body, raw_meta, made = res
+            est: Estimate | None = made
+            if estimate and est is None:
+                est = prov.estimate_body(opts, body)
+            out[i][j] = prov.rendered(opts, body, msgspec.json.decode(raw_meta), est)
     return out
 
 
@@ -166,6 +178,7 @@ def render_sessions(
     options: SessionOptions | None = None,
     threads: int | None = None,
     meta: bool = True,
+    estimate: bool = False,
     errors: Literal["raise"] = "raise",
 ) -> list[list[list[RenderedRequest]]]: ...
 
@@ -178,6 +191,7 @@ def render_sessions(
     options: SessionOptions | None = None,
     threads: int | None = None,
     meta: bool = True,
+    estimate: bool = False,
     errors: Literal["return"],
 ) -> list[list[list[RenderedRequest] | RenderError]]: ...
 
@@ -189,6 +203,7 @@ def render_sessions(
     options: SessionOptions | None = None,
     threads: int | None = None,
     meta: bool = True,
+    estimate: bool = False,
     errors: Literal["raise", "return"] = "raise",
 ) -> list[list[list[RenderedRequest]]] | list[list[list[RenderedRequest] | RenderError]]:
     """Render the successive requests of sessions incrementally, in one crossing into Rust.
@@ -212,10 +227,12 @@ def render_sessions(
     so a single long session uses every thread.  Every body is
     held until the call returns: pass as many sessions as fit in memory.  ``meta=False``
     leaves each ``RenderedRequest.meta`` empty (the breakdown is not made: for callers
-    that only need the bodies).  Providers without a built-in wire format are rendered
-    one request at a time through ``build_body``.  With ``errors="raise"`` the first
-    failure raises ``RenderError``; with ``errors="return"`` it takes the place of that
-    session's list for that provider.
+    that only need the bodies).  ``estimate=True`` makes each request's billed-prompt
+    estimate from its plan as it is rendered (``RenderedRequest.estimate``, see
+    ``render``).  Providers without a built-in wire format are rendered one request at
+    a time through ``build_body``.  With ``errors="raise"`` the first failure raises
+    ``RenderError``; with ``errors="return"`` it takes the place of that session's list
+    for that provider.
     """
     check_threads(threads, "render_sessions")
     provs = [provider_of(p) for p in providers]
@@ -225,11 +242,11 @@ def render_sessions(
     # a call for a whole corpus must not feed the cyclic GC thousands of objects.
     data = [[_commit_data(c) for c in commits] for commits in sessions]
     out: list[list[Any]] = [[None] * len(provs) for _ in sessions]
-    index: dict[bytes, int] = {}
+    shared = _Options(estimate)
     chains: list[tuple[str, int, list[int]]] = []
     slots: list[tuple[int, int, Provider, list[RequestOptions]]] = []
     # Sessions of one harness carry the same tools and system text: prepared once.
-    prepare = [_Prepared(prov, index) for prov in provs]
+    prepare = [_Prepared(prov, shared) for prov in provs]
     for i, (commits, kws) in enumerate(zip(sessions, per_request)):
         for j, prov in enumerate(provs):
             which: list[int] = []
@@ -239,35 +256,66 @@ def render_sessions(
                 which.append(o)
                 opts_of.append(opts)
             if prov.wire is None:
-                out[i][j] = [prov.render(c, o) for c, o in zip(commits, opts_of)]
+                out[i][j] = [prov.render(c, o, estimate=estimate) for c, o in zip(commits, opts_of)]
                 continue
             chains.append((prov.wire, i, which))
             slots.append((i, j, prov, opts_of))
     try:
-        results = _core.render_sessions(data, list(index), chains, threads, meta)
+        results = _core.render_sessions(
+            data, shared.payloads, chains, threads, meta, shared.frames if estimate else None
+        )
     except (ValueError, TypeError) as exc:
         raise RenderError(str(exc), where="render_sessions", hint=BAD_COMMIT) from None
     decode = msgspec.json.decode
-    for (i, j, prov, opts_of), (bodies, metas, _reused) in zip(slots, results):
+    for (i, j, prov, opts_of), (bodies, metas, _reused, ests) in zip(slots, results):
         if isinstance(bodies, str):
             err = RenderError(bodies, where=f"session {i}, provider {prov.name}", hint=BAD_COMMIT)
             if errors == "raise":
                 raise err
             out[i][j] = err
-        elif meta:
-            out[i][j] = [
-                prov.rendered(o, body, decode(m)) for o, body, m in zip(opts_of, bodies, metas)
+            continue
+        made: list[Estimate | None] = list(ests) if estimate else [None] * len(bodies)
+        if estimate and None in made:  # options without a core frame: the specification
+            made = [
+                e if e is not None else prov.estimate_body(o, b)
+                for e, o, b in zip(made, opts_of, bodies)
             ]
-        else:
-            out[i][j] = [prov.rendered(o, body, {}) for o, body in zip(opts_of, bodies)]
+        metas_of = [decode(m) for m in metas] if meta else [{}] * len(bodies)
+        out[i][j] = [
+            prov.rendered(o, body, m, e) for o, body, m, e in zip(opts_of, bodies, metas_of, made)
+        ]
     return out
+
+
+class _Options:
+    """The wire options of one call, each distinct one once: its JSON (``payloads``,
+    what the core parses) and, when the call estimates, its estimate frame (``frames``),
+    by index (per provider: the same JSON of two wires makes two frames)."""
+
+    def __init__(self, estimate: bool) -> None:
+        self.estimate = estimate
+        self.index: dict[tuple[str, bytes], int] = {}
+        self.payloads: list[bytes] = []
+        self.frames: list[EstimateFrame | None] = []
+
+    def add(self, prov: Provider, opts: RequestOptions, encoded: bytes) -> int:
+        """The index of ``opts`` (wire options of ``prov``, ``encoded`` their JSON)."""
+        key = (prov.name, encoded)
+        o = self.index.get(key)
+        if o is None:
+            o = self.index[key] = len(self.payloads)
+            self.payloads.append(encoded)
+            self.frames.append(
+                prov.frame(opts, encoded) if self.estimate and prov.wire is not None else None
+            )
+        return o
 
 
 class _Prepared:
     """The ``RequestOptions`` of ``render`` options for one provider, as ``render`` makes
-    them, and the index of their JSON in ``index`` (shared by the providers of a call,
-    added to if new): ``render_batch`` and ``render_sessions`` prepare each distinct
-    value once, not once per commit.
+    them, and their index in the call's ``_Options`` (shared by the providers of a
+    call, added to if new): ``render_batch`` and ``render_sessions`` prepare each
+    distinct value once, not once per commit.
 
     A mapping is found by its identity first (the caller keeps every mapping it passes
     alive for the call), then by its MessagePack (which tells str from bytes, so equal
@@ -275,9 +323,9 @@ class _Prepared:
     encode are prepared once per mapping object.
     """
 
-    def __init__(self, prov: Provider, index: dict[bytes, int]) -> None:
+    def __init__(self, prov: Provider, shared: _Options) -> None:
         self.prov = prov
-        self.index = index
+        self.shared = shared
         self.by_id: dict[int, tuple[RequestOptions, int]] = {}
         self.by_value: dict[bytes, tuple[RequestOptions, int]] = {}
 
@@ -287,7 +335,7 @@ class _Prepared:
             return done
         try:
             key: bytes | None = msgspec.msgpack.encode(kw)
-        except (TypeError, msgspec.EncodeError):
+        except (TypeError, OverflowError, msgspec.EncodeError):  # e.g. ints past 64 bits
             key = None
         done = self.by_value.get(key) if key is not None else None
         if done is None:
@@ -295,8 +343,7 @@ class _Prepared:
             opts = request_options(self.prov, rest.pop("model", None), **rest)
             if self.prov.wire is not None:
                 opts = self.prov.wire_options(opts)
-            encoded = msgspec.json.encode(opts)
-            done = (opts, self.index.setdefault(encoded, len(self.index)))
+            done = (opts, self.shared.add(self.prov, opts, msgspec.json.encode(opts)))
             if key is not None:
                 self.by_value[key] = done
         self.by_id[id(kw)] = done

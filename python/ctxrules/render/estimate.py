@@ -10,9 +10,10 @@ from typing import Any
 import msgspec
 
 from ..commit import diff_commits
+from ..errors import ValidationError
 from ..model import ContextCommit, ToolSpec
 from ..providers.base import Provider, RenderedRequest
-from ..providers.estimate import PromptEstimate
+from ..providers.estimate import Estimate, RequestEstimate, prompt_estimate
 from .options import SystemArg, layer_texts, provider_of, system_blocks, tool_tuple
 from .single import render
 
@@ -68,9 +69,21 @@ def _shared_items(previous: ContextCommit, current: ContextCommit) -> int:
 
 def estimate_request(
     rendered: RenderedRequest, provider: str | Provider, *, prefix_tokens: int = 0
-) -> PromptEstimate:
-    """The billed prompt of a rendered request (``Provider.estimate_prompt`` on its body,
-    with the profile of its model): input + cache writes + cache reads, in segments."""
+) -> Estimate:
+    """The billed prompt of a rendered request: input + cache writes + cache reads, in
+    segments, led by ``prefix_tokens`` the body does not hold.  The estimate made with
+    the body (``render(…, estimate=True)``) when it has one — nothing is estimated
+    again —, else ``Provider.estimate_prompt`` on the body with its model's profile."""
+    made = rendered.estimate
+    if made is not None and made.prefix_tokens == prefix_tokens:
+        return made
+    if isinstance(made, RequestEstimate):
+        if prefix_tokens < 0:
+            raise ValidationError(
+                f"prefix_tokens must be >= 0, got {prefix_tokens}",
+                hint="the unrecorded prefix is what a harness sends before the body",
+            )
+        return made.with_prefix(prefix_tokens)  # the same segments, summed again
     prov = provider_of(provider)
     profile = prov.model_profile(rendered.model)
     return prov.estimate_prompt(
@@ -104,12 +117,14 @@ def explain(
     work as in ``render``.
     """
     prov = provider_of(provider)
-    rendered = render(commit, prov, model, **options)
+    rendered = render(commit, prov, model, estimate=True, **options)
     profile = prov.model_profile(rendered.model)
     estimate = estimate_request(rendered, prov, prefix_tokens=prefix_tokens)
     before = None
     if previous is not None:
-        earlier = render(previous, prov, model, **{**options, "situation": previous_situation})
+        earlier = render(
+            previous, prov, model, estimate=True, **{**options, "situation": previous_situation}
+        )
         before = estimate_request(earlier, prov, prefix_tokens=prefix_tokens)
     cache = prov.predict_cache(before, estimate, elapsed=elapsed_seconds, profile=profile)
     situation_arg = options.get("situation")
@@ -135,7 +150,7 @@ def explain(
         "messages": rendered.meta.get("messages"),
         "degraded_tool_items": rendered.meta.get("degraded", 0),
         "input_tokens": total,
-        "estimate": estimate.rules,
+        "estimate": prompt_estimate(estimate).rules,
         "cache_read_tokens": cache.read_tokens,
         "cache_write_tokens": cache.write_tokens,
         "cache": {

@@ -66,6 +66,8 @@ def render(
     commit: ContextCommit | bytes,
     provider: str | Provider,
     model: str | None = None,
+    *,
+    estimate: bool = False,
     **options: Any,
 ) -> RenderedRequest:
     """Render a commit for a provider: body bytes, endpoint and a breakdown (``meta``).
@@ -75,11 +77,13 @@ def render(
     L0 and L1 texts: the situation of a stored commit comes from
     ``ctxrules.situation.commit_situation(store, commit)``, called by whoever holds the
     store (the CLI; the turn engine).  Without a ``situation`` there is no L1 text.
+    ``estimate=True`` also makes the billed-prompt estimate (``RenderedRequest.estimate``,
+    by the core from the same plan as the body: ``ctxrules.providers.estimate``).
     """
     prov = provider_of(provider)
     if not isinstance(commit, (ContextCommit, bytes)):
         encode_commit(commit)  # raises the clear type error
-    return prov.render(commit, request_options(prov, model, **options))
+    return prov.render(commit, request_options(prov, model, **options), estimate=estimate)
 
 
 def render_body(
