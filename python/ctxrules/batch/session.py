@@ -30,6 +30,10 @@ as in ``replay.compare_usage``, that constant prefix is estimated once, from the
 request with recorded usage (recorded prompt minus the plain estimate, at least 0),
 and added to every request of both replays, cached like the rest.
 
+Each request is estimated once, by the core, with its body (``Engine.prepare``); the
+accounting reads that estimate (``TurnPrep.request.estimate``), with the harness
+prefix added in the core, and the cache rules read it there too.
+
 Where the requests are and what the recording says of them is ``batch.requests``.
 ``replay_session`` returns one plain record (its keys: docs/rerender.md); the same data
 and options always give the same record.
@@ -59,7 +63,7 @@ from ..providers import (
     get_provider,
     model_in_family,
 )
-from ..providers.estimate import PromptEstimate
+from ..providers.estimate import Estimate
 from ..quality import assess
 from ..quality.needed import RecallReport, session_recall
 from ..render import check_model, estimate_request, recorded_request, session_defaults
@@ -134,12 +138,10 @@ class Bill:
         self.prompt = self.read = self.write = 0
         self.cost: float | None = 0.0
         self.input_cost: float | None = 0.0
-        self._before: PromptEstimate | None = None
+        self._before: Estimate | None = None
         self._before_at = 0.0
 
-    def add(
-        self, est: PromptEstimate, profile: ModelProfile, now: float, output_tokens: int
-    ) -> None:
+    def add(self, est: Estimate, profile: ModelProfile, now: float, output_tokens: int) -> None:
         """Add a request whose billed prompt is ``est``, sent at ``now``, priced with
         ``profile``, answered with ``output_tokens``."""
         elapsed = None if self._before is None else max(0.0, now - self._before_at)

@@ -8,13 +8,14 @@ they pair with; it uses the engine's store, provider, pipeline and system prompt
 
 from __future__ import annotations
 
+from collections import Counter, OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from ..commit import Pipeline
 from ..model import Node
 from ..providers import Provider, Usage
-from ..render import estimate_request, render
+from ..render import render
 from ..requests import recorded_usage, request_for
 from ..store import CommitStore
 from .results import TokenFigures
@@ -24,19 +25,29 @@ __all__ = ["MEASUREMENT_LOOKBACK", "UsageFusion", "same_model", "sent_count"]
 #: How many nodes ``prepare`` walks back looking for the last measured request (usage
 #: fusion); sessions whose answers carry no usage stop there instead of at the root.
 MEASUREMENT_LOOKBACK = 64
+#: Nodes whose ``_step`` an engine remembers (it starts over past this).
+_STEPS_KEPT = 1 << 16
 
 
 class UsageFusion:
     """The engine's measurements: the last measured request on a branch, our estimate of
-    it (recorded with the request, else computed once and remembered), and the fused
-    figure of a new request."""
+    it (recorded with the request or kept from when it was prepared; else — an answer
+    to a request this engine never prepared — computed once and remembered), and the
+    fused figure of a new request."""
 
     store: CommitStore
     provider: Provider
     pipeline: Pipeline
+    counters: Counter[str]
     _estimates: dict[str, int]
+    _prepared: OrderedDict[tuple[str, str], int]
+    #: What each node says to the walk for a measurement (``_step``): nodes never change.
+    _steps: dict[str, tuple[Node, int] | str | None]
 
     def _defaults(self, request: Any) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def _count(self, what: str) -> None:
         raise NotImplementedError
 
     def _system(self, session: str, commit: Any, metadata: Any, now: float) -> Any:
@@ -44,11 +55,17 @@ class UsageFusion:
 
     def _request_estimate(self, session: str, answer: Node) -> int:
         """Our estimate of the request that produced ``answer``: as recorded by ``record``,
-        else computed once (an imported answer) and remembered."""
+        or as made when this engine prepared it (at the answer's predecessor); else —
+        an imported answer — computed once and remembered (``fusion_renders``)."""
         req = answer.metadata.get("request")
         if isinstance(req, Mapping) and isinstance(req.get("estimate"), int):
             return int(req["estimate"])
+        if answer.predecessor is not None:
+            prepared = self._prepared.get((session, answer.predecessor))
+            if prepared is not None:
+                return prepared
         if answer.id not in self._estimates:
+            self._count("fusion_renders")
             request = request_for(self.store, session, answer.id, config=self.pipeline)
             info = self.store.get_session(session)
             model, options = self._defaults(request)
@@ -56,31 +73,51 @@ class UsageFusion:
                 request.commit,
                 self.provider,
                 model,
+                estimate=True,
                 system=self._system(
                     session, request.commit, info.metadata, request.sent_at
                 ).texts(),
                 **options,
             )
-            self._estimates[answer.id] = estimate_request(rendered, self.provider).input_tokens
+            made = rendered.estimate
+            self._estimates[answer.id] = made.input_tokens if made is not None else 0
         return self._estimates[answer.id]
+
+    def _step(self, node_id: str) -> tuple[Node, int] | str | None:
+        """What node ``node_id`` tells the walk back for a measurement: ``(node, billed)``
+        when it is an answer whose request the provider measured, ``None`` when the walk
+        stops there (a compaction, or the first node), else the node before it.  Worked
+        out once per node (a turn would otherwise read its history back from the store)."""
+        steps = self._steps
+        if node_id in steps:
+            return steps[node_id]
+        node = self.store.get_node(node_id)
+        out: tuple[Node, int] | str | None = node.predecessor
+        if node.metadata.get("compaction") is not None:
+            out = None  # what was measured before a compaction is not carried now
+        elif node.role == "assistant" and node.caller is None:
+            usage = recorded_usage(self.provider, node.metadata.get("usage"))
+            if usage is not None and usage.prompt_tokens > 0:
+                # Paired with our estimate of the request as sent: when the vendor
+                # compacted it, its count of that request is the compaction step's.
+                sent = sent_count(usage)
+                out = (node, sent if sent is not None else usage.prompt_tokens)
+        if len(steps) >= _STEPS_KEPT:
+            steps.clear()
+        steps[node_id] = out
+        return out
 
     def _last_measurement(self, session: str, head: str) -> tuple[Node, int] | None:
         """The newest answer at or before ``head`` on its branch whose request the provider
         measured, and that measurement (within ``MEASUREMENT_LOOKBACK`` nodes)."""
-        node: Node | None = self.store.get_node(head)
+        at: str | None = head
         for _ in range(MEASUREMENT_LOOKBACK):
-            if node is None:
+            if at is None:
                 return None
-            if node.metadata.get("compaction") is not None:
-                return None  # what was measured before a compaction is not carried now
-            if node.role == "assistant" and node.caller is None:
-                usage = recorded_usage(self.provider, node.metadata.get("usage"))
-                if usage is not None and usage.prompt_tokens > 0:
-                    # Paired with our estimate of the request as sent: when the vendor
-                    # compacted it, its count of that request is the compaction step's.
-                    sent = sent_count(usage)
-                    return node, sent if sent is not None else usage.prompt_tokens
-            node = self.store.get_node(node.predecessor) if node.predecessor else None
+            step = self._step(at)
+            if not isinstance(step, str):
+                return step
+            at = step
         return None
 
     def _fuse(self, session: str, head: str, estimate: int) -> TokenFigures:

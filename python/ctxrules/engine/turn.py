@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -65,7 +66,6 @@ from ..providers import (
     model_in_family,
 )
 from ..render import (
-    estimate_request,
     header_tokens,
     render,
     render_side_request,
@@ -93,6 +93,10 @@ __all__ = [
     "ToolResult",
     "TurnPrep",
 ]
+
+
+#: Prepared requests whose estimates the engine keeps for usage fusion (the newest).
+_PREPARED_KEPT = 4096
 
 
 class _Composed(msgspec.Struct, frozen=True, kw_only=True):
@@ -134,8 +138,20 @@ class Engine(UsageFusion, AsyncTwins):
         self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
         self._estimates: dict[str, int] = {}
+        # The estimate of each request prepared lately, by (session, head): what the
+        # answer to it is measured against (usage fusion), never estimated again.
+        self._prepared: OrderedDict[tuple[str, str], int] = OrderedDict()
+        self._steps: dict[str, tuple[Node, int] | str | None] = {}
+        # Guards what sessions share: the prepared estimates and the counters.
+        self._kept = threading.Lock()
+        #: What the engine did: ``requests`` composed (each estimated once, with its
+        #: body, by the core) and ``fusion_renders``: earlier requests this engine did
+        #: not prepare (an imported answer's) rendered once to pair with their usage.
+        self.counters: Counter[str] = Counter()
         self._breakers: dict[str, CircuitBreaker] = {}
         self._called: dict[str, tuple[set[str], int]] = {}
+        # Per session, the models its answers name (``render_defaults``' memo).
+        self._models: dict[str, dict[str, str | None]] = {}
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -264,6 +280,11 @@ class Engine(UsageFusion, AsyncTwins):
                 "larger window",
             ) from exc
         return self._after_compaction(prep, result, now, attempt=prep.attempt + 1)
+
+    def _count(self, what: str) -> None:
+        """Add one to ``counters[what]`` (sessions prepared at once share the counters)."""
+        with self._kept:
+            self.counters[what] += 1
 
     def breaker(self, session: str) -> CircuitBreaker:
         """The circuit breaker of ``session``'s compactions (automatic and reactive):
@@ -552,6 +573,7 @@ class Engine(UsageFusion, AsyncTwins):
             request,
             self.provider,
             used_tools=self._tool_names(request.session_id),
+            models=self._models.setdefault(request.session_id, {}),
             model=cfg.model,
             tools=list(cfg.tools) or None,
             max_tokens=cfg.max_tokens,
@@ -596,6 +618,7 @@ class Engine(UsageFusion, AsyncTwins):
             commit,
             self.provider,
             model,
+            estimate=True,
             system=system.texts(),
             situation=system.situation or None,
             tools=tools,
@@ -604,7 +627,9 @@ class Engine(UsageFusion, AsyncTwins):
             cache_ttl=self.config.cache_ttl,
             **options,
         )
-        estimate = estimate_request(rendered, self.provider).input_tokens
+        self._count("requests")
+        # Made by the core with the body, in the same crossing (RenderedRequest.estimate).
+        estimate = rendered.estimate.input_tokens if rendered.estimate is not None else 0
         system_tokens = header_tokens(
             self.provider, model, system=[*system.texts(), system.situation]
         )
@@ -634,6 +659,11 @@ class Engine(UsageFusion, AsyncTwins):
     ) -> TurnPrep:
         remember_setup(self.store, session, self.provider.name, composed.rendered, composed.system)
         tokens = self._fuse(session, head, composed.estimate)
+        with self._kept:
+            self._prepared[(session, head)] = composed.estimate
+            self._prepared.move_to_end((session, head))
+            if len(self._prepared) > _PREPARED_KEPT:
+                self._prepared.popitem(last=False)
         plan = budget(
             composed.profile,
             self.config,
