@@ -36,7 +36,9 @@ prefix added in the core, and the cache rules read it there too.
 
 Where the requests are and what the recording says of them is ``batch.requests``.
 ``replay_session`` returns one plain record (its keys: docs/rerender.md); the same data
-and options always give the same record.
+and options always give the same record.  A session that fails part way keeps what
+was measured up to the failure: its record has the figures of the requests replayed
+before it, with ``error`` saying why and ``failed_at`` which request it was.
 """
 
 from __future__ import annotations
@@ -329,12 +331,20 @@ class Replayed(NamedTuple):
 
 def replay_session(data: SessionData, options: ReplayOptions) -> dict[str, Any]:
     """Replay ``data`` (see the module docstring) and return its record; a session that
-    cannot be replayed (a ``CtxrulesError``) gives a record with ``error``."""
+    cannot be replayed gives a record with ``error`` (and, when it failed part way,
+    the figures measured before the failure).  Any exception of the replay is the
+    session's error, not the run's: the other sessions go on."""
     setup = _setup(options)
     try:
         return _replay(data, options, setup).record
-    except CtxrulesError as exc:
-        return {"session": data.id, "rules_version": setup.pipeline.version, "error": str(exc)}
+    except Exception as exc:
+        return {"session": data.id, "rules_version": setup.pipeline.version, "error": _why(exc)}
+
+
+def _why(exc: Exception) -> str:
+    """What a failed session's record says: the message of our errors, else the type
+    and message of an unexpected one."""
+    return str(exc) if isinstance(exc, CtxrulesError) else f"{type(exc).__name__}: {exc}"
 
 
 def replay_detail(data: SessionData, options: ReplayOptions) -> Replayed:
@@ -389,40 +399,55 @@ def _replay(
     output = 0
     measured: dict[int, int] = {}
     k = 0
-    for i in range(len(data.nodes) + 1):
-        while k < len(points) and points[k].index == i:
-            point = points[k]
-            p, r = plain.prepare(point.now), rules.prepare(point.now)
-            out_tokens = _output_tokens(point, r.model, provider)
-            output += out_tokens
-            if point.usage is not None:
-                recorded["requests"] += 1
-                recorded["prompt_tokens"] += point.usage.prompt_tokens
-                recorded["cache_read_tokens"] += point.usage.cache_read_tokens
-                recorded["cache_write_tokens"] += point.usage.cache_write_tokens
-                model = point.answer.name if point.answer is not None else ""
-                profile = _profile(recorded_as, model or p.model)
-                recorded_cost = _add_cost(
-                    recorded_cost, profile.cost(point.usage) if profile is not None else None
-                )
-            if prefix is None and k == first_recorded and point.usage is not None:
-                prefix = max(0, point.usage.prompt_tokens - p.tokens.estimate)
-            waiting.append((p, r, point, out_tokens))
-            if prefix is not None:
-                for wp, wr, wpoint, wout in waiting:
-                    priced = _priced_as(wpoint, provider, options.model)
-                    plain.account(wp, wpoint, prefix, wout, priced)
-                    rules.account(wr, wpoint, prefix, wout, priced)
-                waiting.clear()
-            # The recorded usage measured the request the agent sent, which the plain
-            # replay rebuilds: both replays pair it with the plain estimate, so the
-            # engine's fused figure under the rules is the rules' estimate plus what the
-            # vendor counted beyond ours (the harness's text), never the unreduced size.
-            measured[i] = p.tokens.estimate
-            k += 1
-        if i < len(data.nodes):
-            plain.append(data.nodes[i], measured.get(i))
-            rules.append(data.nodes[i], measured.get(i))
+    failed: Exception | None = None
+    try:
+        for i in range(len(data.nodes) + 1):
+            while k < len(points) and points[k].index == i:
+                point = points[k]
+                p, r = plain.prepare(point.now), rules.prepare(point.now)
+                out_tokens = _output_tokens(point, r.model, provider)
+                output += out_tokens
+                if point.usage is not None:
+                    recorded["requests"] += 1
+                    recorded["prompt_tokens"] += point.usage.prompt_tokens
+                    recorded["cache_read_tokens"] += point.usage.cache_read_tokens
+                    recorded["cache_write_tokens"] += point.usage.cache_write_tokens
+                    model = point.answer.name if point.answer is not None else ""
+                    profile = _profile(recorded_as, model or p.model)
+                    recorded_cost = _add_cost(
+                        recorded_cost, profile.cost(point.usage) if profile is not None else None
+                    )
+                if prefix is None and k == first_recorded and point.usage is not None:
+                    prefix = max(0, point.usage.prompt_tokens - p.tokens.estimate)
+                waiting.append((p, r, point, out_tokens))
+                if prefix is not None:
+                    for wp, wr, wpoint, wout in waiting:
+                        priced = _priced_as(wpoint, provider, options.model)
+                        plain.account(wp, wpoint, prefix, wout, priced)
+                        rules.account(wr, wpoint, prefix, wout, priced)
+                    waiting.clear()
+                # The recorded usage measured the request the agent sent, which the plain
+                # replay rebuilds: both replays pair it with the plain estimate, so the
+                # engine's fused figure under the rules is the rules' estimate plus what the
+                # vendor counted beyond ours (the harness's text), never the unreduced size.
+                measured[i] = p.tokens.estimate
+                k += 1
+            if i < len(data.nodes):
+                plain.append(data.nodes[i], measured.get(i))
+                rules.append(data.nodes[i], measured.get(i))
+    except Exception as exc:
+        if detail:
+            raise
+        failed = exc
+        # Requests prepared in both replays before the failure count (with no harness
+        # prefix, when none could be worked out yet); a half-made one does not.
+        n = min(len(plain.preps), len(rules.preps))
+        del plain.preps[n:], rules.preps[n:]
+        for wp, wr, wpoint, wout in waiting:
+            if wp in plain.preps and wr in rules.preps:
+                priced = _priced_as(wpoint, provider, options.model)
+                plain.account(wp, wpoint, prefix or 0, wout, priced)
+                rules.account(wr, wpoint, prefix or 0, wout, priced)
     plain_recall, rules_recall = _recall(data, plain, points), _recall(data, rules, points)
     record = _record(
         data,
@@ -446,6 +471,8 @@ def _replay(
             [r.answer, r.needed, r.kept, r.older_needed, r.older_kept]
             for r in rules_recall.requests
         ]
+    if failed is not None:
+        record.update(error=_why(failed), failed_at=k)
     return Replayed(record, plain.accounted, rules.accounted, plain_recall, rules_recall, provider)
 
 
