@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..tokenizers import DEFAULT_ENCODING, get_tokenizer
+from ..tokenizers import DEFAULT_ENCODING, count_batch
 from ._common import print_json, read_text, subcommand
 
 
@@ -34,10 +34,10 @@ ctxrules count --encoding tiktoken:cl100k_base notes.txt   # the tiktoken oracle
 
 def run(args: argparse.Namespace) -> int:
     """Run ``ctxrules count``; returns the exit code."""
-    tok = get_tokenizer(args.encoding)
     paths = args.files or ["-"]
     texts = [read_text(p) for p in paths]
-    counts = tok.count_batch(texts)
+    # The public count: the core's encodings without a registry lookup, others through it.
+    counts = count_batch(texts, args.encoding)
     total = sum(counts)
     if args.json:
         print_json(

@@ -27,7 +27,7 @@ import msgspec
 
 from ..errors import ProviderError, ValidationError
 from ..plugins import Registry, registry
-from ..tokenizers import get_tokenizer
+from ..tokenizers import count_batch
 from .usage import Usage
 
 __all__ = [
@@ -164,8 +164,7 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True):
         calibration, rounded."""
         if not texts:
             return 0
-
-        return round(sum(get_tokenizer(self.tokenizer).count_batch(texts)) * self.calibration)
+        return round(sum(count_batch(texts, self.tokenizer)) * self.calibration)
 
     def cost(self, usage: Usage) -> float | None:
         """What ``usage`` costs in USD at this model's prices; ``None`` when unknown."""

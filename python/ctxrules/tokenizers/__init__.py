@@ -99,27 +99,38 @@ class RustTokenizer:
 
     def count(self, text: str) -> int:
         """Number of tokens of ``text``; lone surrogates count as U+FFFD."""
-        try:
-            return _core.count_tokens(self.encoding, text, self.cached)
-        except UnicodeEncodeError:
-            return _core.count_tokens(self.encoding, clean_text(text), self.cached)
-        except TypeError:
-            raise _not_str([text]) from None
-        except ValueError as exc:  # the core refused the encoding
-            raise TokenizerError(str(exc), hint=f"known: {', '.join(ENCODINGS)}") from None
+        return _core_count(self.encoding, text, self.cached)
 
     def count_batch(self, texts: Sequence[str]) -> list[int]:
-        """Counts of many texts in one crossing, on all cores, with the GIL released."""
-        batch = texts if isinstance(texts, list) else list(texts)
-        try:
-            return _core.count_tokens_batch(self.encoding, batch, self.cached)
-        except UnicodeEncodeError:
-            clean = [clean_text(t) for t in batch]
-            return _core.count_tokens_batch(self.encoding, clean, self.cached)
-        except TypeError:
-            raise _not_str(batch) from None
-        except ValueError as exc:  # the core refused the encoding
-            raise TokenizerError(str(exc), hint=f"known: {', '.join(ENCODINGS)}") from None
+        """Counts of many texts in one crossing, with the GIL released (on all cores
+        when they are many bytes)."""
+        return _core_count_batch(self.encoding, texts, self.cached)
+
+
+def _core_count(encoding: str, text: str, cached: bool) -> int:
+    """The core's count of ``text`` (``encoding`` one of ``ENCODINGS``)."""
+    try:
+        return _core.count_tokens(encoding, text, cached)
+    except UnicodeEncodeError:
+        return _core.count_tokens(encoding, clean_text(text), cached)
+    except TypeError:
+        raise _not_str([text]) from None
+    except ValueError as exc:  # the core refused the encoding
+        raise TokenizerError(str(exc), hint=f"known: {', '.join(ENCODINGS)}") from None
+
+
+def _core_count_batch(encoding: str, texts: Sequence[str], cached: bool) -> list[int]:
+    """The core's counts of ``texts``, in one crossing."""
+    batch = texts if isinstance(texts, list) else list(texts)
+    try:
+        return _core.count_tokens_batch(encoding, batch, cached)
+    except UnicodeEncodeError:
+        clean = [clean_text(t) for t in batch]
+        return _core.count_tokens_batch(encoding, clean, cached)
+    except TypeError:
+        raise _not_str(batch) from None
+    except ValueError as exc:  # the core refused the encoding
+        raise TokenizerError(str(exc), hint=f"known: {', '.join(ENCODINGS)}") from None
 
 
 class TiktokenTokenizer:
@@ -189,10 +200,20 @@ def get_tokenizer(name: str = DEFAULT_ENCODING) -> Tokenizer:
 
 
 def count(text: str, encoding: str = DEFAULT_ENCODING) -> int:
-    """Count the tokens of one text with a registered tokenizer."""
+    """Count the tokens of one text with a registered tokenizer.
+
+    The core's encodings (``ENCODINGS``) go straight to the core: the built-in plugin
+    always registers them under those names, which no other plugin can take, so the
+    registry lookup would find the same counter on every call.
+    """
+    if encoding in ENCODINGS:
+        return _core_count(encoding, text, True)
     return get_tokenizer(encoding).count(text)
 
 
 def count_batch(texts: Sequence[str], encoding: str = DEFAULT_ENCODING) -> list[int]:
-    """Count many texts with a registered tokenizer, in one call."""
+    """Count many texts with a registered tokenizer, in one call (the core's encodings
+    without a registry lookup, as ``count``)."""
+    if encoding in ENCODINGS:
+        return _core_count_batch(encoding, texts, True)
     return get_tokenizer(encoding).count_batch(texts)
