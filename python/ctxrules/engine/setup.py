@@ -44,16 +44,23 @@ def engine_made(metadata: Mapping[str, Any]) -> bool:
     return not (rec.system or rec.tools is not None or rec.provider or rec.params)
 
 
+#: A body's top-level fields, each left undecoded until asked for.
+_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
 def setup_of(provider: str, rendered: RenderedRequest, system: SystemPrompt) -> dict[str, Any]:
-    """The setup of one prepared request, as the session metadata keeps it."""
-    body = msgspec.json.decode(rendered.body)
+    """The setup of one prepared request, as the session metadata keeps it.  Only the
+    tools and the parameters are decoded from the body: the conversation, which grows
+    every turn, is skipped over, not read into Python."""
+    fields = _FIELDS.decode(rendered.body)
+    tools = fields.get("tools")
     setup: dict[str, Any] = {
         RECORDED_BY: ENGINE,
         "provider": provider,
         "model": rendered.model,
         "system": system.texts(),
-        "tools": body.get("tools") or [],
-        "params": {k: v for k, v in body.items() if k not in NOT_PARAMS},
+        "tools": (msgspec.json.decode(tools) if tools is not None else None) or [],
+        "params": {k: msgspec.json.decode(v) for k, v in fields.items() if k not in NOT_PARAMS},
     }
     return setup
 
