@@ -67,7 +67,7 @@ from ..providers import (
 )
 from ..providers.estimate import Estimate
 from ..quality import assess
-from ..quality.needed import RecallReport, session_recall
+from ..quality.needed import RecallReport, session_recalls
 from ..render import check_model, estimate_request, recorded_request, session_defaults
 from ..store import MemoryStore
 from .requests import RequestPoint, SessionData, family_provider, render_provider, request_points
@@ -448,7 +448,7 @@ def _replay(
                 priced = _priced_as(wpoint, provider, options.model)
                 plain.account(wp, wpoint, prefix or 0, wout, priced)
                 rules.account(wr, wpoint, prefix or 0, wout, priced)
-    plain_recall, rules_recall = _recall(data, plain, points), _recall(data, rules, points)
+    plain_recall, rules_recall = _recall(data, [plain, rules], points)
     record = _record(
         data,
         options,
@@ -481,14 +481,20 @@ def _replay(
 LOST_SHOWN = 20
 
 
-def _recall(data: SessionData, track: _Track, points: list[RequestPoint]) -> RecallReport:
-    """Needed-fact recall of a replay's requests (``ctxrules.quality.needed``)."""
-    bodies = {
-        point.answer.id: prep.request.body
-        for point, prep in zip(points, track.preps)
-        if point.answer is not None
-    }
-    return session_recall(data.id, data.nodes, bodies)
+def _recall(
+    data: SessionData, tracks: list[_Track], points: list[RequestPoint]
+) -> list[RecallReport]:
+    """Needed-fact recall of each replay's requests (``ctxrules.quality.needed``), in one
+    walk of the branch."""
+    bodies = [
+        {
+            point.answer.id: prep.request.body
+            for point, prep in zip(points, track.preps)
+            if point.answer is not None
+        }
+        for track in tracks
+    ]
+    return session_recalls(data.id, data.nodes, bodies)
 
 
 def _share(value: float | None) -> float | None:

@@ -37,7 +37,15 @@ from ..render import render
 from ..requests import Request, render_defaults
 from ..store import CommitStore
 from .facts import CATEGORIES, Fact, extract_facts
-from .needed import FactIndex, NeededFact, RecallReport, RequestRecall, score, session_recall
+from .needed import (
+    FactIndex,
+    NeededFact,
+    RecallReport,
+    RequestRecall,
+    score,
+    session_recall,
+    session_recalls,
+)
 from .text import request_text
 
 __all__ = [
@@ -56,6 +64,7 @@ __all__ = [
     "request_text",
     "score",
     "session_recall",
+    "session_recalls",
 ]
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "answer_facts",
     "score",
     "session_recall",
+    "session_recalls",
 ]
 
 
@@ -210,14 +211,29 @@ def session_recall(
     """The recall of every request of ``branch`` (root to head, ``dag.branch_path``
     order) whose body is in ``bodies`` (answer node id → the request body that produced
     that answer)."""
+    return session_recalls(session_id, branch, [bodies])[0]
+
+
+def session_recalls(
+    session_id: str, branch: Sequence[Node], bodies: Sequence[Mapping[str, bytes]]
+) -> list[RecallReport]:
+    """``session_recall`` of one branch for several sets of bodies (the requests of
+    several replays of the session), in one walk: each answer's needed facts are found
+    once, and a message the requests share is read once."""
     index = FactIndex()
-    scored: list[RequestRecall] = []
+    scored: list[list[RequestRecall]] = [[] for _ in bodies]
+    # The requests of a session repeat the messages before them: each is read once.
+    memo: dict[bytes, str] = {}
     for node in branch:
-        if node.role == "assistant" and node.caller is None and node.id in bodies:
-            facts = index.needed(node)
-            scored.append(score(facts, request_text(bodies[node.id]), node.id))
+        if node.role == "assistant" and node.caller is None:
+            wanted = [i for i, b in enumerate(bodies) if node.id in b]
+            if wanted:
+                facts = index.needed(node)
+                for i in wanted:
+                    text = request_text(bodies[i][node.id], memo)
+                    scored[i].append(score(facts, text, node.id))
         index.add(node)
-    return report(session_id, scored)
+    return [report(session_id, s) for s in scored]
 
 
 def report(session_id: str, scored: Sequence[RequestRecall]) -> RecallReport:

@@ -75,7 +75,39 @@ def request_strings(value: Any) -> Iterator[str]:
             yield from request_strings(item)
 
 
-def request_text(body: bytes) -> str:
+#: A body's top-level fields, and a conversation's entries, left undecoded.
+_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ENTRIES = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _text(value: Any) -> str:
+    return normalize(" ".join(request_strings(value)))
+
+
+def request_text(body: bytes, memo: dict[bytes, str] | None = None) -> str:
     """The whitespace-normalised text of a request body (JSON bytes), strings joined by
-    a space: what a fact must appear in to count as kept."""
-    return normalize(" ".join(request_strings(msgspec.json.decode(body))))
+    a space: what a fact must appear in to count as kept.
+
+    ``memo`` is for a caller reading many requests of one session (``session_recall``):
+    the text of each entry of a top-level list (the messages, contents or input items)
+    is kept by the entry's bytes, so an entry the previous request sent as well is not
+    decoded again — only the new ones are.  The text is the same with or without it
+    (whitespace runs are one space, so the text of the parts joined is the parts'
+    texts joined)."""
+    if memo is None or body[:1] != b"{":
+        return _text(msgspec.json.decode(body))
+    parts: list[str] = []
+    for key, raw in _FIELDS.decode(body).items():
+        if key in SKIPPED_KEYS:
+            continue
+        data = bytes(raw)
+        if data[:1] != b"[":
+            parts.append(_text(msgspec.json.decode(data)))
+            continue
+        for entry in _ENTRIES.decode(data):
+            got = bytes(entry)
+            text = memo.get(got)
+            if text is None:
+                text = memo[got] = _text(msgspec.json.decode(got))
+            parts.append(text)
+    return " ".join(p for p in parts if p)
