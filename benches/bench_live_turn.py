@@ -37,7 +37,9 @@ from ctxrules.config import PipelineConfig
 from ctxrules.context_sources import SourcesConfig
 from ctxrules.engine import Engine, EngineConfig, ToolResult
 from ctxrules.model import ToolSpec
+from ctxrules.render import clear_cache as clear_render_cache
 from ctxrules.store import open_store
+from ctxrules.tokenizers import clear_cache as clear_token_cache
 
 #: The sizes the figures are read at (request estimate, tokens).
 SIZES = (10_000, 50_000, 134_000)
@@ -176,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     runs: list[dict[int, dict[str, float]]] = []
     for _ in range(args.rounds):
+        # Each session from cold caches: the rounds grow the same text.
+        clear_render_cache()
+        clear_token_cache()
         with tempfile.TemporaryDirectory() as d:
             g = Grown(Path(d))
             try:
