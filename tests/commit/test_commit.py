@@ -3,8 +3,6 @@ immutability, content addressing, delta storage, branches and late tool results.
 
 from __future__ import annotations
 
-import sqlite3
-
 import msgspec
 import pytest
 
@@ -12,7 +10,7 @@ import ctxrules
 from ctxrules import dag
 from ctxrules.commit import Pipeline, diff_commits, load_commit, persist
 from ctxrules.config import PipelineConfig
-from ctxrules.errors import DagError
+from ctxrules.errors import DagError, StoreError
 from ctxrules.model import ContextItem, TextBlock, ToolUseBlock
 from ctxrules.ruleapi import delta as _delta
 from ctxrules.rules import Summarize
@@ -146,13 +144,14 @@ def test_a_new_commit_counts_only_its_new_items(store):
 
 
 def test_saved_commits_cannot_be_rewritten(tmp_path):
-    # The Protocol has no way to rewrite a row; SQLite also refuses it in the file itself.
+    # The Protocol has no way to rewrite a row; SQLite also refuses it in the file itself
+    # (its trigger's error reaches the caller as a StoreError, as every SQLite error).
     store = open_store(tmp_path / "s")
     s = dag.create_session(store)
     add_turn(store, s.id, 0)
     c = ctxrules.make_commit(s.id, now=1.0, store=store, config=DEFAULT)
     for sql in ("UPDATE commits SET total_tokens = 0", "DELETE FROM commits"):
-        with pytest.raises(sqlite3.DatabaseError, match="never rewritten"):
+        with pytest.raises(StoreError, match="never rewritten"):
             with store.transaction() as conn:
                 conn.execute(sql)
     assert load_commit(c.id, store=store).total_tokens == c.total_tokens

@@ -22,7 +22,7 @@ import msgspec
 
 from ..model import ContextCommit, ContextItem
 from ..ruleapi.delta import replay
-from ..store import CommitRow, CommitStore
+from ..store import DAMAGE, CommitRow, CommitStore, damaged
 from .derive import Generated
 
 __all__ = ["CACHE_SIZE", "clear_cache", "load", "row_reasons", "save", "stored_bytes"]
@@ -123,12 +123,15 @@ def load(store: CommitStore, commit_id: str) -> ContextCommit:
             summary = cached[rows[i].id].summary
             start = i + 1
             break
-    for row in rows[start:]:
-        written = replay(items, row.delta)
-        if written is not None:
-            summary = written
     last = rows[-1]
-    meta = _meta_decoder.decode(last.meta)
+    try:
+        for row in rows[start:]:
+            written = replay(items, row.delta)
+            if written is not None:
+                summary = written
+        meta = _meta_decoder.decode(last.meta)
+    except DAMAGE as exc:  # bytes changed on disk since the commit was stored
+        raise damaged(f"stored commit {commit_id}", exc, store.location) from None
     commit = ContextCommit(
         id=last.id,
         session_id=last.session_id,

@@ -324,8 +324,11 @@ def compact(
     tokens_after = measure(derive(nodes))
     record = msgspec.structs.replace(record, tokens_after=tokens_after)
     nodes[0] = boundary = _with_record(boundary, record)
-    _append(store, session_id, head, nodes)
-    commit = make_commit(session_id, None, now=now, store=store, config=pipeline, answer=answer)
+    # The boundary, the restore message, HEAD and the commit land in one transaction:
+    # a failure at any step (a full disk at the commit) leaves none of them.
+    with store.transaction():
+        _append(store, session_id, head, nodes)
+        commit = make_commit(session_id, None, now=now, store=store, config=pipeline, answer=answer)
     result = CompactResult(
         session_id=session_id,
         boundary=boundary.id,

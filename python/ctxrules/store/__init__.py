@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import StoreError
 from ._pg_schema import PREFIXES as POSTGRES_PREFIXES  # (also registers its migrations)
-from ._shared import no_store
+from ._shared import DAMAGE, damaged, no_store
 from ._sqlite_open import APPLICATION_ID
 from .base import CommitRow, CommitStore, Edge, NewSession, RunInfo, SessionInfo, Store
 from .memory import PREFIX as MEMORY_PREFIX
@@ -34,6 +34,7 @@ from .sqlite import BUSY_TIMEOUT_S, DB_NAME, ENV_BUSY_TIMEOUT, SQLiteStore, data
 __all__ = [
     "APPLICATION_ID",
     "BUSY_TIMEOUT_S",
+    "DAMAGE",
     "DB_NAME",
     "DEFAULT_LOCATION",
     "ENV_BUSY_TIMEOUT",
@@ -53,6 +54,7 @@ __all__ = [
     "SQLiteStore",
     "SessionInfo",
     "Store",
+    "damaged",
     "open_store",
     "register_migration",
     "store_location",

@@ -40,9 +40,27 @@ __all__ = [
 _json_decoder = msgspec.json.Decoder(Node)
 
 
-def decode_node(body: bytes) -> Node:
-    """A node from its stored JSON body."""
-    return _json_decoder.decode(body)
+#: What reading a stored value that was damaged on disk raises (bytes flipped inside a
+#: page decode to garbage that SQLite itself does not notice).
+DAMAGE = (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, ValueError, TypeError)
+
+
+def damaged(what: str, exc: Exception, location: str) -> StoreError:
+    """The one-line error for a stored value that does not read back."""
+    return StoreError(
+        f"{what} cannot be read back ({type(exc).__name__}: {str(exc)[:200]}): the store is "
+        "damaged",
+        where=location or None,
+        hint="restore it from a backup; `sqlite3 FILE .recover` saves what can still be read",
+    )
+
+
+def decode_node(body: bytes, location: str = "") -> Node:
+    """A node from its stored JSON body (``StoreError`` when it does not decode)."""
+    try:
+        return _json_decoder.decode(body)
+    except DAMAGE as exc:
+        raise damaged("a stored node", exc, location) from None
 
 
 def node_body(stored: Node) -> bytes:

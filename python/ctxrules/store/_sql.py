@@ -28,9 +28,11 @@ import msgspec
 from ..errors import DagError, StoreError
 from ..model import Node
 from ._shared import (
+    DAMAGE,
     check_edges,
     check_reads,
     continuing,
+    damaged,
     decode_node,
     fork_chain,
     is_visible_in,
@@ -95,7 +97,14 @@ def _node_row(stored: Node) -> tuple[Any, ...]:
     )
 
 
-def _session(row: tuple[Any, ...]) -> SessionInfo:
+def _session(row: tuple[Any, ...], location: str = "") -> SessionInfo:
+    try:
+        return _session_of(row)
+    except DAMAGE as exc:
+        raise damaged("a stored session", exc, location) from None
+
+
+def _session_of(row: tuple[Any, ...]) -> SessionInfo:
     sid, created, head, source, key, base_s, base_n, base_seq, next_seq, meta = row
     return SessionInfo(
         id=sid,
@@ -159,7 +168,7 @@ class SQLStore(GuardAndKv, Commits):
             if base_session is not None:
                 # Locked for share: the base cannot grow between reading its seq and
                 # committing the fork, so the fork sees the base as it is now.
-                base = _session(self._session_row(base_session, self._FOR_SHARE))
+                base = _session(self._session_row(base_session, self._FOR_SHARE), self.location)
                 base_seq = base.base_seq + base.calls
                 if base_node is not None and not self.is_visible(base_session, base_node):
                     raise DagError(
@@ -193,7 +202,7 @@ class SQLStore(GuardAndKv, Commits):
                 self._insert_batch(conn, sid, base_seq + 1, nodes)
             if head is not None:
                 self._set_head(conn, sid, head)
-            return _session(self._session_row(sid))
+            return _session(self._session_row(sid), self.location)
 
     def _insert_batch(self, conn: Any, sid: str, first_seq: int, nodes: Sequence[Node]) -> None:
         seen: set[str] = set()
@@ -218,21 +227,21 @@ class SQLStore(GuardAndKv, Commits):
 
     def get_session(self, session_id: str) -> SessionInfo:
         """The session row; ``NotFoundError`` if unknown."""
-        return _session(self._session_row(session_id))
+        return _session(self._session_row(session_id), self.location)
 
     def find_session(self, import_key: str) -> SessionInfo | None:
         """The session created with ``import_key``, if any."""
         row = self._conn.execute(
             f"SELECT {_SESSION_COLS} FROM sessions WHERE import_key = ?", (import_key,)
         ).fetchone()
-        return _session(row) if row else None
+        return _session(row, self.location) if row else None
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session, oldest first."""
         rows = self._conn.execute(
             f"SELECT {_SESSION_COLS} FROM sessions ORDER BY created_at, {self._ORDER}"
         ).fetchall()
-        return [_session(r) for r in rows]
+        return [_session(r, self.location) for r in rows]
 
     def _set_head(self, conn: Any, sid: str, node_id: str | None) -> None:
         if node_id is not None and not self.is_visible(sid, node_id):
@@ -252,7 +261,7 @@ class SQLStore(GuardAndKv, Commits):
         """Merge ``patch`` into the session metadata; a ``None`` value deletes the key."""
         with self.transaction() as conn:
             row = self._session_row(session_id, self._FOR_UPDATE)  # read, merge, write
-            merged = merged_metadata(_session(row).metadata, patch)
+            merged = merged_metadata(_session(row, self.location).metadata, patch)
             conn.execute(
                 "UPDATE sessions SET metadata = ? WHERE id = ?",
                 (msgspec.json.encode(merged), session_id),
@@ -322,7 +331,7 @@ class SQLStore(GuardAndKv, Commits):
         row = self._conn.execute("SELECT body FROM nodes WHERE id = ?", (node_id,)).fetchone()
         if row is None:
             raise not_found("node", node_id, self.location)
-        return decode_node(row[0])
+        return decode_node(row[0], self.location)
 
     def nodes(self, session_id: str, *, inherited: bool = False) -> list[Node]:
         """The session's nodes in ``seq`` order; ``inherited`` adds a fork's base nodes."""
@@ -334,7 +343,7 @@ class SQLStore(GuardAndKv, Commits):
         rows = self._conn.execute(
             f"SELECT body FROM nodes WHERE {where} ORDER BY seq", args
         ).fetchall()
-        return [decode_node(r[0]) for r in rows]
+        return [decode_node(r[0], self.location) for r in rows]
 
     def iter_nodes(self, session_id: str) -> Iterator[Node]:
         """The session's own nodes in ``seq`` order, streamed a page at a time."""
@@ -346,7 +355,7 @@ class SQLStore(GuardAndKv, Commits):
                 (session_id, after),
             ).fetchall()
             for _, body in rows:
-                yield decode_node(body)
+                yield decode_node(body, self.location)
             if len(rows) < _PAGE:
                 return
             after = rows[-1][0]
@@ -360,7 +369,7 @@ class SQLStore(GuardAndKv, Commits):
             f"SELECT body FROM nodes WHERE {edge} = ? AND {where} ORDER BY seq",
             [node_id, *args],
         ).fetchall()
-        return [decode_node(r[0]) for r in rows]
+        return [decode_node(r[0], self.location) for r in rows]
 
     def is_visible(self, session_id: str, node_id: str) -> bool:
         """Whether the node is the session's own or inherited from its fork base."""

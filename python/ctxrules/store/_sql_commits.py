@@ -16,8 +16,10 @@ from typing import Any
 
 from ..model import Node
 from ._shared import (
+    DAMAGE,
     check_commit_row,
     check_same_commit,
+    damaged,
     decode_node,
     missing_parent,
     not_found,
@@ -32,7 +34,14 @@ _COLS = (
 )
 
 
-def _row(r: tuple[object, ...]) -> CommitRow:
+def _row(r: tuple[object, ...], location: str = "") -> CommitRow:
+    try:
+        return _row_of(r)
+    except DAMAGE as exc:
+        raise damaged("a stored commit row", exc, location) from None
+
+
+def _row_of(r: tuple[object, ...]) -> CommitRow:
     cid, sid, parent, head, rv, created, total, n, meta, delta = r
     return CommitRow(
         id=str(cid),
@@ -78,7 +87,7 @@ class Commits:
         with self.transaction() as conn:
             old = conn.execute(f"SELECT {_COLS} FROM commits WHERE id = ?", (row.id,)).fetchone()
             if old is not None:
-                check_same_commit(_row(old), row, self.location)
+                check_same_commit(_row(old, self.location), row, self.location)
                 return row.id
             key = (row.session_id, row.head_node_id, row.rules_version)
             self._lock_key(conn, "commit\x1f" + "\x1f".join(key))
@@ -107,7 +116,7 @@ class Commits:
                 raise missing_parent(row, self.location) from None
             if cur.rowcount == 0:  # another writer stored this id since the check above
                 taken = conn.execute(f"SELECT {_COLS} FROM commits WHERE id = ?", (row.id,))
-                check_same_commit(_row(taken.fetchone()), row, self.location)
+                check_same_commit(_row(taken.fetchone(), self.location), row, self.location)
             return row.id
 
     def latest_commit(self, session_id: str, head_node_id: str, rules_version: str) -> str | None:
@@ -129,7 +138,7 @@ class Commits:
         ).fetchall()
         if not rows or rows[-1][0] != commit_id:
             raise not_found("commit", commit_id, self.location)
-        return [_row(r) for r in rows]
+        return [_row(r, self.location) for r in rows]
 
     def session_commits(self, session_id: str) -> list[CommitRow]:
         """The session's commits in the order they were stored."""
@@ -137,7 +146,7 @@ class Commits:
             f"SELECT {_COLS} FROM commits WHERE session_id = ? ORDER BY {self._ORDER}",
             (session_id,),
         ).fetchall()
-        return [_row(r) for r in rows]
+        return [_row(r, self.location) for r in rows]
 
     def calls_since(self, session_id: str, seq: int) -> list[Node]:
         """The session's own caller-children above ``seq`` (an indexed range scan)."""
@@ -146,4 +155,4 @@ class Commits:
             "ORDER BY seq",
             (session_id, seq),
         ).fetchall()
-        return [decode_node(r[0]) for r in rows]
+        return [decode_node(r[0], self.location) for r in rows]

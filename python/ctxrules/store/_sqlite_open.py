@@ -21,7 +21,13 @@ from pathlib import Path
 from ..errors import StoreError
 from .migrations import apply_pending
 
-__all__ = ["APPLICATION_ID", "create_store_file", "inspect_store_file", "write_lock_holder"]
+__all__ = [
+    "APPLICATION_ID",
+    "create_store_file",
+    "inspect_store_file",
+    "sqlite_error",
+    "write_lock_holder",
+]
 
 #: ``PRAGMA application_id`` of every ctxrules store: "ctxr" in ASCII.
 APPLICATION_ID = 0x63747872
@@ -95,6 +101,47 @@ def _check_old_schema(path: Path) -> None:
         raise _refuse(path, f"a SQLite database with other tables ({shown})")
 
 
+def sqlite_error(exc: sqlite3.Error, location: str, doing: str = "") -> StoreError:
+    """A ``sqlite3`` error as one line naming the store and what to do."""
+    name = getattr(exc, "sqlite_errorname", "") or ""  # Python 3.11+
+    text = str(exc)
+    low = text.lower()
+    during = f" while {doing}" if doing else ""
+    if name == "SQLITE_FULL" or "disk is full" in low:
+        return StoreError(
+            f"the disk holding the store is full{during}; nothing of this write was stored",
+            where=location,
+            hint="free some space and run it again",
+        )
+    if (
+        name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+        or "malformed" in low
+        or ("not a database" in low)
+    ):
+        return StoreError(
+            f"the store is damaged ({text})",
+            where=location,
+            hint="restore it from a backup; `sqlite3 FILE .recover` saves what can still be read",
+        )
+    if name.startswith("SQLITE_IOERR") or "i/o error" in low:
+        return StoreError(
+            f"an I/O error{during}: {text}; nothing of this write was stored",
+            where=location,
+            hint="check the disk (space, health, a network filesystem that went away)",
+        )
+    if name.startswith("SQLITE_READONLY") or "readonly" in low:
+        return StoreError(
+            f"the store cannot be written ({text})",
+            where=location,
+            hint="check the permissions of the store's folder and files",
+        )
+    return StoreError(
+        f"the store failed{during}: {text}",
+        where=location,
+        hint="check the store's file and disk, then run it again",
+    )
+
+
 def create_store_file(path: Path) -> None:
     """Make a new store file at ``path`` complete or not at all (see the module docstring).
 
@@ -133,6 +180,11 @@ def create_store_file(path: Path) -> None:
             f"cannot create the store: {exc.strerror}",
             where=str(path),
             hint="pass --store PATH or set CTXRULES_STORE to a writable place",
+        ) from None
+    except sqlite3.Error as exc:
+        mapped = sqlite_error(exc, str(path), "creating it")
+        raise StoreError(
+            f"cannot create the store: {mapped.message}", where=str(path), hint=mapped.hint
         ) from None
     finally:
         with contextlib.suppress(FileNotFoundError):

@@ -11,16 +11,24 @@ one (``CTXRULES_BUSY_TIMEOUT``, default 60), then fails naming the holder.
 
 A file is inspected before it is opened for writing, and a new store is created
 complete (``_sqlite_open``): another program's database is refused untouched.
+
+Every SQLite error is a one-line ``StoreError`` naming the store and what to do
+(``sqlite_error``): a full disk (nothing of the write was stored: the transaction is
+rolled back, or SQLite rolled it back itself), a damaged file, an I/O error, a store
+that cannot be written.  A read outside a transaction is mapped where it fails; a
+failure inside one is mapped once the transaction is rolled back.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ..errors import StoreError
 from ._sql import BUSY_TIMEOUT_S, ENV_BUSY_TIMEOUT, SQLStore, resolve_busy_timeout
@@ -28,13 +36,74 @@ from ._sqlite_open import (
     APPLICATION_ID,
     create_store_file,
     inspect_store_file,
+    sqlite_error,
     write_lock_holder,
 )
 from .migrations import apply_pending, up_to_date
 
-__all__ = ["BUSY_TIMEOUT_S", "DB_NAME", "ENV_BUSY_TIMEOUT", "SQLiteStore", "database_path"]
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "DB_NAME",
+    "ENV_BUSY_TIMEOUT",
+    "SQLiteStore",
+    "database_path",
+    "sqlite_error",
+]
 
 DB_NAME = "ctxrules.db"
+
+
+class _Cursor:
+    """A cursor whose fetches map SQLite errors like ``_Conn`` does."""
+
+    def __init__(self, cur: sqlite3.Cursor, store: SQLiteStore):
+        self._cur = cur
+        self._store = store
+
+    def _call(self, fetch: Any) -> Any:
+        try:
+            return fetch()
+        except sqlite3.Error as exc:
+            raise self._store._outside(exc) from None
+
+    def fetchone(self) -> Any:
+        return self._call(self._cur.fetchone)
+
+    def fetchall(self) -> list[Any]:
+        return list(self._call(self._cur.fetchall))
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.fetchall())
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+
+class _Conn:
+    """The sqlite3 connection as the shared SQL code uses it: an error outside a
+    transaction becomes a ``StoreError`` where it happens; inside one it goes to the
+    transaction (which rolls back, then maps it), so the code inside can still catch
+    a constraint violation."""
+
+    def __init__(self, raw: sqlite3.Connection, store: SQLiteStore):
+        self.raw = raw
+        self._store = store
+
+    def execute(self, sql: str, args: Sequence[Any] = ()) -> _Cursor:
+        try:
+            return _Cursor(self.raw.execute(sql, args), self._store)
+        except sqlite3.Error as exc:
+            raise self._store._outside(exc) from None
+
+    def executemany(self, sql: str, rows: Any) -> _Cursor:
+        try:
+            return _Cursor(self.raw.executemany(sql, rows), self._store)
+        except sqlite3.Error as exc:
+            raise self._store._outside(exc) from None
+
+    def close(self) -> None:
+        self.raw.close()
 
 
 class SQLiteStore(SQLStore):
@@ -52,24 +121,26 @@ class SQLiteStore(SQLStore):
         db = Path(path)
         if not inspect_store_file(db):  # refuses a file that is not ours, untouched
             create_store_file(db)
+        self._lock = threading.RLock()
+        self._depth = 0
         try:
-            self._conn = sqlite3.connect(
+            raw = sqlite3.connect(
                 self.location,
                 timeout=self.busy_timeout,
                 isolation_level=None,
                 check_same_thread=False,
             )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute("PRAGMA foreign_keys=ON")
-        except sqlite3.DatabaseError as exc:
+            raw.execute("PRAGMA journal_mode=WAL")
+            raw.execute("PRAGMA synchronous=FULL")
+            raw.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            mapped = sqlite_error(exc, self.location, "opening it")
             raise StoreError(
-                f"cannot open the store: {exc}",
+                f"cannot open the store: {mapped.message}",
                 where=self.location,
-                hint="point --store / CTXRULES_STORE at a ctxrules store directory",
+                hint=mapped.hint,
             ) from None
-        self._lock = threading.RLock()
-        self._depth = 0
+        self._conn = _Conn(raw, self)
         self._chains = {}
         try:
             self.migrate()
@@ -78,9 +149,20 @@ class SQLiteStore(SQLStore):
             raise
 
     # -- transactions and schema -------------------------------------------------
-    def _busy(self, exc: sqlite3.OperationalError) -> StoreError:
+    def _outside(self, exc: sqlite3.Error) -> Exception:
+        """``exc`` as it leaves a statement: mapped outside a transaction, raw inside."""
+        return exc if self._depth else sqlite_error(exc, self.location, "reading it")
+
+    def _rollback(self) -> None:
+        # SQLite rolls a transaction back itself on some errors (a full disk): then
+        # there is none left to roll back.
+        if self._conn.raw.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.raw.execute("ROLLBACK")
+
+    def _busy(self, exc: sqlite3.Error) -> StoreError:
         if "locked" not in str(exc) and "busy" not in str(exc):
-            return StoreError(f"cannot start a write: {exc}", where=self.location)
+            return sqlite_error(exc, self.location, "starting a write")
         holder = write_lock_holder(self.location)
         who = f"another process ({holder})" if holder else "another process"
         return StoreError(
@@ -92,7 +174,7 @@ class SQLiteStore(SQLStore):
         )
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[_Conn]:
         """A write transaction (``BEGIN IMMEDIATE``); nested use joins the outer one."""
         with self._lock:
             if self._depth:
@@ -103,21 +185,24 @@ class SQLiteStore(SQLStore):
                     self._depth -= 1
                 return
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
+                self._conn.raw.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
                 raise self._busy(exc) from None
             self._depth = 1
             try:
                 yield self._conn
+            except sqlite3.Error as exc:
+                self._rollback()
+                raise sqlite_error(exc, self.location, "writing it") from None
             except BaseException:
-                self._conn.execute("ROLLBACK")
+                self._rollback()
                 raise
             else:
                 try:
-                    self._conn.execute("COMMIT")
-                except sqlite3.OperationalError as exc:
-                    self._conn.execute("ROLLBACK")
-                    raise StoreError(f"commit failed: {exc}", where=self.location) from None
+                    self._conn.raw.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    self._rollback()
+                    raise sqlite_error(exc, self.location, "committing a write") from None
             finally:
                 self._depth = 0
 
@@ -125,10 +210,10 @@ class SQLiteStore(SQLStore):
         """Apply registered migrations this store lacks, in version order; stamp a store
         made before stores carried an ``application_id`` with ours."""
         stamped = self._conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
-        if stamped and up_to_date(self._conn):
+        if stamped and up_to_date(self._conn.raw):
             return []  # the common case: no write lock needed just to open
         with self.transaction() as conn:
-            applied = apply_pending(conn, self.location)
+            applied = apply_pending(conn.raw, self.location)
             conn.execute(f"PRAGMA application_id={APPLICATION_ID}")
             return applied
 

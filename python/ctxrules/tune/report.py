@@ -208,8 +208,10 @@ def write_report(
         writer.writerows(table)
         files["csv"].write(text.getvalue().encode("utf-8"))
         if plot.available():
-            plot.plot_frontier(result, files["frontier"].open())
-            plot.plot_sweep(result, files["sweep"].open())
+            for key, draw in (("frontier", plot.plot_frontier), ("sweep", plot.plot_sweep)):
+                png = io.BytesIO()  # drawn in memory: a write error is the file's, in one line
+                draw(result, png)
+                files[key].write(png.getvalue())
         if result.toml:
             files["toml"].write(result.toml.encode("utf-8"))
         for key, target in files.items():
