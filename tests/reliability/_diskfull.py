@@ -16,6 +16,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
 
 
 def ctxrules(*args: str, cwd: str) -> dict[str, object]:
@@ -26,15 +27,33 @@ def ctxrules(*args: str, cwd: str) -> dict[str, object]:
     return {"argv": list(args), "code": proc.returncode, "stderr": proc.stderr[-3000:]}
 
 
-def state(db: str, session: str) -> list[object]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+BALLAST = 256 * 1024  # room the probe's own reads take back while the disk is full
+
+
+@contextlib.contextmanager
+def room(root: str) -> Iterator[None]:
+    """Free the ballast while the probe reads the store (a reader of a WAL store makes
+    its shared-memory file, which a full disk refuses), then fill it again."""
+    ballast = os.path.join(root, "ballast")
+    os.unlink(ballast)
     try:
-        head = conn.execute("SELECT head FROM sessions WHERE id = ?", (session,)).fetchone()[0]
-        nodes = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
-        commits = conn.execute("SELECT count(*) FROM commits").fetchone()[0]
-        return [head, nodes, commits]
+        yield
     finally:
-        conn.close()
+        with open(ballast, "wb") as fh, contextlib.suppress(OSError):
+            fh.write(b"\0" * BALLAST)
+            fh.flush()
+
+
+def state(root: str, db: str, session: str) -> list[object]:
+    with room(root):
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            head = conn.execute("SELECT head FROM sessions WHERE id = ?", (session,))
+            nodes = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
+            commits = conn.execute("SELECT count(*) FROM commits").fetchone()[0]
+            return [head.fetchone()[0], nodes, commits]
+        finally:
+            conn.close()
 
 
 def main() -> None:
@@ -48,6 +67,8 @@ def main() -> None:
     )  # fmt: skip
     session = json.loads(listed.stdout)[0]["id"]
     head = json.loads(listed.stdout)[0]["head"]
+    with open(os.path.join(root, "ballast"), "wb") as fh:
+        fh.write(b"\0" * BALLAST)
     # Fill the filesystem, then give back ~100 KB.
     with open(os.path.join(root, "filler"), "wb") as fh:
         with contextlib.suppress(OSError):
@@ -56,7 +77,7 @@ def main() -> None:
                 fh.flush()
         fh.truncate(max(0, fh.tell() - 100 * 1024))
     db = os.path.join(store, "ctxrules.db")
-    before = state(db, session)
+    before = state(root, db, session)
     runs = [
         ctxrules("import", big, "--store", store, cwd=root),
         ctxrules("fork", session, head, "--store", store, cwd=root),
@@ -77,12 +98,13 @@ def main() -> None:
             cwd=root,
         ),
     ]
-    mid = state(db, session)
+    mid = state(root, db, session)
     runs.append(ctxrules("compact", session, "--store", store, "--now", "1767225600", cwd=root))
-    after = state(db, session)
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    check = conn.execute("PRAGMA integrity_check").fetchone()[0]
-    conn.close()
+    after = state(root, db, session)
+    with room(root):
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        check = conn.execute("PRAGMA integrity_check").fetchone()[0]
+        conn.close()
     left = sorted(n for n in os.listdir(root) if n.startswith("."))
     print(json.dumps({"runs": runs, "integrity": check, "before": before, "mid": mid,
                       "after": after, "hidden": left, "page": os.path.exists(
