@@ -341,3 +341,28 @@ def test_an_unreachable_upstream_answers_502_in_the_vendors_envelope(tmp_path):
         == 502
     )
     store.close()
+
+
+def test_a_flush_waits_for_a_call_still_in_flight(tmp_path):
+    """A handler counts its call when it starts forwarding: a flush made while the
+    answer travels (the client may already hold all of it) waits for its record."""
+    from ctxrules.proxy import Call, Recorder
+
+    rec = Recorder(str(tmp_path / "store"), report=lambda _line: None)
+    rec.start()
+    try:
+        rec.begin()
+        assert rec.flush(timeout=0.2) is False  # begun, not yet submitted
+        call = Call(
+            path="/v1/messages",
+            request=json.dumps(BODY).encode(),
+            request_headers={},
+            status=500,
+            response=b"{}",
+            response_headers={},
+            at=time.time(),
+        )
+        rec.submit(call, begun=True)
+        assert rec.flush(timeout=30) is True and rec.recorded == 1
+    finally:
+        rec.stop()

@@ -93,10 +93,19 @@ class Recorder:
         if self._error is not None:
             raise self._error
 
-    def submit(self, call: Call) -> bool:
-        """Queue a call for recording; ``False`` (and a report) when the queue is full."""
+    def begin(self) -> None:
+        """Count a call whose answer is still travelling: ``flush`` waits for it until
+        its ``submit(call, begun=True)``, which every ``begin`` must be followed by (a
+        handler calls it in ``finally``) — else the client may hold the whole answer
+        while a flush finds nothing to wait for."""
         with self._idle:
             self._pending += 1
+
+    def submit(self, call: Call, *, begun: bool = False) -> bool:
+        """Queue a call for recording; ``False`` (and a report) when the queue is full.
+        ``begun``: the call was counted by ``begin`` already."""
+        if not begun:
+            self.begin()
         try:
             self._queue.put_nowait(call)
         except queue.Full:
@@ -122,8 +131,7 @@ class Recorder:
             finally:
                 done.set()
 
-        with self._idle:
-            self._pending += 1
+        self.begin()
         self._queue.put(wrapped)
         done.wait()
         ok, value = box[0]
@@ -132,7 +140,8 @@ class Recorder:
         return value
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until everything queued so far is written; ``False`` on timeout."""
+        """Wait until everything queued or begun so far is written; ``False`` on
+        timeout."""
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
 

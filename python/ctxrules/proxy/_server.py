@@ -161,6 +161,8 @@ class ProxyServer:
         chunks: list[bytes] = []
         size = 0
         assert self.session is not None
+        if record:  # counted from here, so a flush waits for a call still in flight
+            self.recorder.begin()
         try:
             async with self.session.request(
                 request.method,
@@ -218,7 +220,7 @@ class ProxyServer:
                 else:
                     call.response = b""
                     self._note(f"{path}: response over {MAX_RECORDED:,} bytes, answer not recorded")
-                self.recorder.submit(call)
+                self.recorder.submit(call, begun=True)
 
     def _note(self, line: str) -> None:
         if self.log is not None:
