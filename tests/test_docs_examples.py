@@ -54,6 +54,12 @@ EXAMPLES = _examples()
 def test_the_docs_have_examples():
     names = {p.id for p in EXAMPLES}
     assert {"engine:async-anthropic", "engine:async-gemini"} <= names
+    assert {
+        "integrations:openai-agents",
+        "integrations:pydantic-ai",
+        "integrations:langchain",
+        "integrations:litellm",
+    } <= names
 
 
 @pytest.mark.parametrize("code", EXAMPLES)
@@ -61,7 +67,9 @@ def test_an_example_runs_as_written(code, monkeypatch, tmp_path):
     imports = re.findall(r"^(?:from|import) ([\w.]+)", code, re.MULTILINE)
     for name in imports:
         if name.split(".")[0] not in ("ctxrules", "asyncio", "time", "json", "os"):
-            pytest.importorskip(name)
+            pytest.importorskip(name, reason=f"{name} is not installed")
+    if "openai:gpt-4o" in code and "create_agent" in code:
+        pytest.importorskip("langchain_openai", reason="langchain-openai is not installed")
     monkeypatch.chdir(tmp_path)
     with Loopback() as server:
         server.responder = responder

@@ -205,3 +205,42 @@ def test_no_warning_from_the_public_names():
         warnings.simplefilter("error")
         for name in ctxrules.__all__:
             getattr(ctxrules, name)
+
+
+# The agent frameworks and vendor SDKs the integrations adapt: only the adapter a caller
+# imports (``ctxrules.integrations.<framework>``) loads its framework.
+FRAMEWORKS = (
+    "agents",
+    "pydantic_ai",
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "claude_agent_sdk",
+    "litellm",
+    "anthropic",
+    "openai",
+    "google",
+)
+
+
+def test_the_engine_and_the_integrations_package_load_no_framework():
+    code = (
+        "import sys, ctxrules, ctxrules.engine, ctxrules.integrations\n"
+        "ctxrules.shape([{'role': 'user', 'content': 'hi'}], provider='openai-chat')\n"
+        "print(sorted(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = {m.split(".")[0] for m in eval(out.stdout)}
+    assert not loaded & set(FRAMEWORKS), loaded & set(FRAMEWORKS)
+
+
+def test_an_adapter_without_its_framework_says_which_extra_to_install(tmp_path):
+    # The framework hidden (a module that cannot be imported): the adapter names its extra.
+    (tmp_path / "litellm.py").write_text("raise ImportError('not installed')\n")
+    code = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r})\n"
+        "try:\n    import ctxrules.integrations.litellm\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'ctxrules[litellm]'" in out.stdout

@@ -30,7 +30,7 @@ from .budget import LEVELS, Budget, Level, budget, output_reserve
 from .config import DEFAULT_OUTPUT_RESERVE, NOT_RUN_RESULT, EngineConfig, Skill
 from .references import Reference, find_references
 from .results import Recorded, SessionStats, SystemPrompt, TokenFigures, ToolResult, TurnPrep
-from .shaping import shape, shape_commit
+from .shaping import ShapedItem, shape, shape_commit, shape_items
 from .turn import Engine
 from .usage import Breakdown, Category, UsageRecord, breakdown
 
@@ -51,6 +51,7 @@ __all__ = [
     "Recorded",
     "Reference",
     "SessionStats",
+    "ShapedItem",
     "Skill",
     "StreamAccumulator",
     "SystemPrompt",
@@ -69,4 +70,5 @@ __all__ = [
     "record_merge",
     "shape",
     "shape_commit",
+    "shape_items",
 ]

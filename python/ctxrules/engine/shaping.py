@@ -36,28 +36,16 @@ import msgspec
 from ..commit import Pipeline, derive_with_summaries
 from ..config import PipelineConfig
 from ..errors import ConfigError, ImportFormatError, UnansweredToolCallsError
-from ..importers._common import SessionBuilder
-from ..importers._messages import (
-    anthropic_messages,
-    gemini_contents,
-    openai_messages,
-    responses_items,
-)
-from ..model import ContextCommit, Node, ToolUseBlock
+from ..importers import LIST_KEYS, ImportedSession, read_messages
+from ..model import ContextCommit, ContextItem, Node, ToolUseBlock
 from ..providers import Provider, RequestOptions, get_provider
 from .config import NOT_RUN_RESULT
 
-__all__ = ["CACHE_SIZE", "shape", "shape_commit"]
+__all__ = ["CACHE_SIZE", "ShapedItem", "shape", "shape_commit", "shape_items"]
 
 #: How many message lists' commits are kept (each shares its items with the others').
 CACHE_SIZE = 64
-#: Where each wire's message list is in a request body.
-_LIST_KEY = {
-    "anthropic": "messages",
-    "openai-chat": "messages",
-    "openai-responses": "input",
-    "gemini": "contents",
-}
+_LIST_KEY = LIST_KEYS
 
 
 _cache: OrderedDict[tuple[Any, ...], ContextCommit] = OrderedDict()
@@ -83,19 +71,8 @@ def _pipeline(rules: str | PipelineConfig | Pipeline | None) -> Pipeline:
     return found
 
 
-def _read(wire: str, messages: list[Any], system: Any) -> Any:
-    """The importers' reader of ``wire`` over ``messages``."""
-    b = SessionBuilder("shape", "<messages>", wire)
-    at = _LIST_KEY[wire]
-    if wire == "openai-chat":
-        openai_messages(b, messages, path="<messages>", at=at, extra_keys=False)
-    elif wire == "anthropic":
-        anthropic_messages(b, system, messages, path="<messages>", at=at)
-    elif wire == "openai-responses":
-        responses_items(b, system, messages, path="<messages>", at=at)
-    else:
-        gemini_contents(b, system, messages, path="<messages>", at=at)
-    return b.build()
+def _read(wire: str, messages: list[Any], system: Any) -> ImportedSession:
+    return read_messages(wire, messages, system)
 
 
 def _window(wire: str, messages: Sequence[Any], start: int) -> int:
@@ -327,6 +304,59 @@ def shape_commit(
                     _cache.popitem(last=False)
     assert commit is not None
     return commit
+
+
+class ShapedItem(msgspec.Struct, frozen=True):
+    """One entry of a shaped list, for adapters that keep the caller's own message
+    objects: ``first`` … ``last`` are the indexes of the messages it came from (one
+    message, or a run of Responses items that is one model turn; ``None``: made by the
+    rules — a summary — or a "not run" result), ``item`` how the rules left it (``state``
+    ``full``: as it was; ``aged`` / ``cleared``: its text is now ``rendered``;
+    ``summary``: ``rendered`` stands for what was folded)."""
+
+    first: int | None
+    last: int | None
+    item: ContextItem
+
+
+def shape_items(
+    messages: Sequence[Any],
+    *,
+    provider: str | Provider,
+    rules: str | PipelineConfig | Pipeline | None = None,
+    system: Any = None,
+    unanswered: str = "refuse",
+    not_run_result: str = NOT_RUN_RESULT,
+) -> list[ShapedItem]:
+    """The items the shaped list shows, in order, each with the messages it came from
+    (see ``ShapedItem``); what the rules folded into a summary is left out."""
+    prov = get_provider(provider) if isinstance(provider, str) else provider
+    commit = shape_commit(
+        messages,
+        provider=prov,
+        rules=rules,
+        system=system,
+        unanswered=unanswered,
+        not_run_result=not_run_result,
+    )
+    digests = _digests(prov.wire or "", _pipeline(rules).version, messages, system)
+    where = {f"n_{d & 0xFFFFFFFFFFFFFFFF:016x}": i - 1 for i, d in enumerate(digests)}
+
+    def first(item: ContextItem) -> int | None:
+        if "-not-run-" in item.source_node_id:
+            return None
+        i = where.get(item.source_node_id.rsplit("_", 1)[0])
+        return i if i is not None and i >= 0 else None
+
+    starts = sorted({i for it in commit.items if (i := first(it)) is not None})
+    ends = {a: b - 1 for a, b in zip(starts, [*starts[1:], len(messages)])}
+    out = []
+    for it in commit.items:
+        if it.state == "summarized":
+            continue
+        i = first(it)
+        out.append(ShapedItem(i, ends[i] if i is not None else None, it))
+    return out
 
 
 def shape(

@@ -50,9 +50,11 @@ from ..store import SessionInfo, Store
 from ._common import ImportedSession, empty, fail, read_bytes, session_id_for
 from ._growth import STATE_KEY, Sessions
 from ._json import JsonImporter, detached, forget_json
+from ._messages import LIST_KEYS, read_messages
 
 __all__ = [
     "HEAD_BYTES",
+    "LIST_KEYS",
     "ImportReport",
     "ImportResult",
     "ImportedSession",
@@ -62,6 +64,7 @@ __all__ = [
     "import_paths",
     "import_report",
     "parse_file",
+    "read_messages",
     "session_id_for",
 ]
 

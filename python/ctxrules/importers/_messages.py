@@ -21,15 +21,24 @@ from ..model import (
     ToolUseBlock,
 )
 from ..providers.responses import tool_arguments
-from ._common import SessionBuilder, fail, split_tool_results, to_blocks, tool_result_output
+from ._common import (
+    ImportedSession,
+    SessionBuilder,
+    fail,
+    split_tool_results,
+    to_blocks,
+    tool_result_output,
+)
 
 __all__ = [
+    "LIST_KEYS",
     "OUTPUT_ITEMS",
     "ResponsesReader",
     "anthropic_messages",
     "gemini_contents",
     "gemini_part_blocks",
     "openai_messages",
+    "read_messages",
     "responses_items",
 ]
 
@@ -750,3 +759,30 @@ def responses_items(
         reader.item(item, pos=i, index=i, local=f"{at}#{i}", at=f"{at}[{i}]", orphan_ok=orphan_ok)
     reader.close()
     b.head = reader.last
+
+
+#: Where each wire's message list is in a request body.
+LIST_KEYS = {
+    "anthropic": "messages",
+    "openai-chat": "messages",
+    "openai-responses": "input",
+    "gemini": "contents",
+}
+
+
+def read_messages(wire: str, messages: list[Any], system: Any = None) -> ImportedSession:
+    """A message list of ``wire`` (``LIST_KEYS``: Anthropic ``messages``, OpenAI Chat
+    ``messages``, Responses ``input`` items, Gemini ``contents``) and its system prompt
+    given apart, read into one session's nodes with the readers above (nothing is
+    stored).  ``ImportedSession.origins`` names each node's message (``messages[3]``)."""
+    b = SessionBuilder("messages", "<messages>", wire)
+    at = LIST_KEYS[wire]
+    if wire == "openai-chat":
+        openai_messages(b, messages, path="<messages>", at=at, extra_keys=False)
+    elif wire == "anthropic":
+        anthropic_messages(b, system, messages, path="<messages>", at=at)
+    elif wire == "openai-responses":
+        responses_items(b, system, messages, path="<messages>", at=at)
+    else:
+        gemini_contents(b, system, messages, path="<messages>", at=at)
+    return b.build()

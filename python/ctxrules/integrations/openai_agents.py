@@ -1,0 +1,243 @@
+"""The OpenAI Agents SDK: a ``Session`` whose history is the graph, and an input filter
+that sends the rules' view of the input (``pip install ctxrules[openai-agents]``).
+
+``CtxrulesSession(store)`` implements the SDK's ``Session`` protocol (all four calls
+are async): each input item the runner adds (``add_items``: the user's input, the
+model's messages and function calls, the tools' outputs) becomes a node of a ctxrules
+session — a function call's output a tool node under the call — with the item kept as
+it was given, so ``get_items`` returns exactly what was added.  ``pop_item`` never
+deletes: it moves HEAD back (a rewind is a branch, the popped item stays in the graph);
+``clear_session`` starts a new root.  ``ctxrules log`` / ``stats`` / ``view`` show the
+session like any other.
+
+``shaped_input(rules=…)`` is a ``RunConfig.call_model_input_filter``: before every model
+call it sends the rules' view of the input (``ctxrules.engine.shape_items``): items the
+rules left full go as the runner made them, a tool output the rules aged or cleared
+goes with its shortened text, what a summary folded goes as one user message with the
+summary.  The runner's history (the session) is never changed, only the request.
+
+Caveat (the SDK's): with server-side conversation state (``conversation_id`` /
+``previous_response_id``) and a pending ``RunState``, a filter that rebuilds items can
+be refused by the SDK; use the filter with client-side history (a ``Session``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+try:
+    from agents.run_config import CallModelData, ModelInputData
+except ImportError as exc:  # the extra is not installed: say how to get it
+    raise ImportError(
+        "ctxrules.integrations.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'ctxrules[openai-agents]'"
+    ) from exc
+
+from .. import dag
+from ..config import PipelineConfig
+from ..engine import ShapedItem, shape_items
+from ..errors import NotFoundError
+from ..importers import read_messages
+from ..model import Node
+from ..store import CommitStore
+
+__all__ = ["ITEMS_KEY", "CtxrulesSession", "shaped_input"]
+
+#: The node metadata key holding the input items a node was made from, as given.
+ITEMS_KEY = "openai_agents_items"
+#: The text of the root a cleared session starts again from.
+CLEARED = "(The conversation was cleared here: what came before is not part of it.)"
+
+
+def _plain(item: Any) -> dict[str, Any]:
+    """An input item as a plain dict (the SDK hands dicts; a model object is dumped)."""
+    if isinstance(item, dict):
+        return item
+    dump = getattr(item, "model_dump", None)
+    if callable(dump):
+        out = dump(exclude_unset=True, mode="json")
+        if isinstance(out, dict):
+            return out
+    raise TypeError(f"an input item must be a dict, got {type(item).__name__}")
+
+
+class CtxrulesSession:
+    """An Agents SDK ``Session`` keeping its history as a ctxrules session of ``store``
+    (see the module docstring).  ``session_id`` names an existing ctxrules session or
+    the one to create (default: a new one); ``clock`` stamps the nodes."""
+
+    def __init__(
+        self,
+        store: CommitStore,
+        session_id: str | None = None,
+        *,
+        session_settings: Any = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.session_settings = session_settings
+        self._clock = clock
+        if session_id is None:
+            session_id = dag.create_session(store, source="openai-agents").id
+        else:
+            try:
+                store.get_session(session_id)
+            except NotFoundError:
+                store.create_session(session_id=session_id, metadata=None, source="openai-agents")
+        self.session_id = session_id
+
+    # -- the protocol --------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The items of the session's current branch, oldest first (the latest
+        ``limit``)."""
+        items = [i for node in self._branch() for i in node.metadata.get(ITEMS_KEY) or ()]
+        return items[-limit:] if limit else items
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Append the items: each a node after HEAD, a function call's output a tool
+        node under the node holding the call."""
+        for item in items:
+            self._add(_plain(item))
+
+    async def pop_item(self) -> Any | None:
+        """Take the newest item off the branch (HEAD moves back; nothing is deleted)."""
+        branch = self._branch()
+        if not branch:
+            return None
+        last = branch[-1]
+        items = last.metadata.get(ITEMS_KEY) or []
+        if last.caller is not None:
+            # A tool output: the same call again, without it (a sibling branch).
+            kept = [n for n in branch if n.caller == last.caller and n.id != last.id]
+            again = dag.retry(self.store, self.session_id, last.caller)
+            for node in kept:
+                self._append(node, caller=again.id)
+        elif last.predecessor is not None:
+            dag.checkout(self.store, self.session_id, last.predecessor)
+        else:
+            self._root()
+        return items[-1] if items else None
+
+    async def clear_session(self) -> None:
+        """Start the session again from an empty branch (the old one stays)."""
+        self._root()
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    def _branch(self) -> list[Node]:
+        if self.store.get_session(self.session_id).head is None:
+            return []
+        return [n for n in dag.branch_path(self.store, self.session_id) if ITEMS_KEY in n.metadata]
+
+    def _root(self) -> None:
+        dag.append(
+            self.store,
+            self.session_id,
+            "user",
+            CLEARED,
+            predecessor=None,
+            metadata={"openai_agents_cleared": True},
+            created_at=self._clock(),
+        )
+
+    def _add(self, item: dict[str, Any]) -> None:
+        if item.get("type") == "function_call_output":
+            call_id = item.get("call_id")
+            holder = next(
+                (
+                    n
+                    for n in reversed(self._branch())
+                    if n.caller is None
+                    and any(i.get("call_id") == call_id for i in n.metadata.get(ITEMS_KEY) or ())
+                ),
+                None,
+            )
+            if holder is not None:
+                call = next(i for i in holder.metadata[ITEMS_KEY] if i.get("call_id") == call_id)
+                read = read_messages("openai-responses", [call, item])
+                tool = next(n for n in read.nodes if n.role == "tool")
+                self._append(tool, caller=holder.id, items=[item])
+                return
+        read = read_messages("openai-responses", [item])
+        for node in read.nodes:
+            self._append(node, items=[item])
+
+    def _append(self, node: Node, *, caller: str | None = None, items: Sequence[Any] = ()) -> Node:
+        metadata = dict(node.metadata)
+        metadata.pop("index", None)
+        if items:
+            metadata[ITEMS_KEY] = list(items)
+        return dag.append(
+            self.store,
+            self.session_id,
+            node.role,
+            node.output,
+            name=node.name,
+            input=node.input,
+            caller=caller,
+            metadata=metadata,
+            created_at=self._clock(),
+        )
+
+
+def _view(items: list[dict[str, Any]], shaped: list[ShapedItem]) -> list[Any]:
+    """The items to send: the given ones where the rules left them full, the rules'
+    text where they aged or cleared an output, a summary as a user message."""
+    out: list[Any] = []
+    sent: set[int] = set()
+    for s in shaped:
+        it = s.item
+        if s.first is None or s.last is None:
+            if it.state == "summary" or it.role != "tool":
+                out.append({"role": "user", "content": it.rendered})
+            else:  # a call answered as not run
+                out.append(
+                    {
+                        "type": "function_call_output",
+                        "call_id": it.tool_use_id or "",
+                        "output": it.rendered,
+                    }
+                )
+            continue
+        if s.first in sent:
+            continue
+        sent.add(s.first)
+        if it.state == "full":
+            out.extend(items[s.first : s.last + 1])
+            continue
+        original = items[s.first]
+        if original.get("type") == "function_call_output":
+            out.append({**original, "output": it.rendered})
+        elif original.get("role") in ("user", "system", "developer") and s.first == s.last:
+            out.append({**original, "content": it.rendered})
+        else:  # a model turn: sent as it was (its calls must stay paired)
+            out.extend(items[s.first : s.last + 1])
+    return out
+
+
+def shaped_input(
+    rules: str | PipelineConfig | None = None,
+    *,
+    unanswered: str = "not_run",
+) -> Callable[[CallModelData[Any]], ModelInputData]:
+    """A ``RunConfig.call_model_input_filter`` sending the rules' view of the input
+    (see the module docstring); ``rules``: a preset name or a ``PipelineConfig``
+    (default: the default preset).  A call still waiting for its output is answered as
+    not run in the request (``unanswered``; the runner's history keeps it as it is)."""
+
+    def call_model_input_filter(data: CallModelData[Any]) -> ModelInputData:
+        items = [_plain(i) for i in data.model_data.input]
+        if not items:
+            return data.model_data
+        shaped = shape_items(
+            items,
+            provider="openai-responses",
+            rules=rules,
+            unanswered=unanswered,
+        )
+        return ModelInputData(input=_view(items, shaped), instructions=data.model_data.instructions)
+
+    return call_model_input_filter

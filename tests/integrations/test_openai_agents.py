@@ -1,0 +1,148 @@
+"""The OpenAI Agents SDK adapter, run offline with the SDK's own ``ScriptedModel`` and,
+for the wire, its ``OpenAIResponsesModel`` against a loopback server: the session
+returns exactly what the SDK's own ``SQLiteSession`` returns for the same run (the
+oracle), pops and clears as branches (nothing is deleted), and the input filter sends
+the rules' view while the history keeps every item."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+agents = pytest.importorskip("agents")
+
+from agents import (  # noqa: E402
+    Agent,
+    OpenAIResponsesModel,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call  # noqa: E402
+
+from ctxrules.engine import Engine, EngineConfig  # noqa: E402
+from ctxrules.integrations.openai_agents import CtxrulesSession, shaped_input  # noqa: E402
+from fake_vendors import responder  # noqa: E402
+from loopback import Loopback  # noqa: E402
+
+set_tracing_disabled(True)
+
+BODY = "".join(f"def f{j}(x):\n    return x * {j}\n" for j in range(60))
+
+
+@function_tool
+def read(path: str) -> str:
+    """Read a file."""
+    return f"# {path}\n{BODY}"
+
+
+def _model(turns: int) -> ScriptedModel:
+    steps = []
+    for i in range(turns):
+        steps.append(
+            ModelStep(output=[function_call("read", {"path": f"m{i}.py"}, call_id=f"c{i}")])
+        )
+        steps.append(ModelStep(output=[assistant_message(f"Module {i} defines sixty functions.")]))
+    return ScriptedModel(steps)
+
+
+async def _run(session, turns: int, run_config=None) -> ScriptedModel:
+    model = _model(turns)
+    agent = Agent(name="reader", instructions="Be brief.", model=model, tools=[read])
+    for i in range(turns):
+        await Runner.run(agent, f"Read m{i}.py.", session=session, run_config=run_config)
+    return model
+
+
+def test_the_session_holds_what_the_sdks_own_session_holds(store):
+    ours, theirs = CtxrulesSession(store), SQLiteSession("oracle")
+
+    async def main():
+        await _run(ours, 3)
+        await _run(theirs, 3)
+        assert await ours.get_items() == await theirs.get_items()
+        assert await ours.get_items(limit=4) == await theirs.get_items(limit=4)
+        for _ in range(3):  # a message, a tool output, a call: each as the oracle pops it
+            assert await ours.pop_item() == await theirs.pop_item()
+            assert await ours.get_items() == await theirs.get_items()
+
+    asyncio.run(main())
+    nodes = store.nodes(ours.session_id)
+    roles = [n.role for n in nodes]
+    assert roles.count("tool") >= 3 and roles.count("assistant") >= 6  # nothing deleted
+    # The graph is a session like any other: stats reads it.
+    stats = Engine(store, EngineConfig(provider="openai-responses", model="gpt-4o")).stats(
+        ours.session_id, now=10.0
+    )
+    assert stats.usage.total_used > 0
+
+
+def test_clear_starts_a_new_branch_and_keeps_the_old(store):
+    session = CtxrulesSession(store)
+
+    async def main():
+        await _run(session, 2)
+        before = len(store.nodes(session.session_id))
+        await session.clear_session()
+        assert await session.get_items() == []
+        assert len(store.nodes(session.session_id)) == before + 1  # the new root only
+        await _run(session, 1)
+        items = await session.get_items()
+        assert [i.get("type", "message") for i in items][:1] == ["message"]
+        assert "Read m0.py." in json.dumps(items) and len(items) == 4
+
+    asyncio.run(main())
+
+
+def test_the_filter_sends_the_rules_view_and_the_history_keeps_everything(store):
+    session = CtxrulesSession(store)
+
+    async def main():
+        return await _run(session, 6, RunConfig(call_model_input_filter=shaped_input("aggressive")))
+
+    model = asyncio.run(main())
+    sent = model.calls[-1].input
+    outputs = [i for i in sent if i.get("type") == "function_call_output"]
+    calls = [i for i in sent if i.get("type") == "function_call"]
+    assert {o["call_id"] for o in outputs} == {c["call_id"] for c in calls}  # all paired
+    assert len(outputs[0]["output"]) < len(BODY) / 4  # an old output, aged
+    assert BODY in outputs[-1]["output"]  # the current turn's, whole
+    kept = [i for i in asyncio.run(session.get_items()) if i.get("type") == "function_call_output"]
+    assert all(BODY in o["output"] for o in kept)  # the session's history is untouched
+
+
+def test_the_responses_wire_through_a_loopback_server(store):
+    openai = pytest.importorskip("openai")
+    session = CtxrulesSession(store)
+    with Loopback() as server:
+        server.responder = responder
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.url + "/v1", max_retries=0)
+        agent = Agent(
+            name="reader",
+            instructions="Be brief.",
+            model=OpenAIResponsesModel(model="gpt-4o", openai_client=client),
+            tools=[function_tool(lambda path: "a.py\nb.py", name_override="ls")],
+        )
+        result = asyncio.run(
+            Runner.run(
+                agent,
+                "What is in the directory?",
+                session=session,
+                run_config=RunConfig(call_model_input_filter=shaped_input()),
+            )
+        )
+    assert result.final_output.startswith("There are two files")
+    _, second = (s.body for s in server.seen)
+    assert second["input"][-1]["type"] == "function_call_output"
+    assert "a.py" in second["input"][-1]["output"]
+    items = asyncio.run(session.get_items())
+    assert [i.get("type", "message") for i in items] == [
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
