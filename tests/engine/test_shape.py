@@ -115,6 +115,20 @@ def test_the_openai_sdk_sends_the_shaped_list():
     assert get_provider("openai-chat").validate(sent.body) == []
 
 
+def test_rules_given_as_a_configuration_and_changed_between_calls():
+    # A PipelineConfig holds dicts: shaping with one raised TypeError (unhashable).
+    msgs = _chat(6, functions=30)[:-1]
+    config = ctxrules.PipelineConfig(
+        pipeline=("tool_aging",),
+        rules={"tool_aging": {"tail_turns": 1, "step_turns": 1, "stub_identifier_chars": 0}},
+    )
+    aged = ctxrules.shape(msgs, provider="openai-chat", rules=config)
+    stubs = [m for m in aged if m["role"] == "tool" and m["content"].startswith("[tool read]")]
+    assert len(stubs) == 5  # every result before the last turn, aged
+    config.rules["tool_aging"]["tail_turns"] = 3  # the same object, other rules
+    assert ctxrules.shape(msgs, provider="openai-chat", rules=config) != aged
+
+
 def test_the_result_does_not_depend_on_what_was_shaped_before():
     msgs = [*_chat(10), {"role": "user", "content": "Next."}]
     for rules in ("default", "aggressive"):

@@ -1,5 +1,17 @@
-"""Fixtures of the integration tests: the engine tests' in-memory ``store``."""
+"""Fixtures of the integration tests: the engine tests' in-memory ``store``, and the
+rules the adapters' tests shape with."""
 
 from __future__ import annotations
 
+from ctxrules.config import PipelineConfig
 from engine.conftest import store  # noqa: F401 - a fixture, found here by pytest
+
+#: Aging alone, at every turn: the tests' tool outputs are made of identifiers only
+#: (``def f0 … f59``), so a stub naming them would be as long as the output; stubs here
+#: show the head and tail only, and nothing is folded into a summary.
+AGING = PipelineConfig(
+    pipeline=("tool_aging",),
+    rules={"tool_aging": {"tail_turns": 1, "step_turns": 1, "stub_identifier_chars": 0}},
+)
+#: Everything at once (``aggressive``): a long past is folded into a summary.
+FOLDING = "aggressive"

@@ -19,6 +19,7 @@ from langchain_core.tools import tool
 from pydantic import Field
 
 from ctxrules.integrations.langchain import CtxrulesMiddleware, view_messages
+from integrations.conftest import AGING, FOLDING
 
 BODY = "".join(f"def f{j}(x):\n    return x * {j}\n" for j in range(60))
 
@@ -53,7 +54,7 @@ def _script(turns: int):
         yield AIMessage(content=f"Module {i} defines sixty functions.")
 
 
-def _agent(rules: str):
+def _agent(rules):
     model = Recording(messages=_script(6), seen=[])
     return model, create_agent(
         model, tools=[read], system_prompt="Be brief.", middleware=[CtxrulesMiddleware(rules)]
@@ -75,7 +76,7 @@ def _run(agent, turns: int, *, use_async: bool = False) -> list:
 
 @pytest.mark.parametrize("use_async", [False, True], ids=["invoke", "ainvoke"])
 def test_the_model_reads_the_rules_view_and_the_state_keeps_everything(use_async):
-    model, agent = _agent("aggressive")
+    model, agent = _agent(AGING)
     state = _run(agent, 6, use_async=use_async)
     sent = model.seen[-1]
     tools = [m for m in sent if isinstance(m, ToolMessage)]
@@ -84,6 +85,19 @@ def test_the_model_reads_the_rules_view_and_the_state_keeps_everything(use_async
     assert len(tools[0].content) < len(BODY) / 4  # an old result, aged
     assert BODY in tools[-1].content  # the current one, whole
     assert all(BODY in m.content for m in state if isinstance(m, ToolMessage))  # the state
+
+
+def test_a_long_past_goes_as_one_summary_and_the_current_turn_whole():
+    model, agent = _agent(FOLDING)
+    state = _run(agent, 6)
+    system, first, *rest = model.seen[-1]
+    assert system.content == "Be brief." and first.content == "Read m0.py."  # the task
+    summaries = [m for m in rest if str(m.content).startswith("Summary of earlier")]
+    assert len(summaries) == 1 and isinstance(summaries[0], HumanMessage)
+    tools = [m for m in rest if isinstance(m, ToolMessage)]
+    calls = [c["id"] for m in rest if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert calls == [t.tool_call_id for t in tools] == ["c5"] and BODY in tools[0].content
+    assert len(state) == 6 * 4  # the state: every message
 
 
 def test_without_rules_the_model_reads_the_states_own_messages():

@@ -27,6 +27,7 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from ctxrules.engine import Engine, EngineConfig  # noqa: E402
 from ctxrules.integrations.openai_agents import CtxrulesSession, shaped_input  # noqa: E402
 from fake_vendors import responder  # noqa: E402
+from integrations.conftest import AGING, FOLDING  # noqa: E402
 from loopback import Loopback  # noqa: E402
 
 set_tracing_disabled(True)
@@ -102,7 +103,7 @@ def test_the_filter_sends_the_rules_view_and_the_history_keeps_everything(store)
     session = CtxrulesSession(store)
 
     async def main():
-        return await _run(session, 6, RunConfig(call_model_input_filter=shaped_input("aggressive")))
+        return await _run(session, 6, RunConfig(call_model_input_filter=shaped_input(AGING)))
 
     model = asyncio.run(main())
     sent = model.calls[-1].input
@@ -113,6 +114,24 @@ def test_the_filter_sends_the_rules_view_and_the_history_keeps_everything(store)
     assert BODY in outputs[-1]["output"]  # the current turn's, whole
     kept = [i for i in asyncio.run(session.get_items()) if i.get("type") == "function_call_output"]
     assert all(BODY in o["output"] for o in kept)  # the session's history is untouched
+
+
+def test_a_long_past_goes_as_one_summary_and_the_current_turn_whole(store):
+    session = CtxrulesSession(store)
+
+    async def main():
+        return await _run(session, 6, RunConfig(call_model_input_filter=shaped_input(FOLDING)))
+
+    sent = asyncio.run(main()).calls[-1].input
+    summaries = [i for i in sent if str(i.get("content", "")).startswith("Summary of earlier")]
+    assert len(summaries) == 1 and summaries[0]["role"] == "user"
+    assert "m0.py" in summaries[0]["content"] and "m4.py" in summaries[0]["content"]
+    assert sent[0] == {"content": "Read m0.py.", "role": "user"}  # the task, kept
+    calls = [i["call_id"] for i in sent if i.get("type") == "function_call"]
+    outputs = [i for i in sent if i.get("type") == "function_call_output"]
+    assert calls == [o["call_id"] for o in outputs] == ["c5"]  # paired, the current turn's
+    assert BODY in outputs[0]["output"]
+    assert len(asyncio.run(session.get_items())) == 6 * 4  # the session: every item
 
 
 def test_the_responses_wire_through_a_loopback_server(store):

@@ -16,6 +16,7 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
@@ -23,6 +24,7 @@ from pydantic_ai.usage import RequestUsage
 from ctxrules.integrations.pydantic_ai import CtxrulesCapability, to_chat_messages
 from ctxrules.providers import get_provider
 from fake_vendors import FINAL, USAGE, responder
+from integrations.conftest import AGING, FOLDING
 from loopback import Loopback
 
 BODY = "".join(f"def f{j}(x):\n    return x * {j}\n" for j in range(60))
@@ -59,7 +61,7 @@ def _runs(agent: Agent, n: int) -> list:
 
 def test_the_model_gets_the_rules_view_and_the_history_keeps_everything():
     seen: list = []
-    capability = CtxrulesCapability(rules="aggressive")
+    capability = CtxrulesCapability(rules=AGING)
     history = _runs(_agent(capability, seen), 5)
     sent = seen[-1]
     returns = [p for m in sent for p in m.parts if isinstance(p, ToolReturnPart)]
@@ -71,6 +73,21 @@ def test_the_model_gets_the_rules_view_and_the_history_keeps_everything():
     )
     chat, _ = to_chat_messages(sent)  # what was sent is a request the vendor accepts
     assert get_provider("openai-chat").validate({"model": "m", "messages": chat}) == []
+
+
+def test_a_long_past_goes_as_one_summary_and_the_current_turn_whole():
+    seen: list = []
+    history = _runs(_agent(CtxrulesCapability(rules=FOLDING), seen), 6)
+    sent = seen[-1]
+    prompts = [p for m in sent for p in m.parts if isinstance(p, UserPromptPart)]
+    assert prompts[0].content == "Read module 0."  # the task
+    summaries = [p for p in prompts if str(p.content).startswith("Summary of earlier")]
+    assert len(summaries) == 1
+    returns = [p for m in sent for p in m.parts if isinstance(p, ToolReturnPart)]
+    calls = [p for m in sent for p in m.parts if isinstance(p, ToolCallPart)]
+    assert [c.tool_call_id for c in calls] == [r.tool_call_id for r in returns] == ["c11"]
+    assert BODY in returns[0].content
+    assert sum(isinstance(p, ToolReturnPart) for m in history for p in m.parts) == 6
 
 
 def test_without_rules_the_request_is_the_agents_own():

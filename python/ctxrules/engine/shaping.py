@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 
 from ..commit import Pipeline, derive_with_summaries
-from ..config import PipelineConfig
+from ..config import PipelineConfig, dump_config
 from ..errors import ConfigError, ImportFormatError, UnansweredToolCallsError
 from ..importers import LIST_KEYS, ImportedSession, read_messages
 from ..model import ContextCommit, ContextItem, Node, ToolUseBlock
@@ -50,7 +50,7 @@ _LIST_KEY = LIST_KEYS
 
 _cache: OrderedDict[tuple[Any, ...], ContextCommit] = OrderedDict()
 _lock = threading.Lock()
-_pipelines: dict[Any, Pipeline] = {}
+_pipelines: OrderedDict[str, Pipeline] = OrderedDict()
 _INDEX = re.compile(r"^\w+\[(\d+)\]")
 
 
@@ -63,11 +63,19 @@ def _pipeline(rules: str | PipelineConfig | Pipeline | None) -> Pipeline:
             f"{type(rules).__name__}",
             where="shape(rules=…)",
         )
-    key = rules if rules is not None else "default"
-    found = _pipelines.get(key)
+    # A configuration holds dicts (it is not hashable, and may change between calls):
+    # it is known by its text.
+    name = rules if rules is not None else "default"
+    key = name if isinstance(name, str) else "\n" + dump_config(name)
+    with _lock:
+        found = _pipelines.get(key)
     if found is None:
-        config = PipelineConfig.preset(key) if isinstance(key, str) else key
-        found = _pipelines[key] = Pipeline.from_config(config)
+        config = PipelineConfig.preset(name) if isinstance(name, str) else name
+        found = Pipeline.from_config(config)
+        with _lock:
+            _pipelines[key] = found
+            while len(_pipelines) > CACHE_SIZE:
+                _pipelines.popitem(last=False)
     return found
 
 
