@@ -66,3 +66,47 @@ def test_a_stream_cut_short_stores_nothing(store):
     with pytest.raises(StreamError, match="one 'message_start' event"):
         engine.record(prep, data[0], now=11.0)
     assert ([n.id for n in store.nodes(session)], store.get_session(session).head) == before
+
+
+#: A recorded stream per wire (tests/data/corpus): a tool call, streamed as the vendor
+#: sent it.  The Gemini one ends, as Gemini streams do, with a chunk holding only the
+#: finish reason and an empty text part.
+RECORDED_STREAMS = {
+    "anthropic": "anthropic/chatlas__test_anthropic_tool_variations.yaml",
+    "openai-chat": "openai-chat/magentic__test_prompt_chain.yaml",
+    "openai-responses": "openai-responses/chatlas__test_tool_error_recorded.yaml",
+    "gemini": "gemini/openinference__test_streaming_reasoning_with_multiple_tool_calls.yaml",
+}
+
+
+def _recorded_events(provider: str) -> list[dict]:
+    """The first interaction's streamed answer, event by event (``[DONE]`` left out)."""
+    import yaml
+
+    doc = yaml.safe_load((CORPUS_CASSETTES / RECORDED_STREAMS[provider]).read_text())
+    text = doc["interactions"][0]["response"]["body"]["string"]
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        data = "\n".join(
+            line[5:].lstrip() for line in block.split("\n") if line.startswith("data:")
+        )
+        if data and data != "[DONE]":
+            events.append(json.loads(data))
+    return events
+
+
+@pytest.mark.parametrize("provider", list(RECORDED_STREAMS))
+def test_one_event_of_a_recorded_stream_is_refused_and_nothing_stored(store, provider):
+    # Before: Gemini's last chunk alone ({"text": ""} and a finish reason) was recorded
+    # as an empty answer without the stream's tool calls.
+    events = _recorded_events(provider)
+    engine = Engine(store, EngineConfig(provider=provider, sources=QUIET))
+    session = dag.create_session(store).id
+    prep = engine.prepare(session, "hello", now=10.0)
+    before = [n.id for n in store.nodes(session)], store.get_session(session).head
+    for i in sorted({0, len(events) // 2, len(events) - 1}):
+        with pytest.raises(StreamError, match="stream"):
+            engine.record(prep, events[i], now=11.0)
+        assert ([n.id for n in store.nodes(session)], store.get_session(session).head) == before
+    whole = engine.record(prep, events, now=11.0)
+    assert whole.tool_calls  # the stream's answer: its calls

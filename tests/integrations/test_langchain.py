@@ -20,6 +20,17 @@ from pydantic import Field
 
 from ctxrules.integrations.langchain import CtxrulesMiddleware, view_messages
 from integrations.conftest import AGING, FOLDING
+from integrations.replay import (
+    CHAT,
+    CHAT_STREAM,
+    OLD_TURNS,
+    check_chat_requests,
+    old_chat_turns,
+    old_outputs,
+    recorded_text,
+    replies,
+)
+from loopback import Loopback
 
 BODY = "".join(f"def f{j}(x):\n    return x * {j}\n" for j in range(60))
 
@@ -114,3 +125,57 @@ def test_the_view_leaves_the_list_given_alone():
     before = [m.model_copy() for m in messages]
     assert view_messages(messages, "aggressive") == messages
     assert messages == before
+
+
+@pytest.mark.parametrize(
+    "how", ["invoke", "ainvoke", "stream", "astream"], ids=lambda h: f"agent.{h}"
+)
+def test_recorded_answers_replayed_with_the_state_given(how):
+    """The agent with LangChain's OpenAI chat model against recorded answers (tool
+    calls, then the answer; streamed as the server sent it for ``stream`` and
+    ``astream``), its state holding earlier turns: every request carries the old
+    results aged and each call with its result; the state keeps them whole."""
+    pytest.importorskip("langchain_openai", reason="langchain-openai is not installed")
+    from langchain_openai import ChatOpenAI
+
+    streamed = how.endswith("stream")
+    cassette = CHAT_STREAM if streamed else CHAT
+
+    @tool
+    def get_current_weather(location: str, unit: str = "fahrenheit") -> str:
+        """Get the current weather in a given location."""
+        return '{"temperature":"72","forecast":["sunny","windy"]}'
+
+    given = {"messages": [*old_chat_turns(), {"role": "user", "content": "The weather?"}]}
+    with Loopback() as server:
+        server.reply(*replies(cassette))
+        model = ChatOpenAI(
+            model="gpt-4o",
+            base_url=server.url + "/v1",
+            api_key="k",
+            max_retries=0,
+            streaming=streamed,
+            stream_usage=streamed,
+        )
+        agent = create_agent(
+            model,
+            tools=[get_current_weather],
+            system_prompt="Be brief.",
+            middleware=[CtxrulesMiddleware(AGING)],
+        )
+
+        async def drain(events):
+            return [e async for e in events]
+
+        if how == "invoke":
+            state = agent.invoke(given)
+        elif how == "ainvoke":
+            state = asyncio.run(agent.ainvoke(given))
+        elif how == "stream":
+            state = list(agent.stream(given, stream_mode="values"))[-1]
+        else:
+            state = asyncio.run(drain(agent.astream(given, stream_mode="values")))[-1]
+    assert state["messages"][-1].content == recorded_text(cassette)
+    check_chat_requests(server.seen, streamed=streamed)
+    kept = [m.content for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert old_outputs(kept) == (OLD_TURNS, 0)  # the state: whole

@@ -7,6 +7,7 @@ the rules' view while the history keeps every item."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 
 import pytest
@@ -28,6 +29,15 @@ from ctxrules.engine import Engine, EngineConfig  # noqa: E402
 from ctxrules.integrations.openai_agents import CtxrulesSession, shaped_input  # noqa: E402
 from fake_vendors import responder  # noqa: E402
 from integrations.conftest import AGING, FOLDING  # noqa: E402
+from integrations.replay import (  # noqa: E402
+    OLD_TURNS,
+    RESPONSES,
+    RESPONSES_STREAM,
+    old_outputs,
+    old_response_items,
+    recorded_text,
+    replies,
+)
 from loopback import Loopback  # noqa: E402
 
 set_tracing_disabled(True)
@@ -165,3 +175,123 @@ def test_the_responses_wire_through_a_loopback_server(store):
         "function_call_output",
         "message",
     ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+def test_recorded_answers_replayed_the_session_kept_and_old_outputs_aged(store, streamed):
+    """The runner over the Responses wire against recorded answers (a tool call, then
+    the answer; streamed as the server sent it), on a session holding earlier turns:
+    every request carries the old outputs aged and each call with its output, the
+    session keeps every item whole, and a second ``CtxrulesSession`` on the same ctxrules
+    session reads it back."""
+    openai = pytest.importorskip("openai")
+
+    def get_weather(location: str) -> str:
+        return "The weather in San Francisco is sunny and 72°F"
+
+    def fail_tool() -> str:
+        return "Tool call failed with error: 'intentional test error'"
+
+    cassette, fn = (RESPONSES_STREAM, fail_tool) if streamed else (RESPONSES, get_weather)
+    session = CtxrulesSession(store)
+    asyncio.run(session.add_items(old_response_items()))
+    with Loopback() as server:
+        server.reply(*replies(cassette))
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.url + "/v1", max_retries=0)
+        agent = Agent(
+            name="weather",
+            instructions="Use the tool.",
+            model=OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client),
+            tools=[function_tool(fn)],
+        )
+        config = RunConfig(call_model_input_filter=shaped_input(AGING))
+
+        async def main():
+            if not streamed:
+                return await Runner.run(agent, "The weather?", session=session, run_config=config)
+            result = Runner.run_streamed(agent, "The weather?", session=session, run_config=config)
+            async for _ in result.stream_events():
+                pass
+            return result
+
+        result = asyncio.run(main())
+    assert result.final_output == recorded_text(cassette)
+    assert [s.body.get("stream", False) for s in server.seen] == [streamed, streamed]
+    for seen in server.seen:
+        items = seen.body["input"]
+        outputs = [i for i in items if i.get("type") == "function_call_output"]
+        calls = [i["call_id"] for i in items if i.get("type") == "function_call"]
+        assert calls == [o["call_id"] for o in outputs]  # every call with its output
+        assert old_outputs([o["output"] for o in outputs]) == (0, OLD_TURNS)  # aged
+    kept = asyncio.run(CtxrulesSession(store, session.session_id).get_items())
+    assert len(kept) == 4 * OLD_TURNS + 4  # + the question, the call, its output, the answer
+    assert old_outputs([i["output"] for i in kept if "output" in i]) == (OLD_TURNS, 0)
+
+
+def test_many_sessions_of_one_store_from_one_event_loop(any_store):
+    """Eight agents, each on its own session of one store, run side by side: each
+    session holds exactly what the SDK's own session holds for the same run."""
+    ours = [CtxrulesSession(any_store) for _ in range(8)]
+    theirs = SQLiteSession("oracle-many")
+
+    async def main():
+        await asyncio.gather(*(_run(s, 2) for s in ours))
+        await _run(theirs, 2)
+        expected = await theirs.get_items()
+        for s in ours:
+            assert await s.get_items() == expected
+
+    asyncio.run(main())
+
+
+def test_calls_on_one_session_take_turns(store):
+    session, again = CtxrulesSession(store), None
+
+    async def main():
+        nonlocal again
+        again = CtxrulesSession(store, session.session_id)  # another object, one session
+        await asyncio.gather(
+            *(
+                (session if i % 2 else again).add_items([{"role": "user", "content": f"m{i}"}])
+                for i in range(20)
+            )
+        )
+        return await session.get_items()
+
+    items = asyncio.run(main())
+    assert sorted(i["content"] for i in items) == sorted(f"m{i}" for i in range(20))
+    nodes = store.nodes(session.session_id)
+    assert all(b.predecessor == a.id for a, b in itertools.pairwise(nodes))  # one chain
+
+
+def test_the_event_loop_is_not_blocked(store):
+    """The store's work runs off the event loop: a store call held until the loop
+    releases it finishes (it would wait forever, and the test time out, on the loop)."""
+    import threading
+
+    gate = threading.Event()
+    waited: list[bool] = []
+
+    class Held:
+        def __getattr__(self, name):
+            attr = getattr(store, name)
+            if name != "append":
+                return attr
+
+            def held(*args, **kwargs):
+                waited.append(gate.wait(timeout=10))
+                return attr(*args, **kwargs)
+
+            return held
+
+    session = CtxrulesSession(Held())  # type: ignore[arg-type]
+
+    async def main():
+        task = asyncio.create_task(session.add_items([{"role": "user", "content": "hi"}]))
+        await asyncio.sleep(0.01)
+        gate.set()  # runs only if add_items left the loop free
+        await task
+        return await session.get_items()
+
+    assert asyncio.run(main()) == [{"role": "user", "content": "hi"}]
+    assert waited == [True]

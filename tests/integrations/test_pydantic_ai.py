@@ -12,6 +12,7 @@ pytest.importorskip("pydantic_ai")
 
 from pydantic_ai import Agent
 from pydantic_ai.messages import (
+    ModelRequest,
     ModelResponse,
     TextPart,
     ToolCallPart,
@@ -25,6 +26,16 @@ from ctxrules.integrations.pydantic_ai import CtxrulesCapability, to_chat_messag
 from ctxrules.providers import get_provider
 from fake_vendors import FINAL, USAGE, responder
 from integrations.conftest import AGING, FOLDING
+from integrations.replay import (
+    CHAT,
+    CHAT_STREAM,
+    OLD_TURNS,
+    check_chat_requests,
+    old_chat_turns,
+    old_outputs,
+    recorded_text,
+    replies,
+)
 from loopback import Loopback
 
 BODY = "".join(f"def f{j}(x):\n    return x * {j}\n" for j in range(60))
@@ -133,3 +144,65 @@ def test_over_the_wire_with_the_openai_chat_model():
     for seen in server.seen:
         assert get_provider("openai-chat").validate(seen.body) == []
     assert [m.input_tokens for m in capability.measurements] == [USAGE["prompt"]] * 2
+
+
+def _old_history() -> list:
+    """The earlier turns as Pydantic AI messages (``replay.old_chat_turns``)."""
+    out: list = []
+    turns = old_chat_turns()
+    for i in range(0, len(turns), 4):
+        user, call, result, answer = turns[i : i + 4]
+        tc = call["tool_calls"][0]
+        out.append(ModelRequest(parts=[UserPromptPart(user["content"])]))
+        out.append(
+            ModelResponse(
+                parts=[ToolCallPart("read", tc["function"]["arguments"], tool_call_id=tc["id"])]
+            )
+        )
+        out.append(
+            ModelRequest(parts=[ToolReturnPart("read", result["content"], tool_call_id=tc["id"])])
+        )
+        out.append(ModelResponse(parts=[TextPart(answer["content"])]))
+    return out
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_stream"])
+def test_recorded_answers_replayed_with_the_history_given(streamed):
+    """The agent over the OpenAI Chat wire against recorded answers (tool calls, then
+    the answer; streamed as the server sent it), with earlier turns as its
+    ``message_history``: every request carries the old results aged and each call with
+    its result, the run's messages keep them whole, and each request's usage is
+    recorded."""
+    import asyncio
+
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    cassette = CHAT_STREAM if streamed else CHAT
+    capability = CtxrulesCapability(rules=AGING)
+    with Loopback() as server:
+        server.reply(*replies(cassette))
+        model = OpenAIChatModel(
+            "gpt-4o", provider=OpenAIProvider(base_url=server.url + "/v1", api_key="k")
+        )
+        agent = Agent(model, instructions="Be brief.", capabilities=[capability])
+
+        @agent.tool_plain
+        def get_current_weather(location: str, unit: str = "fahrenheit") -> str:
+            return '{"temperature":"72","forecast":["sunny","windy"]}'
+
+        async def main():
+            if not streamed:
+                result = await agent.run("The weather?", message_history=_old_history())
+                return result.output, result.all_messages()
+            async with agent.run_stream("The weather?", message_history=_old_history()) as run:
+                output = await run.get_output()
+            return output, run.all_messages()
+
+        output, messages = asyncio.run(main())
+    assert output == recorded_text(cassette)
+    check_chat_requests(server.seen, streamed=streamed)
+    returns = [p.content for m in messages for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert old_outputs(returns) == (OLD_TURNS, 0)  # the run's history: whole
+    assert len(capability.measurements) == 2
+    assert all(m.input_tokens > 0 and m.estimate > 0 for m in capability.measurements)

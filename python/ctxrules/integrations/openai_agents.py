@@ -8,7 +8,9 @@ session — a function call's output a tool node under the call — with the ite
 it was given, so ``get_items`` returns exactly what was added.  ``pop_item`` never
 deletes: it moves HEAD back (a rewind is a branch, the popped item stays in the graph);
 ``clear_session`` starts a new root.  ``ctxrules log`` / ``stats`` / ``view`` show the
-session like any other.
+session like any other.  The store's work runs in a worker thread (the event loop never
+waits on it), and calls on one session take turns, so many sessions of one store can
+be served from one event loop.
 
 ``shaped_input(rules=…)`` is a ``RunConfig.call_model_input_filter``: before every model
 call it sends the rules' view of the input (``ctxrules.engine.shape_items``): items the
@@ -23,6 +25,8 @@ be refused by the SDK; use the filter with client-side history (a ``Session``).
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,6 +53,16 @@ __all__ = ["ITEMS_KEY", "CtxrulesSession", "shaped_input"]
 ITEMS_KEY = "openai_agents_items"
 #: The text of the root a cleared session starts again from.
 CLEARED = "(The conversation was cleared here: what came before is not part of it.)"
+
+#: One lock per ctxrules session of a store: its calls take turns (appends to one
+#: branch must not interleave), whichever ``CtxrulesSession`` object makes them.
+_locks: dict[tuple[int, str], threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+def _session_lock(store: CommitStore, session_id: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault((id(store), session_id), threading.Lock())
 
 
 def _plain(item: Any) -> dict[str, Any]:
@@ -93,17 +107,42 @@ class CtxrulesSession:
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The items of the session's current branch, oldest first (the latest
         ``limit``)."""
-        items = [i for node in self._branch() for i in node.metadata.get(ITEMS_KEY) or ()]
+        items = await self._run(self._items)
         return items[-limit:] if limit else items
 
     async def add_items(self, items: list[Any]) -> None:
         """Append the items: each a node after HEAD, a function call's output a tool
         node under the node holding the call."""
-        for item in items:
-            self._add(_plain(item))
+        plain = [_plain(item) for item in items]
+        await self._run(self._add_all, plain)
 
     async def pop_item(self) -> Any | None:
         """Take the newest item off the branch (HEAD moves back; nothing is deleted)."""
+        return await self._run(self._pop)
+
+    async def clear_session(self) -> None:
+        """Start the session again from an empty branch (the old one stays)."""
+        await self._run(self._root)
+
+    # -- the work, in a worker thread, one call of a session at a time -------------------
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        lock = _session_lock(self.store, self.session_id)
+
+        def locked() -> Any:
+            with lock:
+                return fn(*args)
+
+        return await asyncio.to_thread(locked)
+
+    def _items(self) -> list[Any]:
+        return [i for node in self._branch() for i in node.metadata.get(ITEMS_KEY) or ()]
+
+    def _add_all(self, items: list[dict[str, Any]]) -> None:
+        for item in items:
+            self._add(item)
+
+    def _pop(self) -> Any | None:
         branch = self._branch()
         if not branch:
             return None
@@ -120,10 +159,6 @@ class CtxrulesSession:
         else:
             self._root()
         return items[-1] if items else None
-
-    async def clear_session(self) -> None:
-        """Start the session again from an empty branch (the old one stays)."""
-        self._root()
 
     # -- nodes ---------------------------------------------------------------------------
 

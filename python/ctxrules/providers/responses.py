@@ -466,6 +466,15 @@ def gemini_part_blocks(parts: Sequence[Any], call_id: Any) -> list[ContentBlock]
     return blocks
 
 
+def _says(block: ContentBlock) -> bool:
+    """Whether ``block`` holds something of an answer (a signature alone does not)."""
+    if isinstance(block, TextBlock):
+        return bool(block.text)
+    if isinstance(block, ThinkingBlock):
+        return bool(block.thinking)
+    return True
+
+
 _GEMINI_COUNTS = (
     "promptTokenCount",
     "candidatesTokenCount",
@@ -505,6 +514,17 @@ def _gemini(body: Mapping[str, Any]) -> ModelResponse:
     blocks = gemini_part_blocks(parts, lambda j, name: f"{name}_{rid or 'call'}_{j}")
     usage = c.usage(body.get("usageMetadata"), "usageMetadata", _GEMINI_COUNTS)
     c.no_more_than(usage, "cachedContentTokenCount", "promptTokenCount")
+    stopped = parts or finish in ("STOP", "1")  # not a whole answer cut off (safety …)
+    said = (usage or {}).get("candidatesTokenCount")
+    if said and stopped and not any(_says(b) for b in blocks):
+        # A stream's last chunk carries the finish reason and the whole answer's usage,
+        # often with an empty text part only: the answer is in the chunks before it.
+        raise c.fail(
+            f"holds nothing of an answer that usage counts {said} output tokens for: "
+            "the last chunk of a stream (pass the list of the stream's chunks)",
+            "candidates[0].content",
+            stream=True,
+        )
     return ModelResponse(
         content=tuple(blocks),
         raw_usage=usage,
