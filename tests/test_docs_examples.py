@@ -53,12 +53,15 @@ EXAMPLES = _examples()
 
 def test_the_docs_have_examples():
     names = {p.id for p in EXAMPLES}
-    assert {"engine:async-anthropic", "engine:async-gemini"} <= names
+    assert {"engine:sync-anthropic", "engine:async-anthropic", "engine:async-gemini"} <= names
     assert {
         "integrations:openai-agents",
         "integrations:pydantic-ai",
         "integrations:langchain",
         "integrations:litellm",
+        "integrations:openai-agents-streamed",
+        "integrations:pydantic-ai-streamed",
+        "integrations:langchain-streamed",
     } <= names
 
 

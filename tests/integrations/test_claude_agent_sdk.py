@@ -147,3 +147,42 @@ def test_the_cli_mirrors_its_transcript_and_compacts_with_the_hooks_instructions
     assert any("parse_config" in text(n) for n in nodes if n.role == "user")
     assert any("load_settings" in text(n) for n in nodes if n.role == "assistant")
     store.close()
+
+
+def test_a_sessions_main_and_sub_agent_lines_appended_concurrently(corpus, tmp_path):
+    """The SDK appends a session's main transcript and its sub-agents' side by side:
+    each append reads the session into the graph, through one path per session, so the
+    readings take turns (they raced: one removed the file another was reading, and the
+    graph missed batches with a warning).  The graph is the same as appending one batch
+    after another."""
+    path = corpus / "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    main = [x for x in lines if not x.get("isSidechain")]
+    side = [x for x in lines if x.get("isSidechain")]
+    key = {"project_key": "-work-race", "session_id": lines[0]["sessionId"]}
+    sub = dict(key, subpath="subagents/agent-1")
+    batches = [(main[i : i + 2], side[i : i + 2]) for i in range(0, len(main), 2)]
+
+    def graph(concurrently: bool, name: str) -> list:
+        store = open_store(str(tmp_path / name), create=True)
+        ours = CtxrulesSessionStore(store)
+
+        async def run() -> None:
+            for m, s in batches:
+                calls = [ours.append(key, m)] + ([ours.append(sub, s)] if s else [])
+                if concurrently:
+                    await asyncio.gather(*calls)
+                else:
+                    for call in calls:
+                        await call
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", CtxrulesWarning)  # a reading that failed
+            asyncio.run(run())
+        session = ours.graph_session(key)
+        assert session is not None
+        out = sorted(msgspec.json.encode(n.output).decode() for n in store.nodes(session))
+        store.close()
+        return out
+
+    assert graph(True, "concurrent") == graph(False, "one-by-one")

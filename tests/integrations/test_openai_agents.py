@@ -295,3 +295,50 @@ def test_the_event_loop_is_not_blocked(store):
 
     assert asyncio.run(main()) == [{"role": "user", "content": "hi"}]
     assert waited == [True]
+
+
+def test_the_session_remembers_its_setup_and_every_command_reads_it(tmp_path, capsys):
+    """``ctxrules stats`` on an Agents SDK session measured it as an Anthropic session
+    of 200,000 tokens: the session remembers its provider, and through the filter the
+    agent's model, instructions and function tools."""
+    from ctxrules.cli import main
+    from ctxrules.providers import resolve_model
+    from ctxrules.render import recorded_request
+    from ctxrules.store import open_store
+
+    openai = pytest.importorskip("openai")
+    location = str(tmp_path / "store")
+    store = open_store(location, create=True)
+    bare = CtxrulesSession(store)  # no filter: the provider alone
+    session = CtxrulesSession(store)
+
+    def get_weather(location: str) -> str:
+        """Get the weather for a location."""
+        return "The weather in San Francisco is sunny and 72°F"
+
+    with Loopback() as server:
+        server.reply(*replies(RESPONSES))
+        client = openai.AsyncOpenAI(api_key="k", base_url=server.url + "/v1", max_retries=0)
+        agent = Agent(
+            name="weather",
+            instructions="Use the tool.",
+            model=OpenAIResponsesModel(model="gpt-4o-mini", openai_client=client),
+            tools=[function_tool(get_weather)],
+        )
+        config = RunConfig(call_model_input_filter=shaped_input(session=session))
+        asyncio.run(Runner.run(agent, "The weather?", session=session, run_config=config))
+    rec = recorded_request(store.get_session(session.session_id).metadata)
+    assert (rec.provider, rec.model, rec.system) == (
+        "openai-responses",
+        "gpt-4o-mini",
+        "Use the tool.",
+    )
+    assert [t.name for t in rec.tools or ()] == ["get_weather"]
+    assert recorded_request(store.get_session(bare.session_id).metadata).provider == (
+        "openai-responses"
+    )
+    store.close()
+    assert main(["stats", session.session_id, "--store", location, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["provider"], out["model"]) == ("openai-responses", "gpt-4o-mini")
+    assert out["usage"]["window"] == resolve_model("openai:gpt-4o-mini").context_window

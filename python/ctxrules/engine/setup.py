@@ -8,8 +8,9 @@ keys for the sessions it makes, from each request it prepares: ``provider``, ``m
 (as sent), ``tools`` (the declarations as sent, in the vendor's shape), ``params`` (the
 body's other fields: ``max_tokens``, ``temperature``, …) and ``system`` — the list of the
 system prompt's parts as sent, which the history does not hold (a list tells the
-readers so: ``recorded_request(...).system_sent``).  ``recorded_by`` says the engine
-wrote them, so the engine never reads its own parameters back as if they were a
+readers so: ``recorded_request(...).system_sent``).  ``recorded_by`` says ctxrules
+wrote them (the engine, or an adapter of ``ctxrules.integrations`` through
+``remember``), so the engine never reads its own parameters back as if they were a
 recording's (a setting removed from its configuration stays removed), and a session
 imported from a recording keeps the recording's setup: its requests were not the
 engine's.  A key is written only when it changed, so a turn costs no write.
@@ -28,7 +29,7 @@ from ..render import recorded_request
 from ..store import CommitStore
 from .results import SystemPrompt
 
-__all__ = ["ENGINE", "RECORDED_BY", "engine_made", "remember_setup", "setup_of"]
+__all__ = ["ENGINE", "RECORDED_BY", "engine_made", "remember", "remember_setup", "setup_of"]
 
 #: The metadata key naming who wrote the session's request setup, and the engine's value.
 RECORDED_BY = "recorded_by"
@@ -70,10 +71,16 @@ def remember_setup(
 ) -> None:
     """Write the request's setup into ``session``'s metadata where it changed — unless the
     session's setup is a recording's (see the module docstring)."""
+    remember(store, session, setup_of(provider, rendered, system))
+
+
+def remember(store: CommitStore, session: str, setup: Mapping[str, Any]) -> None:
+    """Write ``setup`` (``provider``, ``model``, ``system``, ``tools``, ``params``: those
+    known) into ``session``'s metadata where it changed, marked as ctxrules' own —
+    unless the session's setup is a recording's."""
     metadata = store.get_session(session).metadata
     if not engine_made(metadata):
         return
-    setup = setup_of(provider, rendered, system)
-    patch = {k: v for k, v in setup.items() if metadata.get(k) != v}
+    patch = {k: v for k, v in {**setup, RECORDED_BY: ENGINE}.items() if metadata.get(k) != v}
     if patch:
         store.update_metadata(session, patch)

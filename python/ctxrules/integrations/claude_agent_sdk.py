@@ -188,14 +188,20 @@ class CtxrulesSessionStore:
 
     def _mirror(self, key: dict[str, Any]) -> None:
         """Read the session's transcript so far (and its sub-agents') into the graph."""
+        # The importer continues a transcript it read before when it finds it under the
+        # same path: one path per session (the files are removed after each reading),
+        # so one reading of a session at a time (the SDK appends a session's main and
+        # sub-agent lines concurrently).
+        root = MIRROR_DIR / _safe(key["project_key"])
+        path = root / f"{_safe(key['session_id'])}.jsonl"
+        with _path_lock(path):
+            self._read_into_graph(key, root, path)
+
+    def _read_into_graph(self, key: dict[str, Any], root: Path, path: Path) -> None:
         main = dict(key, subpath="")
         lines = self._load(main)
         if not lines:
             return  # a sub-agent's lines before its session's: read with the session
-        # The importer continues a transcript it read before when it finds it under the
-        # same path: one path per session (the files are removed after each reading).
-        root = MIRROR_DIR / _safe(key["project_key"])
-        path = root / f"{_safe(key['session_id'])}.jsonl"
         written = [path]
         try:
             _write(path, lines)
@@ -223,6 +229,14 @@ class CtxrulesSessionStore:
 
 #: Where a transcript is written for the importer to read (and removed after).
 MIRROR_DIR = Path(tempfile.gettempdir()) / "ctxrules-claude-agent-sdk"
+_path_locks: dict[Path, threading.Lock] = {}
+_path_locks_guard = threading.Lock()
+
+
+def _path_lock(path: Path) -> threading.Lock:
+    """The lock of one session's mirror path (in this process)."""
+    with _path_locks_guard:
+        return _path_locks.setdefault(path, threading.Lock())
 
 
 def _safe(name: str) -> str:

@@ -8,9 +8,11 @@ session — a function call's output a tool node under the call — with the ite
 it was given, so ``get_items`` returns exactly what was added.  ``pop_item`` never
 deletes: it moves HEAD back (a rewind is a branch, the popped item stays in the graph);
 ``clear_session`` starts a new root.  ``ctxrules log`` / ``stats`` / ``view`` show the
-session like any other.  The store's work runs in a worker thread (the event loop never
-waits on it), and calls on one session take turns, so many sessions of one store can
-be served from one event loop.
+session like any other: it remembers its setup (the provider; the model, instructions
+and function tools of the agent once ``shaped_input(session=…)`` has seen a request).
+The store's work runs in a worker thread (the event loop never waits on it), and calls
+on one session take turns, so many sessions of one store can be served from one event
+loop.
 
 ``shaped_input(rules=…)`` is a ``RunConfig.call_model_input_filter``: before every model
 call it sends the rules' view of the input (``ctxrules.engine.shape_items``): items the
@@ -28,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 try:
+    from agents import FunctionTool
     from agents.run_config import CallModelData, ModelInputData
 except ImportError as exc:  # the extra is not installed: say how to get it
     raise ImportError(
@@ -42,12 +45,16 @@ except ImportError as exc:  # the extra is not installed: say how to get it
 from .. import dag
 from ..config import PipelineConfig
 from ..engine import ShapedItem, shape_items
+from ..engine.setup import remember
 from ..errors import NotFoundError
 from ..importers import read_messages
 from ..model import Node
 from ..store import CommitStore
 
-__all__ = ["ITEMS_KEY", "CtxrulesSession", "shaped_input"]
+__all__ = ["ITEMS_KEY", "PROVIDER", "CtxrulesSession", "shaped_input"]
+
+#: The wire of the SDK's items (Responses input items), the session's provider.
+PROVIDER = "openai-responses"
 
 #: The node metadata key holding the input items a node was made from, as given.
 ITEMS_KEY = "openai_agents_items"
@@ -80,7 +87,9 @@ def _plain(item: Any) -> dict[str, Any]:
 class CtxrulesSession:
     """An Agents SDK ``Session`` keeping its history as a ctxrules session of ``store``
     (see the module docstring).  ``session_id`` names an existing ctxrules session or
-    the one to create (default: a new one); ``clock`` stamps the nodes."""
+    the one to create (default: a new one); ``model`` is remembered as the session's
+    model (``shaped_input(session=…)`` learns it from the agent); ``clock`` stamps the
+    nodes."""
 
     def __init__(
         self,
@@ -88,6 +97,7 @@ class CtxrulesSession:
         session_id: str | None = None,
         *,
         session_settings: Any = None,
+        model: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
@@ -101,6 +111,7 @@ class CtxrulesSession:
             except NotFoundError:
                 store.create_session(session_id=session_id, metadata=None, source="openai-agents")
         self.session_id = session_id
+        remember(store, session_id, {"provider": PROVIDER, **({"model": model} if model else {})})
 
     # -- the protocol --------------------------------------------------------------------
 
@@ -192,11 +203,11 @@ class CtxrulesSession:
             )
             if holder is not None:
                 call = next(i for i in holder.metadata[ITEMS_KEY] if i.get("call_id") == call_id)
-                read = read_messages("openai-responses", [call, item])
+                read = read_messages(PROVIDER, [call, item])
                 tool = next(n for n in read.nodes if n.role == "tool")
                 self._append(tool, caller=holder.id, items=[item])
                 return
-        read = read_messages("openai-responses", [item])
+        read = read_messages(PROVIDER, [item])
         for node in read.nodes:
             self._append(node, items=[item])
 
@@ -253,23 +264,53 @@ def _view(items: list[dict[str, Any]], shaped: list[ShapedItem]) -> list[Any]:
     return out
 
 
+def _setup(data: CallModelData[Any]) -> dict[str, Any]:
+    """What a model call says of the session's setup: the agent's model (when named),
+    instructions and function tools (as the Responses API declares them)."""
+    agent = data.agent
+    model = agent.model if isinstance(agent.model, str) else getattr(agent.model, "model", None)
+    instructions = data.model_data.instructions
+    setup: dict[str, Any] = {
+        "system": [instructions] if instructions else [],
+        "tools": [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.params_json_schema,
+            }
+            for t in agent.tools
+            if isinstance(t, FunctionTool)
+        ],
+    }
+    if isinstance(model, str) and model:
+        setup["model"] = model
+    return setup
+
+
 def shaped_input(
     rules: str | PipelineConfig | None = None,
     *,
     unanswered: str = "not_run",
-) -> Callable[[CallModelData[Any]], ModelInputData]:
+    session: CtxrulesSession | None = None,
+) -> Callable[[CallModelData[Any]], Awaitable[ModelInputData]]:
     """A ``RunConfig.call_model_input_filter`` sending the rules' view of the input
     (see the module docstring); ``rules``: a preset name or a ``PipelineConfig``
     (default: the default preset).  A call still waiting for its output is answered as
-    not run in the request (``unanswered``; the runner's history keeps it as it is)."""
+    not run in the request (``unanswered``; the runner's history keeps it as it is).
+    With ``session`` (the run's ``CtxrulesSession``) each call's model, instructions and
+    function tools are remembered as the session's setup, so ``ctxrules stats`` and
+    ``render --for`` read them back."""
 
-    def call_model_input_filter(data: CallModelData[Any]) -> ModelInputData:
+    async def call_model_input_filter(data: CallModelData[Any]) -> ModelInputData:
+        if session is not None:
+            await session._run(remember, session.store, session.session_id, _setup(data))
         items = [_plain(i) for i in data.model_data.input]
         if not items:
             return data.model_data
         shaped = shape_items(
             items,
-            provider="openai-responses",
+            provider=PROVIDER,
             rules=rules,
             unanswered=unanswered,
         )
