@@ -70,3 +70,31 @@ def tau_sessions(folder: Path, count: int, start: int = 0) -> Path:
     path = folder / f"tau_{start}_{count}.json"
     path.write_text(json.dumps(runs))
     return path
+
+
+WORKERS = Path(__file__).with_name("_workers.py")
+
+
+def together(count: int, *args: str) -> list[str]:
+    """Run ``ctxrules ARGS…`` in ``count`` processes released at one moment (each waits
+    for a line on stdin, ``_workers.py cli``); their outputs, each asserted exit 0."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKERS), "cli", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    for p in procs:
+        p.stdin.write("go\n")  # type: ignore[union-attr]
+    for p in procs:
+        p.stdin.flush()  # type: ignore[union-attr]
+    outs = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+        outs.append(out)
+    return outs

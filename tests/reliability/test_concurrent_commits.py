@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,7 +13,9 @@ import pytest
 
 from ctxrules.cli import main
 
-WORKERS = Path(__file__).with_name("_workers.py")
+sys.path.insert(0, str(Path(__file__).parent))
+from _cli import together
+
 CC = "claude-code-jsonl/ccviewer_5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 PROCESSES = 4
 
@@ -41,35 +42,16 @@ def rows_at_head(store: str, sid: str) -> list[str]:
         conn.close()
 
 
-def together(*argv: str) -> list[str]:
+def together_ids(*argv: str) -> list[str]:
     """Run ``ctxrules ARGV`` in several processes released at one moment; their ids."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(WORKERS), "cli", *argv],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(PROCESSES)
-    ]
-    for p in procs:
-        p.stdin.write("go\n")
-    for p in procs:
-        p.stdin.flush()
-    ids = []
-    for p in procs:
-        out, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err
-        ids.append(json.loads(out)["id"])
-    return ids
+    return [json.loads(out)["id"] for out in together(PROCESSES, *argv)]
 
 
 @pytest.mark.parametrize("now", [None, "1767225600"], ids=["wall-clock", "fixed-now"])
 def test_concurrent_commits_of_a_new_head_make_one_row(imported, now):
     store, sid = imported
     extra = [] if now is None else ["--now", now]
-    ids = together("commit", sid, "--store", store, "--json", *extra)
+    ids = together_ids("commit", sid, "--store", store, "--json", *extra)
     assert len(set(ids)) == 1, f"{len(set(ids))} different commits for one head"
     assert rows_at_head(store, sid) == ids[:1]
 

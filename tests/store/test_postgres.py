@@ -231,15 +231,19 @@ def test_writes_are_durable_whatever_the_server_default(pg_server):
     pg_server.drop_store(made)
 
 
-def test_a_lost_connection_is_a_clear_error_and_the_next_write_reconnects(url, raw):
+def test_a_lost_connection_reconnects_a_read_and_is_a_clear_error_for_a_write(url, raw):
     st = open_store(url)
     st.create_session(session_id="s")
     with st.transaction() as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     raw.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert st.get_session("s").id == "s"  # a read runs again on a new connection
     with pytest.raises(StoreError, match="lost the connection"):
-        st.get_session("s")
-    assert dag.append(st, "s", "user", "again").seq == 1
+        with st.transaction() as conn:
+            pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            raw.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            st.append("s", node("lost"))
+    assert dag.append(st, "s", "user", "again").seq == 1  # the next write reconnects
     st.close()
 
 

@@ -15,6 +15,7 @@ DELETE and TRUNCATE on them, whoever connects.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -47,7 +48,11 @@ _KINDS = ("r", "p", "f", "v", "m", "S")
 
 def redact(url: str) -> str:
     """``url`` with its password, if any, replaced by ``***`` (for messages)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL (e.g. an unclosed IPv6 bracket): hide what may be one
+        url = re.sub(r"(://[^:/@]*):[^@]*@", r"\1:***@", url)
+        return re.sub(r"(password=)[^&]*", r"\1***", url)
     netloc = parts.netloc
     if "@" in netloc:
         user, _, host = netloc.rpartition("@")

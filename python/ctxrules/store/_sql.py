@@ -48,12 +48,21 @@ from .base import Edge, NewSession, SessionInfo
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["BUSY_TIMEOUT_S", "ENV_BUSY_TIMEOUT", "SQLStore", "resolve_busy_timeout"]
+__all__ = [
+    "BUSY_TIMEOUT_S",
+    "ENV_BUSY_TIMEOUT",
+    "MAX_BUSY_TIMEOUT_S",
+    "SQLStore",
+    "resolve_busy_timeout",
+]
 
 #: How long a writer waits for another process's lock before giving up (seconds).
 BUSY_TIMEOUT_S = 60.0
 #: Environment variable overriding ``BUSY_TIMEOUT_S``.
 ENV_BUSY_TIMEOUT = "CTXRULES_BUSY_TIMEOUT"
+#: The longest busy timeout taken (a day): past it SQLite's and PostgreSQL's own
+#: timeouts (milliseconds in a C int) overflow.
+MAX_BUSY_TIMEOUT_S = 86_400.0
 
 _SESSION_COLS = (
     "id, created_at, head, source, import_key, base_session, base_node, base_seq, next_seq, "
@@ -75,9 +84,10 @@ def resolve_busy_timeout(value: float | None = None) -> float:
             value = float(raw)
         except ValueError:
             value = math.nan
-    if not math.isfinite(value) or value < 0:
+    if not math.isfinite(value) or not 0 <= value <= MAX_BUSY_TIMEOUT_S:
         raise StoreError(
-            f"the busy timeout must be a finite number of seconds >= 0, got {raw}",
+            f"the busy timeout must be a number of seconds from 0 to {MAX_BUSY_TIMEOUT_S:,.0f}"
+            f" (a day), got {raw}",
             where=where,
             hint=f"e.g. {ENV_BUSY_TIMEOUT}=5",
         )
@@ -126,13 +136,15 @@ class SQLStore(GuardAndKv, Commits):
     """The ``CommitStore`` methods over a SQL connection (see the module docstring).
 
     A backend sets ``location``, ``_conn`` (``execute(sql, args)`` returning a cursor,
-    ``executemany``), ``_chains = {}`` and ``transaction()``, and overrides the class
+    ``executemany``), ``_chains = {}``, ``_depth`` (how many ``transaction()`` blocks
+    are open) and ``transaction()``, and overrides the class
     attributes below where its database differs from SQLite.
     """
 
     location: str
     _conn: Any
     _chains: dict[str, list[tuple[str, int | None]]]
+    _depth: int
     #: Exceptions a violated UNIQUE / FOREIGN KEY constraint raises.
     _INTEGRITY: tuple[type[Exception], ...] = ()
     #: The column giving rows their insertion order (sessions, commits).
@@ -230,7 +242,12 @@ class SQLStore(GuardAndKv, Commits):
         return _session(self._session_row(session_id), self.location)
 
     def find_session(self, import_key: str) -> SessionInfo | None:
-        """The session created with ``import_key``, if any."""
+        """The session created with ``import_key``, if any.
+
+        Inside a transaction the key stays locked until it ends, so of two imports of
+        one file at once the second waits and then finds the first one's session."""
+        if self._depth:
+            self._lock_key(self._conn, "import\x1f" + import_key)
         row = self._conn.execute(
             f"SELECT {_SESSION_COLS} FROM sessions WHERE import_key = ?", (import_key,)
         ).fetchone()
