@@ -80,14 +80,32 @@ def interaction_count(path: Path) -> int:
     return len(yaml.safe_load(path.read_text(encoding="utf-8"))["interactions"])
 
 
-def cassette_cases() -> list[Any]:
-    """``(kind, rel, interaction)`` parameters: every interaction of every cassette."""
+def cassette_cases(misses: dict[str, str] | None = None) -> list[Any]:
+    """``(kind, rel, interaction)`` parameters: every interaction of every cassette;
+    the cassettes named in ``misses`` marked as expected (strict) failures, with why."""
+    misses = misses or {}
     return [
-        pytest.param(kind, rel, i, id=f"{rel.split('/')[-1]}#{i}")
+        pytest.param(
+            kind,
+            rel,
+            i,
+            id=f"{rel.split('/')[-1]}#{i}",
+            marks=[pytest.mark.xfail(strict=True, reason=misses[rel.split("/")[-1]])]
+            if rel.split("/")[-1] in misses
+            else [],
+        )
         for kind, rels in CASSETTES.items()
         for rel in rels
         for i in range(interaction_count(CORPUS_CASSETTES / rel))
     ]
+
+
+#: Cassettes the estimator misses, and why (strict: a fix makes them fail loudly).
+ESTIMATE_MISSES = {
+    "test_multiple_parallel_tool_calls.yaml": "recorded under Haiku 4.5's earlier tool-use "
+    "prompt: 277 of its 423 billed tokens are overhead (~264 then); the tool-use page now "
+    "gives 496 and the 30 later Haiku 4.5 requests of the fit set fit 487 (+52 % here)",
+}
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,11 @@ import pytest
 from ctxrules import count
 from ctxrules.errors import ValidationError
 from ctxrules.providers import get_provider, resolve_model
-from ctxrules.providers.anthropic import ANTHROPIC_TOOL_BLOCK_TOKENS
+from ctxrules.providers.anthropic import (
+    ANTHROPIC_MESSAGE_TOKENS,
+    ANTHROPIC_REQUEST_TOKENS,
+    ANTHROPIC_TOOL_BLOCK_TOKENS,
+)
 from ctxrules.providers.images import image_size
 from ctxrules.providers.openai_chat import OPENAI_TOOL_CALL_TOKENS, openai_tool_namespace
 
@@ -119,6 +123,8 @@ def test_openai_tool_calls_and_results():
 
 
 def test_anthropic_tool_prompt_follows_tool_choice():
+    """The tool-use page's current table: 496 (auto / none) and 588 (any / tool) for
+    the 4.5 models; the forced choice costs more, as it does there."""
     tool = {"name": "t", "description": "d", "input_schema": {"type": "object"}}
     base = {"model": "m", "max_tokens": 10, "messages": [{"role": "user", "content": "x"}]}
     auto = _estimate("anthropic", "claude-sonnet-4-5", {**base, "tools": [tool]})
@@ -128,9 +134,9 @@ def test_anthropic_tool_prompt_follows_tool_choice():
         {**base, "tools": [tool], "tool_choice": {"type": "any"}},
     )
     none = _estimate("anthropic", "claude-sonnet-4-5", base)
-    assert auto.rules["tool_prompt_tokens"] == 346 and forced.rules["tool_prompt_tokens"] == 313
+    assert auto.rules["tool_prompt_tokens"] == 496 and forced.rules["tool_prompt_tokens"] == 588
     assert none.rules["tool_prompt_tokens"] == 0
-    assert auto.input_tokens - forced.input_tokens == 346 - 313
+    assert auto.input_tokens - forced.input_tokens == 496 - 588
 
 
 def test_anthropic_counts_thinking_of_the_last_turn_only():
@@ -178,7 +184,10 @@ def test_anthropic_tool_blocks_carry_their_framing():
         ],
     }
     e = _estimate("anthropic", "claude-sonnet-4-5", body)
-    assert e.rules["framing_tokens"] == 2 * ANTHROPIC_TOOL_BLOCK_TOKENS
+    # Two tool blocks, three turn markers and the request's own framing.
+    assert e.rules["framing_tokens"] == (
+        2 * ANTHROPIC_TOOL_BLOCK_TOKENS + 3 * ANTHROPIC_MESSAGE_TOKENS + ANTHROPIC_REQUEST_TOKENS
+    )
 
 
 def _png(w: int, h: int) -> bytes:

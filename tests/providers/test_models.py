@@ -81,15 +81,18 @@ def test_anthropic_is_a_calibrated_estimate():
 @pytest.mark.parametrize(
     "model,auto,forced",
     [
-        # Anthropic's tool-use pricing page.
-        ("anthropic:claude-sonnet-4-5", 346, 313),
-        ("anthropic:claude-opus-4-1", 346, 313),
+        # Anthropic's tool-use page, its current table (the older one gave 346 / 313).
+        ("anthropic:claude-sonnet-4-5", 496, 588),
+        ("anthropic:claude-sonnet-4-6", 497, 589),
+        ("anthropic:claude-opus-4-6", 497, 589),
+        ("anthropic:claude-opus-4-1", 313, 315),
+        ("anthropic:claude-sonnet-4-20250514", 313, 315),
         ("anthropic:claude-3-opus-20240229", 530, 281),
         ("anthropic:claude-3-sonnet-20240229", 159, 235),
         ("anthropic:claude-3-haiku-20240307", 264, 340),
         ("anthropic:claude-3-5-haiku-latest", 264, 340),
-        # Haiku 4.5 is billed like the Haiku line (its recorded cassette fits 264).
-        ("anthropic:claude-haiku-4-5", 264, 340),
+        # Haiku 4.5: the page's 496 / 588; the fit set's 30 Haiku 4.5 requests fit 487.
+        ("anthropic:claude-haiku-4-5", 496, 588),
         # OpenAI: the gpt-5 family's is fitted; no forced variant.
         ("openai-chat:gpt-5.4-mini", 89, 89),
         ("gemini:gemini-2.5-flash", 0, 0),

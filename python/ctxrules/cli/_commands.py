@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "quality": "check which key facts a compacted request keeps",
     "rerender": "replay recorded sessions under a rule set and report what it changes",
     "tune": "choose rule parameters by replaying recorded sessions",
+    "calibrate": "fit per-model token-estimate constants on recorded calls with usage",
     "view": "browse a session in a local web page (or export one HTML file)",
     "store": "work on whole stores: copy sessions and commits between them",
     "proxy": "record agents' live API calls into the store, or shape them by the rules",

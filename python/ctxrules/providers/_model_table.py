@@ -26,12 +26,17 @@ calibration estimate them, one for prose and one for structured payloads (tool
 definitions, inputs, results).
 
 Tool prompts (tokens a vendor adds to a request that declares tools): Anthropic's
-tool-use pricing page gives 346 (``tool_choice`` auto / none) and 313 (any / tool) for
-the Claude 3.5 Sonnet / 3.7 / 4.x models, 264 / 340 for Claude 3 Haiku and 3.5 Haiku,
-530 / 281 for Claude 3 Opus and 159 / 235 for Claude 3 Sonnet.  Claude Haiku 4.5 is
-billed like the Haiku line: its recorded requests (corpus cassette
-test_multiple_parallel_tool_calls) fit 264 and are 84 tokens below 346.  OpenAI's
-figures are fitted (benches/README.md, "Fidelity"); Gemini adds none measurably.
+tool-use page, its current table: 313 / 315 (``tool_choice`` auto / forced) for Opus 4
+/ 4.1 and Sonnet 4, 496 / 588 for the 4.5 models (Haiku 4.5 included: its 30 requests
+of the fit set fit 487), 497 / 589 for 4.6; the older table's 346 / 313 for 3.5 / 3.7,
+264 / 340 for the 3 and 3.5 Haikus, 530 / 281 for 3 Opus, 159 / 235 for 3 Sonnet.
+OpenAI's figures are fitted (benches/README.md, "Fidelity"); Gemini adds none
+measurably.
+
+Each model's estimator rules (``ModelInfo.estimator``: framing, which thinking is
+kept, the thought-signature line, the image rule, structured-output overhead) and the
+basis of every rule and field (``ModelInfo.basis``: ``doc: …`` or ``fit: …``) are
+stated here; ``ctxrules.providers.models.resolve_model`` merges them key by key.
 
 The calibrations and every fitted constant, with the data they were fitted on and
 their residuals, are in benches/README.md ("Fidelity").
@@ -39,7 +44,21 @@ their residuals, are in benches/README.md ("Fidelity").
 
 from __future__ import annotations
 
+from .anthropic import ANTHROPIC_OUTPUT_FORMAT_TOKENS, ANTHROPIC_TOOL_BLOCK_TOKENS
+from .gemini import (
+    GEMINI_FUNCTION_PART_TOKENS,
+    GEMINI_RESPONSE_SCHEMA_TOKENS,
+    GEMINI_SIGNATURE_OFFSET,
+    GEMINI_SIGNATURE_SLOPE,
+)
+from .images import ANTHROPIC_IMAGE_RULE, GEMINI_IMAGE_RULE, OPENAI_IMAGE_RULE
 from .models import ModelInfo, Prices
+from .openai_chat import (
+    OPENAI_MESSAGE_TOKENS,
+    OPENAI_REPLY_TOKENS,
+    OPENAI_RESPONSE_FORMAT_TOKENS,
+    OPENAI_TOOL_CALL_TOKENS,
+)
 
 __all__ = ["ANTHROPIC_CALIBRATION", "ANTHROPIC_STRUCTURED_CALIBRATION", "BUILTIN_MODELS"]
 
@@ -71,6 +90,24 @@ _A = "anthropic:"
 _O = "openai*:"  # openai, openai-chat, openai-responses
 _G = "gemini:"
 
+# Where the estimator's rules are from (``ModelInfo.basis``).
+_TOOL_USE_DOC = "doc: Anthropic tool-use overview, pricing table (read 2026-07-13)"
+_THINKING_DOC = "doc: Anthropic extended thinking, thinking block preservation by model"
+_VISION_DOC = "doc: Anthropic vision page (w x h / 750, 1,568-px edge, ~1.15 MP)"
+_OPENAI_VISION = "doc: OpenAI images-vision guide, via the openai-image-token-counter mirror"
+_FIT = "fit: the corpus's fit set, benches/README.md 'Per-model estimates'"
+_COOKBOOK = "doc: OpenAI cookbook, How_to_count_tokens_with_tiktoken (3 / 1 / 3)"
+
+
+def _patches(multiplier: float, budget: int = 1536) -> dict[str, float | str]:
+    """OpenAI's patch rule: 32-pixel patches up to ``budget``, times ``multiplier``."""
+    return {"kind": "openai-patches", "patch": 32, "max_patches": budget, "multiplier": multiplier}
+
+
+def _tiles(base: int, tile: int) -> dict[str, float | str]:
+    return {**OPENAI_IMAGE_RULE, "base": base, "tile_tokens": tile}
+
+
 BUILTIN_MODELS: tuple[ModelInfo, ...] = (
     # Which family a model name belongs to (``model_families``): these state no figure,
     # they name every model of a vendor's naming scheme as that vendor's.
@@ -90,6 +127,20 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         cache_min_tokens=1_024,
         tool_prompt_tokens=346,
         tool_prompt_tokens_forced=313,
+        estimator={
+            "tool_block": ANTHROPIC_TOOL_BLOCK_TOKENS,
+            "output_format": ANTHROPIC_OUTPUT_FORMAT_TOKENS,
+            "thinking": "last",
+            "image": ANTHROPIC_IMAGE_RULE,
+        },
+        basis={
+            "tokenizer": "fit: o200k x 1.0 prose, x 1.19 structured (Claude Code fit files)",
+            "tool_prompt_tokens": "doc: Anthropic tool-use pricing, older table (3.5 / 3.7)",
+            "tool_block": _FIT,
+            "output_format": _FIT,
+            "thinking": _THINKING_DOC,
+            "image": _VISION_DOC,
+        },
     ),
     ModelInfo(
         name="claude-3-haiku",
@@ -134,7 +185,31 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         max_output_tokens=64_000,
         prices=_anthropic_prices(3.0, 15.0),
     ),
-    ModelInfo(name="claude-sonnet-4", pattern=_A + "claude-sonnet-4*", max_output_tokens=64_000),
+    ModelInfo(
+        name="claude-sonnet-4",
+        pattern=_A + "claude-sonnet-4*",
+        max_output_tokens=64_000,
+        tool_prompt_tokens=313,
+        tool_prompt_tokens_forced=315,
+        basis={"tool_prompt_tokens": _TOOL_USE_DOC},
+    ),
+    # The 4.5 and 4.6 generation: a longer tool-use system prompt (the tool-use page's
+    # current table; its older table gave 346 / 313 to every 4.x model).
+    ModelInfo(
+        name="claude-sonnet-4-5",
+        pattern=_A + "claude-sonnet-4-5*",
+        tool_prompt_tokens=496,
+        tool_prompt_tokens_forced=588,
+        basis={"tool_prompt_tokens": _TOOL_USE_DOC},
+    ),
+    ModelInfo(
+        name="claude-sonnet-4-6",
+        pattern=_A + "claude-sonnet-4-6*",
+        tool_prompt_tokens=497,
+        tool_prompt_tokens_forced=589,
+        estimator={"thinking": "all"},
+        basis={"tool_prompt_tokens": _TOOL_USE_DOC, "thinking": _THINKING_DOC},
+    ),
     # Sonnet 4 (-0 / -2025…), 4.5 and 4.6 share one price; a later 4.x may not.
     ModelInfo(
         name="claude-sonnet-4-priced",
@@ -152,9 +227,19 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         name="claude-haiku-4-5",
         pattern=_A + "claude-haiku-4-5*",
         cache_min_tokens=4_096,
+        tool_prompt_tokens=496,
+        tool_prompt_tokens_forced=588,
         prices=_anthropic_prices(1.0, 5.0),
+        basis={"tool_prompt_tokens": _TOOL_USE_DOC},
     ),
-    ModelInfo(name="claude-opus-4", pattern=_A + "claude-opus-4*", max_output_tokens=32_000),
+    ModelInfo(
+        name="claude-opus-4",
+        pattern=_A + "claude-opus-4*",
+        max_output_tokens=32_000,
+        tool_prompt_tokens=313,
+        tool_prompt_tokens_forced=315,
+        basis={"tool_prompt_tokens": _TOOL_USE_DOC},
+    ),
     # Opus 4 (-0 / -2025…) and 4.1.
     ModelInfo(
         name="claude-opus-4-priced",
@@ -166,14 +251,44 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         pattern=_A + "claude-opus-4-5*",
         max_output_tokens=64_000,
         cache_min_tokens=4_096,
+        tool_prompt_tokens=496,
+        tool_prompt_tokens_forced=588,
         prices=_anthropic_prices(5.0, 25.0),
+        estimator={"thinking": "all"},
+        basis={"tool_prompt_tokens": _TOOL_USE_DOC, "thinking": _THINKING_DOC},
     ),
     ModelInfo(
         name="claude-opus-4-6",
         pattern=_A + "claude-opus-4-6*",
         max_output_tokens=128_000,
         cache_min_tokens=4_096,
+        tool_prompt_tokens=497,
+        tool_prompt_tokens_forced=589,
         prices=_anthropic_prices(5.0, 25.0),
+        estimator={"thinking": "all"},
+        basis={"tool_prompt_tokens": _TOOL_USE_DOC, "thinking": _THINKING_DOC},
+    ),
+    # Opus 4.7 and later: a newer tokenizer (about 1.0-1.35x the tokens of 4.6 for
+    # the same text, "about 30 %" on the token-counting page) and larger images.
+    ModelInfo(
+        name="claude-opus-4-7",
+        pattern=_A + "claude-opus-4-7*",
+        tokenizer="o200k_base",
+        calibration=1.3,
+        structured_calibration=1.3 * ANTHROPIC_STRUCTURED_CALIBRATION,
+        tool_prompt_tokens=675,
+        tool_prompt_tokens_forced=804,
+        estimator={
+            "thinking": "all",
+            "image": {**ANTHROPIC_IMAGE_RULE, "max_edge": 2576, "max_pixels": 4784 * 750},
+        },
+        basis={
+            "tokenizer": "doc: token-counting page, ~30 % more tokens than earlier models "
+            "(no recorded usage of 4.7 in the corpus)",
+            "tool_prompt_tokens": _TOOL_USE_DOC,
+            "thinking": _THINKING_DOC,
+            "image": "doc: Anthropic vision page (Opus 4.7: 2,576-px edge, 4,784 tokens)",
+        },
     ),
     # OpenAI
     ModelInfo(
@@ -186,6 +301,24 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         # The tool section's own tokens beyond the declarations (tiktoken's cookbook
         # closes its function count with 12); not checked against recorded usage.
         tool_prompt_tokens=12,
+        estimator={
+            "message": OPENAI_MESSAGE_TOKENS,
+            "reply": OPENAI_REPLY_TOKENS,
+            "name": 1,
+            "tool_call": OPENAI_TOOL_CALL_TOKENS,
+            "response_format": OPENAI_RESPONSE_FORMAT_TOKENS,
+            "image": OPENAI_IMAGE_RULE,
+        },
+        basis={
+            "tokenizer": "doc: tiktoken's model table",
+            "tool_prompt_tokens": "doc: the cookbook's closing 12 of a function count",
+            "message": _COOKBOOK,
+            "reply": _COOKBOOK,
+            "name": _COOKBOOK,
+            "tool_call": _FIT,
+            "response_format": _FIT,
+            "image": _OPENAI_VISION + " (GPT-4o / 4.1 tiles: 85 + 170 per tile)",
+        },
     ),
     ModelInfo(
         name="gpt-4o",
@@ -199,6 +332,12 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         name="gpt-4o-mini-priced",
         pattern=_O + "gpt-4o-mini",
         prices=_openai_prices(0.15, 0.075, 0.60),
+    ),
+    ModelInfo(
+        name="gpt-4o-mini-images",
+        pattern=_O + "gpt-4o-mini*",
+        estimator={"image": _tiles(2833, 5667)},
+        basis={"image": _OPENAI_VISION + " (gpt-4o-mini: 2,833 + 5,667 per tile)"},
     ),
     ModelInfo(name="chatgpt-4o", pattern=_O + "chatgpt-4o*", tokenizer="o200k_base"),
     ModelInfo(
@@ -218,6 +357,18 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         name="gpt-4.1-nano-priced",
         pattern=_O + "gpt-4.1-nano",
         prices=_openai_prices(0.10, 0.025, 0.40),
+    ),
+    ModelInfo(
+        name="gpt-4.1-mini-images",
+        pattern=_O + "gpt-4.1-mini*",
+        estimator={"image": _patches(1.62)},
+        basis={"image": _OPENAI_VISION + " (patches x 1.62)"},
+    ),
+    ModelInfo(
+        name="gpt-4.1-nano-images",
+        pattern=_O + "gpt-4.1-nano*",
+        estimator={"image": _patches(2.46)},
+        basis={"image": _OPENAI_VISION + " (patches x 2.46)"},
     ),
     ModelInfo(name="gpt-4.5", pattern=_O + "gpt-4.5*", tokenizer="o200k_base"),
     ModelInfo(name="gpt-4", pattern=_O + "gpt-4*", tokenizer="cl100k_base"),
@@ -255,6 +406,18 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         name="o4-mini-priced", pattern=_O + "o4-mini", prices=_openai_prices(1.10, 0.275, 4.40)
     ),
     ModelInfo(
+        name="o-series-images",
+        pattern=_O + "o[13]*",
+        estimator={"image": _tiles(75, 150)},
+        basis={"image": _OPENAI_VISION + " (o1 / o3: 75 + 150 per tile)"},
+    ),
+    ModelInfo(
+        name="o4-mini-images",
+        pattern=_O + "o4-mini*",
+        estimator={"image": _patches(1.72)},
+        basis={"image": _OPENAI_VISION + " (o4-mini: patches x 1.72)"},
+    ),
+    ModelInfo(
         name="gpt-5",
         pattern=_O + "gpt-5*",
         context_window=400_000,
@@ -263,6 +426,35 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         # Fitted on the 8 recorded gpt-5.4-mini requests (residual 0 on each): the
         # hidden system and developer text a request with tools carries.
         tool_prompt_tokens=89,
+        # On the Responses API their tool section is much shorter: 9 tokens (pooled fit
+        # on the 50 gpt-5 Responses requests of the fit set; 89 put them +91 % over).
+        estimator={"image": _tiles(70, 140), "responses_tool_prompt": 9},
+        basis={
+            "tool_prompt_tokens": _FIT,
+            "responses_tool_prompt": _FIT,
+            "image": _OPENAI_VISION + " (gpt-5: 70 + 140)",
+        },
+    ),
+    # The small gpt-5 models bill images by patches: the guide says x 1.62 / 2.46,
+    # billing was measured at x 1.2 / 1.5 (community thread on gpt-5.4 mini / nano);
+    # the measured figures are used.
+    ModelInfo(
+        name="gpt-5-mini-images",
+        pattern=_O + "gpt-5*-mini*",
+        estimator={"image": _patches(1.2)},
+        basis={"image": "measured: community.openai.com/t/1377015 (patches x 1.2; doc 1.62)"},
+    ),
+    ModelInfo(
+        name="gpt-5-2-images",
+        pattern=_O + "gpt-5.[2-9]*",
+        estimator={"image": _patches(1.2)},
+        basis={"image": "measured: community.openai.com/t/1377015 (gpt-5.2+: patches x 1.2)"},
+    ),
+    ModelInfo(
+        name="gpt-5-nano-images",
+        pattern=_O + "gpt-5*-nano*",
+        estimator={"image": _patches(1.5)},
+        basis={"image": "measured: community.openai.com/t/1377015 (patches x 1.5; doc 2.46)"},
     ),
     ModelInfo(name="gpt-5-priced", pattern=_O + "gpt-5", prices=_openai_prices(1.25, 0.125, 10.0)),
     ModelInfo(
@@ -292,6 +484,22 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         context_window=1_048_576,
         max_output_tokens=8_192,
         tokenizer="o200k_base",
+        # Before Gemini 3 a thought signature sent back is not billed (measured on
+        # 2.5 Flash: python-genai issue #1129; the fit set's 2.5 requests agree).
+        estimator={
+            "function_part": GEMINI_FUNCTION_PART_TOKENS,
+            "response_schema": GEMINI_RESPONSE_SCHEMA_TOKENS,
+            "signature_slope": 0,
+            "signature_offset": 0,
+            "image": GEMINI_IMAGE_RULE,
+        },
+        basis={
+            "tokenizer": "fit: o200k, no calibration (Gemma's vocabulary is not shipped)",
+            "function_part": _FIT,
+            "response_schema": _FIT,
+            "signature_slope": "measured: python-genai #1129 (2.5 Flash: no input change)",
+            "image": "doc: Gemini tokens page (258 per 768-px tile)",
+        },
     ),
     ModelInfo(name="gemini-1.5-pro", pattern=_G + "gemini-1.5-pro*", context_window=2_097_152),
     ModelInfo(
@@ -301,6 +509,21 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         cache_min_tokens=2_048,
     ),
     ModelInfo(
-        name="gemini-3", pattern=_G + "gemini-3*", max_output_tokens=65_536, cache_min_tokens=4_096
+        name="gemini-3",
+        pattern=_G + "gemini-3*",
+        max_output_tokens=65_536,
+        cache_min_tokens=4_096,
+        # Gemini 3 bills a thought signature sent back as the thinking it carries, and
+        # an image at a flat 1,120 tokens (media resolution unspecified = high).
+        estimator={
+            "signature_slope": GEMINI_SIGNATURE_SLOPE,
+            "signature_offset": GEMINI_SIGNATURE_OFFSET,
+            "image": {"kind": "fixed", "tokens": 1120},
+        },
+        basis={
+            "signature_slope": "fit: the Gemini 3 signatures of the fit set against the "
+            "thoughtsTokenCount that made them",
+            "image": "doc: Gemini media-resolution page (Gemini 3 default: 1,120 per image)",
+        },
     ),
 )

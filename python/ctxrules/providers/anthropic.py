@@ -8,6 +8,8 @@ cache rules (explicit breakpoints: ``ctxrules.providers.cache.predict_anthropic`
 
 from __future__ import annotations
 
+import base64
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,10 +27,15 @@ from .estimate import (
     tool_unit,
     wire_tools,
 )
-from .images import ANTHROPIC_IMAGE_RULE, anthropic_image_tokens, decoded_image_size
+from .images import ANTHROPIC_IMAGE_RULE, core_image_rule, decoded_image_size
 from .models import ModelProfile
 
 __all__ = [
+    "ANTHROPIC_MESSAGE_TOKENS",
+    "ANTHROPIC_OUTPUT_FORMAT_TOKENS",
+    "ANTHROPIC_PDF_PAGE_TOKENS",
+    "ANTHROPIC_REQUEST_TOKENS",
+    "ANTHROPIC_THINKING_PROMPT_TOKENS",
     "ANTHROPIC_TOOL_BLOCK_TOKENS",
     "MAX_BREAKPOINTS",
     "AnthropicProvider",
@@ -153,6 +160,15 @@ def validate_anthropic(body: Mapping[str, Any]) -> list[str]:
 #: wrappers in the prompt the model reads).  Fitted on the Claude Code transcripts'
 #: request-to-request growth; the cassettes agree (benches/README.md).
 ANTHROPIC_TOOL_BLOCK_TOKENS = 33
+#: Tokens of an Anthropic request beyond its content (the turn markers around the
+#: conversation and the primed reply), of each message's turn marker, and of the
+#: prompt extended thinking adds: fitted on the fit set (benches/README.md).
+ANTHROPIC_REQUEST_TOKENS = 4
+ANTHROPIC_MESSAGE_TOKENS = 4
+ANTHROPIC_THINKING_PROMPT_TOKENS = 25
+#: Tokens a structured-output format adds beyond its schema's JSON (``output_config``
+#: / the beta ``output_format``): fitted on the fit set (benches/README.md).
+ANTHROPIC_OUTPUT_FORMAT_TOKENS = 140
 
 
 def _ttl(block: Mapping[str, Any]) -> str | None:
@@ -176,10 +192,57 @@ def _result_parts(content: Any) -> tuple[list[str], list[Mapping[str, Any]]]:
     return texts, images
 
 
-def _anthropic_image(block: Mapping[str, Any]) -> int:
+def _anthropic_image(u: SegmentBuilder, block: Mapping[str, Any], profile: ModelProfile) -> int:
+    """An image block's tokens by the model's rule; a URL or file image has no size
+    here (flagged by ``SegmentBuilder.image``)."""
     src = block.get("source") if isinstance(block.get("source"), Mapping) else {}
     data = src.get("data") if isinstance(src, Mapping) else None
-    return anthropic_image_tokens(decoded_image_size(data) if isinstance(data, str) else None)
+    size = decoded_image_size(data) if isinstance(data, str) else None
+    return u.image(profile.rule("image", ANTHROPIC_IMAGE_RULE), size)
+
+
+#: Tokens of one PDF page (its text and its page image; the PDF page says 1,500-3,000
+#: of text per page plus the image): fitted on the fit set.
+ANTHROPIC_PDF_PAGE_TOKENS = 1_500
+_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def _document(
+    u: SegmentBuilder, block: Mapping[str, Any], profile: ModelProfile
+) -> tuple[str, int]:
+    """A document block: its text (a text source, or title and context) and fixed
+    tokens (a base64 PDF's pages at the profile's ``pdf_page``; a PDF by URL or file id
+    has no page count here: one page's worth, flagged, up to 100 pages)."""
+    source = block.get("source")
+    src: Mapping[str, Any] = source if isinstance(source, Mapping) else {}
+    extra = " ".join(str(block.get(k) or "") for k in ("title", "context")).strip()
+    if src.get("type") == "text":
+        return f"{extra}\n{src.get('data') or ''}".strip(), 0
+    if src.get("type") == "content":
+        texts = [
+            str(p.get("text") or "") for p in src.get("content") or [] if isinstance(p, Mapping)
+        ]
+        return "\n".join([extra, *texts]).strip(), 0
+    per_page = int(profile.rule("pdf_page", ANTHROPIC_PDF_PAGE_TOKENS))
+    data = src.get("data")
+    if src.get("type") == "base64" and isinstance(data, str):
+        try:
+            pages = len(_PAGE.findall(base64.b64decode(data, validate=False)))
+        except ValueError:
+            pages = 0
+        if pages:
+            return extra, pages * per_page
+    return extra, u.unknown("document", per_page, per_page // 2, per_page * 100)
+
+
+def _output_format(body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The structured-output format of a request (``output_config.format``, or the
+    beta's top-level ``output_format``)."""
+    config = body.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    if not isinstance(fmt, Mapping):
+        fmt = body.get("output_format")
+    return fmt if isinstance(fmt, Mapping) else None
 
 
 def _summary(block: Mapping[str, Any]) -> str:
@@ -212,11 +275,32 @@ def _tool_text(tool: Mapping[str, Any]) -> str:
     return spaced_json(strip_cache_control(tool))
 
 
+def _output_unit(fmt: Mapping[str, Any], profile: ModelProfile) -> dict[str, Any]:
+    """The segment of a structured-output format: its schema's JSON and the profile's
+    ``output_format`` tokens."""
+    return {
+        "key_obj": {"output_format": fmt},
+        "structured": [compact_json(fmt.get("schema", fmt))],
+        "framing": profile.rule("output_format", ANTHROPIC_OUTPUT_FORMAT_TOKENS),
+    }
+
+
+def _request_tokens(body: Mapping[str, Any], profile: ModelProfile) -> float:
+    """The request's own framing (the primed reply), and the prompt extended thinking
+    adds when the request enables it."""
+    thinking = body.get("thinking")
+    on = isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive")
+    return profile.rule("request", ANTHROPIC_REQUEST_TOKENS) + (
+        profile.rule("thinking_prompt", ANTHROPIC_THINKING_PROMPT_TOKENS) if on else 0
+    )
+
+
 def anthropic_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
     """What the core estimates an Anthropic request with (``estimate_frame``): a
     segment per tool as the body declares it (``_tool_text``, the tool prompt on the
-    first), the framing of tool blocks, the image rule, and a top-level
-    ``cache_control`` among the extra fields (a breakpoint on the last block)."""
+    first), a structured-output format among the extra fields, the profile's framing
+    (tool blocks, each message, the request) and which thinking is kept, the image
+    rule, and a top-level ``cache_control`` (a breakpoint on the last block)."""
     prompt = _tool_prompt(profile, options.extra.get("tool_choice"))
     tools = [
         {
@@ -226,16 +310,30 @@ def anthropic_frame(options: RequestOptions, profile: ModelProfile) -> EstimateF
         }
         for t in wire_tools(options.tools)
     ]
+    units = [
+        tool_unit(t, structured=[_tool_text(t)], tool_prompt=prompt if i == 0 else 0)
+        for i, t in enumerate(tools)
+    ]
+    fmt = _output_format(options.extra)
+    if fmt is not None:
+        out = _output_unit(fmt, profile)
+        units.append(
+            tool_unit(
+                out["key_obj"], structured=out["structured"], framing=out["framing"], tail=True
+            )
+        )
     marker = options.extra.get("cache_control")
     return estimate_frame(
         profile,
         wire="anthropic-messages",
-        tools=[
-            tool_unit(t, structured=[_tool_text(t)], tool_prompt=prompt if i == 0 else 0)
-            for i, t in enumerate(tools)
-        ],
-        framing={"tool_block": ANTHROPIC_TOOL_BLOCK_TOKENS},
-        images=ANTHROPIC_IMAGE_RULE,
+        tools=units,
+        framing={
+            "tool_block": profile.rule("tool_block", ANTHROPIC_TOOL_BLOCK_TOKENS),
+            "message": profile.rule("message", ANTHROPIC_MESSAGE_TOKENS),
+            "request": _request_tokens(options.extra, profile),
+            "thinking_all": 1.0 if profile.rule("thinking", "last") == "all" else 0.0,
+        },
+        images=core_image_rule(profile.rule("image", ANTHROPIC_IMAGE_RULE)),
         auto_breakpoint=_ttl({"cache_control": marker}) if isinstance(marker, Mapping) else None,
     )
 
@@ -245,8 +343,11 @@ def estimate_anthropic(
 ) -> PromptEstimate:
     """Anthropic Messages: tools, then system, then messages (the cache's prefix order).
 
-    Thinking is counted in the last assistant message only: Anthropic drops the thinking
-    of earlier turns from the prompt.  A ``compaction`` block with a summary makes the
+    Thinking is counted in the last assistant message only where the model drops the
+    thinking of earlier turns (the profile's ``thinking`` rule ``"last"``), in every
+    assistant message where it keeps them (``"all"``: Opus 4.5+, Sonnet 4.6).  A
+    structured-output schema is counted after the tools, with the profile's
+    ``output_format`` tokens.  A ``compaction`` block with a summary makes the
     API ignore every message block before it (neither read nor billed): only the
     blocks from the latest such block on are counted, the block as its summary text; a
     block whose summary is null (a failed compaction) is a no-op and counts nothing.
@@ -254,7 +355,8 @@ def estimate_anthropic(
     """
     u = SegmentBuilder()
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
-    prompt = _tool_prompt(profile, body.get("tool_choice"))
+    choice = body.get("tool_choice")
+    prompt = _tool_prompt(profile, choice)
     for i, t in enumerate(tools):
         u.add(
             t,
@@ -262,6 +364,12 @@ def estimate_anthropic(
             tool_prompt=prompt if i == 0 else 0,
             breakpoint=_ttl(t),
         )
+    fmt = _output_format(body)
+    if fmt is not None:
+        out = _output_unit(fmt, profile)
+        u.add(out["key_obj"], structured=out["structured"], framing=out["framing"])
+    block_tokens = profile.rule("tool_block", ANTHROPIC_TOOL_BLOCK_TOKENS)
+    keep_all_thinking = profile.rule("thinking", "last") == "all"
     system = body.get("system")
     if isinstance(system, str):
         u.add({"system": system}, prose=[system])
@@ -274,9 +382,11 @@ def estimate_anthropic(
         (i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1
     )
     start = _compacted_from(messages)
+    per_message = profile.rule("message", ANTHROPIC_MESSAGE_TOKENS)
     for mi, m in enumerate(messages):
         content = m.get("content")
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        opened = len(u.units)
         for bi, b in enumerate(blocks if isinstance(blocks, list) else []):
             if not isinstance(b, Mapping) or (mi, bi) < start:
                 continue
@@ -286,12 +396,12 @@ def estimate_anthropic(
             if kind == "text":
                 u.add(key, prose=[str(b.get("text") or "")], breakpoint=bp)
             elif kind == "image":
-                u.add(key, images=_anthropic_image(b), breakpoint=bp)
+                u.add(key, images=_anthropic_image(u, b, profile), breakpoint=bp)
             elif kind == "tool_use":
                 u.add(
                     key,
                     structured=[str(b.get("name") or "") + spaced_json(b.get("input") or {})],
-                    framing=ANTHROPIC_TOOL_BLOCK_TOKENS,
+                    framing=block_tokens,
                     breakpoint=bp,
                 )
             elif kind == "tool_result":
@@ -299,23 +409,32 @@ def estimate_anthropic(
                 u.add(
                     key,
                     structured=texts,
-                    images=sum(_anthropic_image(p) for p in images),
-                    framing=ANTHROPIC_TOOL_BLOCK_TOKENS,
+                    images=sum(_anthropic_image(u, p, profile) for p in images),
+                    framing=block_tokens,
                     breakpoint=bp,
                 )
             elif kind == "thinking":
-                text = str(b.get("thinking") or "") if mi == last_assistant else ""
+                kept = keep_all_thinking or mi == last_assistant
+                text = str(b.get("thinking") or "") if kept else ""
                 u.add(key, prose=[text], breakpoint=bp)
+            elif kind == "document":
+                text, tokens = _document(u, b, profile)
+                u.add(key, prose=[text], framing=tokens, breakpoint=bp)
             elif kind == "redacted_thinking":
                 u.add(key, breakpoint=bp)  # opaque; dropped like thinking of earlier turns
             elif kind == "compaction":
                 if _summary(b):  # null: a failed compaction, which the API ignores
                     u.add(key, prose=[_summary(b)], breakpoint=bp)
-            else:  # documents, server tool blocks, …: their JSON as a stand-in
+            else:  # server tool blocks, …: their JSON as a stand-in
                 u.add(key, structured=[compact_json(strip_cache_control(b))], breakpoint=bp)
+        if len(u.units) > opened:  # the message's turn marker, on its first block
+            u.add_framing(opened, per_message)
     if isinstance(body.get("cache_control"), Mapping) and u.units:
         last = u.units[-1]
         u.units[-1] = (*last[:4], last[4] or _ttl(body) or "5m")
+    # The request's own framing and the primed reply (after the last breakpoint), and
+    # the prompt extended thinking adds.
+    u.add({"reply": True}, framing=_request_tokens(body, profile))
     return u.finish(profile, prefix_tokens, wire="anthropic-messages")
 
 

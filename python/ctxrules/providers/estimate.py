@@ -19,8 +19,15 @@ data and fit are in benches/README.md, "Fidelity"):
   prime the reply; tools read as a ``namespace functions`` declaration), a fitted cost
   per tool call, Anthropic's per tool_use / tool_result block, Gemini's per function
   part;
-* images by each vendor's published rule (``ctxrules.providers.images``);
-* Gemini thought signatures, billed as the thinking they carry, from their length.
+* images by the model's image rule (``ctxrules.providers.images``); an image whose
+  size cannot be known is flagged (``unknown_image_sizes``) and the estimate states
+  the range it implies (``input_tokens_range``);
+* a structured-output schema (``response_format``, ``text.format``,
+  ``output_config.format``, ``responseSchema``) as the model reads it;
+* Gemini 3 thought signatures, billed as the thinking they carry, from their length.
+
+Every per-model number is a rule of the model's profile (``ModelProfile.rule``; the
+table with each constant's source is ``ctxrules.providers._model_table``).
 
 A provider without rules (a plugin that does not override ``estimate_prompt``) gets
 ``estimate_generic``: the body's whole JSON counted as structured text.
@@ -50,6 +57,7 @@ import msgspec
 from .. import _core
 from ..errors import ValidationError
 from ..tokenizers import get_tokenizer
+from .images import image_range, image_tokens
 from .models import ModelProfile
 
 __all__ = [
@@ -220,6 +228,40 @@ class SegmentBuilder:
         self.tool_prompt = 0
         self.framing = 0.0
         self.images = 0
+        self.unknown_images = 0
+        self.unknown_parts: dict[str, int] = {}
+        self.image_low = 0
+        self.image_high = 0
+
+    def add_framing(self, index: int, framing: float) -> None:
+        """Add framing tokens to the unit at ``index`` (a message's turn marker on its
+        first block)."""
+        key, prose, structured, fixed, bp = self.units[index]
+        self.units[index] = (key, prose, structured, fixed + framing, bp)
+        self.framing += framing
+
+    def image(
+        self, rule: Mapping[str, Any], size: tuple[int, int] | None, detail: str = "auto"
+    ) -> int:
+        """Tokens of one image under the model's image ``rule`` (pass them to ``add``);
+        an image of unknown size is counted at the middle of its range, flagged, and
+        widens the range the estimate states."""
+        tokens, unknown = image_tokens(rule, size, detail)
+        if unknown:
+            low, high = image_range(rule, detail)
+            self.unknown_images += 1
+            self.image_low += low - tokens
+            self.image_high += high - tokens
+        return tokens
+
+    def unknown(self, what: str, tokens: int, low: int, high: int) -> int:
+        """Content whose size the body does not hold (a document by reference, a file
+        id): counted at ``tokens``, flagged under ``what`` and widening the range the
+        estimate states to ``low`` … ``high`` for it."""
+        self.unknown_parts[what] = self.unknown_parts.get(what, 0) + 1
+        self.image_low += low - tokens
+        self.image_high += high - tokens
+        return tokens
 
     def add(
         self,
@@ -279,6 +321,13 @@ class SegmentBuilder:
         if prefix_tokens:
             segments.append(Segment(_PREFIX_KEY, tokens.pop(0)))
         segments += [Segment(key, n, bp) for (key, _, _, _, bp), n in zip(self.units, tokens)]
+        if self.unknown_images or self.unknown_parts:
+            rules = {
+                **rules,
+                "unknown_image_sizes": self.unknown_images,
+                "unknown_content": dict(self.unknown_parts),
+                "input_tokens_range": [done + self.image_low, done + self.image_high],
+            }
         return PromptEstimate(
             input_tokens=done,
             segments=tuple(segments),
@@ -313,15 +362,26 @@ def wire_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
 
 
 def tool_unit(
-    key_obj: Any, *, prose: Sequence[str] = (), structured: Sequence[str] = (), tool_prompt: int = 0
+    key_obj: Any,
+    *,
+    prose: Sequence[str] = (),
+    structured: Sequence[str] = (),
+    tool_prompt: int = 0,
+    framing: float = 0.0,
+    tail: bool = False,
 ) -> dict[str, Any]:
-    """One segment of a frame's tools (see ``estimate_frame``): identified as the
-    specification identifies it (``cache_key`` of ``key_obj``), with its texts."""
+    """One segment the render options make, before the conversation (see
+    ``estimate_frame``): identified as the specification identifies it (``cache_key`` of
+    ``key_obj``), with its texts, the tool prompt and framing tokens it carries.  A
+    ``tail`` unit (a structured-output format) follows the tools and never carries
+    their cache breakpoint."""
     return {
         "key": cache_key(key_obj),
         "prose": [t for t in prose if t],
         "structured": [t for t in structured if t],
         "tool_prompt": tool_prompt,
+        "framing": framing,
+        "tail": tail,
     }
 
 

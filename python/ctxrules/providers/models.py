@@ -14,16 +14,26 @@ between built-ins) the first registered wins.  ``tokenizer`` and the two calibra
 travel together (a calibration corrects the tokenizer it is stated with), and so do the
 two tool prompts and the four prices.  ``openai-chat`` and ``openai-responses`` share
 the ``openai*`` entries.
+
+The estimator's per-model rules (``estimator``: framing tokens, the image rule, which
+thinking is kept, the thought-signature line, the structured-output overhead …) merge
+key by key instead: each key comes from the most specific entry that states it, so a
+model's entry states only where it differs from its wire's.  ``basis`` says, key by
+key (and for the grouped fields by their first field's name), where a value is from:
+``"doc: …"`` (the vendor's published rule), ``"fit: …"`` (fitted on the corpus's fit
+set, benches/README.md "Fidelity"), ``"calibrated: …"`` (``ctxrules calibrate``).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+import tomllib
 
 from ..errors import ProviderError, ValidationError
 from ..plugins import Registry, registry
@@ -31,14 +41,21 @@ from ..tokenizers import count_batch
 from .usage import Usage
 
 __all__ = [
+    "PROFILE_ENV",
     "ModelInfo",
     "ModelProfile",
     "Prices",
+    "load_profile",
     "model_entries",
     "model_families",
     "model_in_family",
+    "read_profile",
     "resolve_model",
 ]
+
+#: An environment variable naming profile files (``read_profile``; several joined by
+#: the path separator) loaded whenever the model table is built.
+PROFILE_ENV = "CTXRULES_MODEL_PROFILE"
 
 
 class Prices(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,9 +99,18 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
     tool_prompt_tokens: int | None = None
     tool_prompt_tokens_forced: int | None = None
     prices: Prices | None = None
+    estimator: dict[str, Any] | None = None
+    basis: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         where = f"ModelInfo {self.name!r}"
+        for key, value in (self.estimator or {}).items():
+            _check_rule(key, value, where)
+        for key, value in (self.basis or {}).items():
+            if not isinstance(key, str) or not isinstance(value, str):
+                raise ValidationError(
+                    f"basis must map names to strings, got {key!r}: {value!r}", where=where
+                )
         if ":" not in self.pattern:
             raise ValidationError(
                 f"pattern {self.pattern!r} is not of the form provider:model",
@@ -124,6 +150,26 @@ class ModelInfo(msgspec.Struct, frozen=True, kw_only=True):
             )
 
 
+def _check_rule(key: Any, value: Any, where: str) -> None:
+    """An estimator rule is a finite number >= 0, a word, or a mapping of those."""
+    if not isinstance(key, str) or not key:
+        raise ValidationError(f"estimator key {key!r} is not a name", where=where)
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if isinstance(v, Mapping):
+                raise ValidationError(f"estimator rule {key!r}.{k!r} nests too deep", where=where)
+            _check_rule(k, v, where)
+        return
+    if isinstance(value, str):
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+        raise ValidationError(
+            f"estimator rule {key!r} must be a finite number >= 0, a word or a mapping, "
+            f"got {value!r}",
+            where=where,
+        )
+
+
 # Field groups resolved together, in ModelProfile order.
 _GROUPS: tuple[tuple[str, ...], ...] = (
     ("context_window",),
@@ -142,7 +188,10 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True):
     ``cache_min_tokens`` and ``prices`` are ``None`` where no entry states them;
     ``structured_calibration`` falls back to ``calibration`` and the tool prompts to 0
     (``tool_prompt_tokens_forced`` to ``tool_prompt_tokens``).
-    ``sources`` names, per field, the ``ModelInfo`` entry that supplied it.  Profiles
+    ``estimator`` holds the per-model rules of the wire estimator (merged key by key;
+    ``rule(key, default)`` reads one) and ``basis`` where each rule and field is from.
+    ``sources`` names, per field, the ``ModelInfo`` entry that supplied it (an
+    estimator rule as ``"estimator.KEY"``).  Profiles
     are shared between callers (each spec is resolved once per registry): read them,
     do not modify ``sources``.
     """
@@ -158,6 +207,12 @@ class ModelProfile(msgspec.Struct, frozen=True, kw_only=True):
     tool_prompt_tokens_forced: int
     prices: Prices | None
     sources: dict[str, str]
+    estimator: dict[str, Any] = {}
+    basis: dict[str, str] = {}
+
+    def rule(self, key: str, default: Any = None) -> Any:
+        """The estimator rule ``key`` of this model (``default`` when no entry states it)."""
+        return self.estimator.get(key, default)
 
     def estimate_tokens(self, texts: Sequence[str]) -> int:
         """Tokens of ``texts`` for this model: the tokenizer's counts (one batch) times the
@@ -194,10 +249,84 @@ def _specificity(pattern: str) -> int:
     return n
 
 
+_PROFILE_FIELDS = {
+    "pattern",
+    "context_window",
+    "max_output_tokens",
+    "tokenizer",
+    "calibration",
+    "structured_calibration",
+    "cache_min_tokens",
+    "tool_prompt_tokens",
+    "tool_prompt_tokens_forced",
+    "estimator",
+    "basis",
+}
+
+
+def read_profile(path: str | os.PathLike[str]) -> list[ModelInfo]:
+    """The ``ModelInfo`` entries of a profile file (TOML, as ``ctxrules calibrate``
+    writes it): a ``[[model]]`` table per entry with a ``pattern`` and the fields it
+    states (``tokenizer`` with its calibrations, tool prompts, ``estimator`` rules,
+    ``basis``).  A bad file is a ``ValidationError`` naming the entry."""
+    where = os.fspath(path)
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except OSError as exc:
+        raise ValidationError(f"cannot read the profile: {exc}", where=where) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError(
+            f"not TOML: {exc}", where=where, hint="write it with ctxrules calibrate"
+        ) from None
+    models = doc.get("model")
+    if not isinstance(models, list) or not models:
+        raise ValidationError("no [[model]] tables", where=where, hint="one per model pattern")
+    out = []
+    for i, m in enumerate(models):
+        at = f"{where}: model {i + 1}"
+        unknown = sorted(set(m) - _PROFILE_FIELDS) if isinstance(m, dict) else []
+        if not isinstance(m, dict) or "pattern" not in m or unknown:
+            raise ValidationError(
+                f"a [[model]] needs a pattern and only known fields (unknown: {unknown})",
+                where=at,
+                hint=f"fields: {', '.join(sorted(_PROFILE_FIELDS))}",
+            )
+        try:
+            out.append(ModelInfo(name=f"profile:{where}:{i + 1}:{m['pattern']}", **m))
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(str(exc), where=at) from None
+    return out
+
+
+def load_profile(path: str | os.PathLike[str]) -> list[ModelInfo]:
+    """Load a profile file (``read_profile``) into the model table: its entries beat
+    the built-in ones of equal specificity, like a plugin's.  Returns them."""
+    entries = read_profile(path)
+    reg = registry("models")
+    for info in entries:
+        reg.items[info.name] = info
+        reg.origin[info.name] = f"profile {os.fspath(path)}"
+    reg.memo.clear()
+    return entries
+
+
+def _env_profiles(reg: Registry) -> None:
+    """Load the profiles ``PROFILE_ENV`` names, once per registry."""
+    if reg.memo.get("env-profiles"):
+        return
+    reg.memo["env-profiles"] = True
+    for path in filter(None, os.environ.get(PROFILE_ENV, "").split(os.pathsep)):
+        for info in read_profile(path):
+            reg.items.setdefault(info.name, info)
+            reg.origin.setdefault(info.name, f"profile {path}")
+
+
 def _table(reg: Registry) -> list[ModelInfo]:
     """Registered entries in precedence order (computed once per registry)."""
     table = reg.memo.get("precedence")
     if table is None:
+        _env_profiles(reg)
         entries = [
             (-_specificity(obj.pattern), reg.is_builtin(name), order, obj)
             for order, (name, obj) in enumerate(reg.items.items())
@@ -293,12 +422,13 @@ def model_in_family(model: str, family: str) -> bool | None:
 def _resolve(reg: Registry, spec: str) -> ModelProfile:
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    estimator: dict[str, Any] = {}
+    basis: dict[str, str] = {}
     pending = list(_GROUPS)
     for info in _table(reg):
-        if not pending:
-            break
         if not fnmatch.fnmatchcase(spec, info.pattern):
             continue
+        info_basis = info.basis or {}
         for group in list(pending):
             if getattr(info, group[0]) is None:
                 continue
@@ -306,6 +436,17 @@ def _resolve(reg: Registry, spec: str) -> ModelProfile:
                 values[f] = getattr(info, f)
                 sources[f] = info.name
             pending.remove(group)
+        # A field's basis: the most specific entry that states one (the entry that
+        # states a value without a basis leaves it to the wire's, e.g. a tokenizer).
+        for f, why in info_basis.items():
+            if f not in (info.estimator or {}):
+                basis.setdefault(f, why)
+        for key, value in (info.estimator or {}).items():
+            if key not in estimator:
+                estimator[key] = value
+                sources[f"estimator.{key}"] = info.name
+                if key in info_basis:
+                    basis[key] = info_basis[key]
     missing = [f for f in _REQUIRED if f not in values]
     if missing:
         what = "context window" if "context_window" in missing else ", ".join(missing)
@@ -323,4 +464,5 @@ def _resolve(reg: Registry, spec: str) -> ModelProfile:
     if values.get("tool_prompt_tokens_forced") is None:
         values["tool_prompt_tokens_forced"] = values["tool_prompt_tokens"]
     ordered = {f: sources[f] for group in _GROUPS for f in group if f in sources}
-    return ModelProfile(model=spec, sources=ordered, **values)
+    ordered.update({k: v for k, v in sources.items() if k.startswith("estimator.")})
+    return ModelProfile(model=spec, sources=ordered, estimator=estimator, basis=basis, **values)

@@ -24,18 +24,20 @@ from .estimate import (
     tool_unit,
     wire_tools,
 )
-from .images import OPENAI_IMAGE_RULE, decoded_image_size, openai_image_tokens
+from .images import OPENAI_IMAGE_RULE, core_image_rule, decoded_image_size
 from .models import ModelProfile
 
 __all__ = [
-    "OPENAI_FRAMING",
     "OPENAI_MESSAGE_TOKENS",
     "OPENAI_REPLY_TOKENS",
+    "OPENAI_RESPONSE_FORMAT_TOKENS",
     "OPENAI_TOOL_CALL_TOKENS",
     "OpenAIChatProvider",
     "estimate_openai_chat",
     "openai_chat_frame",
     "openai_frame",
+    "openai_framing",
+    "openai_output_schema",
     "openai_parts",
     "openai_prompt_too_long",
     "openai_tool_namespace",
@@ -148,6 +150,9 @@ OPENAI_TOOL_CALL_TOKENS = 12
 #: counted separately) and of the reply it primes, as tiktoken's cookbook counts them.
 OPENAI_MESSAGE_TOKENS = 3
 OPENAI_REPLY_TOKENS = 3
+#: Tokens a ``json_schema`` structured-output format adds beyond its name and schema
+#: (read as a TypeScript type): fitted on the fit set (benches/README.md).
+OPENAI_RESPONSE_FORMAT_TOKENS = 18
 
 
 def _ts_type(schema: Any) -> str:
@@ -217,23 +222,29 @@ def _tool_texts(tools: list[Mapping[str, Any]]) -> list[str]:
     return [openai_tool_namespace(functions), *(compact_json(t) for t in others)]
 
 
-def openai_tools(u: SegmentBuilder, tools: list[Mapping[str, Any]], profile: ModelProfile) -> None:
-    """Add the tools unit (both APIs): the function namespace plus the tool prompt."""
+def openai_tools(
+    u: SegmentBuilder,
+    tools: list[Mapping[str, Any]],
+    profile: ModelProfile,
+    tool_prompt: int | None = None,
+) -> None:
+    """Add the tools unit (both APIs): the function namespace plus the tool prompt
+    (``tool_prompt``, default the profile's)."""
     texts = _tool_texts(tools)
     if texts:
-        u.add({"tools": tools}, structured=texts, tool_prompt=profile.tool_prompt_tokens)
+        prompt = profile.tool_prompt_tokens if tool_prompt is None else tool_prompt
+        u.add({"tools": tools}, structured=texts, tool_prompt=prompt)
 
 
-#: OpenAI's framing as an estimate frame states it (both APIs): per message, priming
-#: the reply, per tool call, and the one more of a named message (Responses' call and
-#: output headers count it too); a Responses compaction item's state
-#: (``compaction_item_tokens``).
-OPENAI_FRAMING: dict[str, float] = {
-    "message": OPENAI_MESSAGE_TOKENS,
-    "reply": OPENAI_REPLY_TOKENS,
-    "tool_call": OPENAI_TOOL_CALL_TOKENS,
-    "name": 1,
-}
+def openai_framing(profile: ModelProfile) -> dict[str, float]:
+    """OpenAI's framing numbers for ``profile`` (both APIs), as an estimate frame states
+    them: per message, priming the reply, per tool call, the one more of a name."""
+    return {
+        "message": profile.rule("message", OPENAI_MESSAGE_TOKENS),
+        "reply": profile.rule("reply", OPENAI_REPLY_TOKENS),
+        "tool_call": profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS),
+        "name": profile.rule("name", 1),
+    }
 
 
 def openai_frame(
@@ -241,17 +252,25 @@ def openai_frame(
     profile: ModelProfile,
     *,
     wire: str,
-    framing: Mapping[str, float] = OPENAI_FRAMING,
+    framing: Mapping[str, float] | None = None,
+    tool_prompt: int | None = None,
+    output_format: Any = None,
 ) -> EstimateFrame | None:
-    """The frame of an OpenAI request (both APIs) whose body declares ``tools``."""
+    """The frame of an OpenAI request (both APIs) whose body declares ``tools`` and
+    asks for ``output_format`` (a structured-output format, or ``None``)."""
     texts = _tool_texts(list(tools))
-    units = (
-        [tool_unit({"tools": tools}, structured=texts, tool_prompt=profile.tool_prompt_tokens)]
-        if texts
-        else []
-    )
+    prompt = profile.tool_prompt_tokens if tool_prompt is None else tool_prompt
+    units = [tool_unit({"tools": tools}, structured=texts, tool_prompt=prompt)] if texts else []
+    schema = _schema_unit(output_format, profile)
+    if schema is not None:
+        units.append(tool_unit(schema["key_obj"], structured=schema["structured"],
+                               framing=schema["framing"], tail=True))
     return estimate_frame(
-        profile, wire=wire, tools=units, framing=framing, images=OPENAI_IMAGE_RULE
+        profile,
+        wire=wire,
+        tools=units,
+        framing=framing or openai_framing(profile),
+        images=core_image_rule(profile.rule("image", OPENAI_IMAGE_RULE)),
     )
 
 
@@ -268,11 +287,14 @@ def openai_chat_frame(options: RequestOptions, profile: ModelProfile) -> Estimat
         }
         for t in wire_tools(options.tools)
     ]
-    return openai_frame(tools, profile, wire="openai-chat")
+    return openai_frame(
+        tools, profile, wire="openai-chat", output_format=options.extra.get("response_format")
+    )
 
 
-def openai_parts(content: Any) -> tuple[list[str], int]:
-    """Texts and image tokens of a message's content (string or parts, either API)."""
+def openai_parts(content: Any, u: SegmentBuilder, profile: ModelProfile) -> tuple[list[str], int]:
+    """Texts and image tokens of a message's content (string or parts, either API);
+    images by the model's image rule (``u.image``: a URL's size is unknown)."""
     if isinstance(content, str):
         return [content], 0
     texts, images = [], 0
@@ -290,8 +312,34 @@ def openai_parts(content: Any) -> tuple[list[str], int]:
             size = None
             if isinstance(url, str) and url.startswith("data:") and "," in url:
                 size = decoded_image_size(url.split(",", 1)[1])
-            images += openai_image_tokens(size, str(detail or "auto"))
+            images += u.image(profile.rule("image", OPENAI_IMAGE_RULE), size, str(detail or "auto"))
     return texts, images
+
+
+def _schema_unit(fmt: Any, profile: ModelProfile) -> dict[str, Any] | None:
+    """The segment of a ``json_schema`` structured-output format (Chat
+    ``response_format``, Responses ``text.format``): its name, description and the
+    schema's TypeScript type, plus the profile's ``response_format`` tokens."""
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
+        return None
+    inner = fmt.get("json_schema")
+    spec: Mapping[str, Any] = inner if isinstance(inner, Mapping) else fmt
+    return {
+        "key_obj": {"response_format": fmt},
+        "structured": [
+            str(spec.get("name") or ""),
+            str(spec.get("description") or ""),
+            _ts_type(spec.get("schema")),
+        ],
+        "framing": profile.rule("response_format", OPENAI_RESPONSE_FORMAT_TOKENS),
+    }
+
+
+def openai_output_schema(u: SegmentBuilder, fmt: Any, profile: ModelProfile) -> None:
+    """Add a structured-output format's segment (``_schema_unit``), if it has one."""
+    unit = _schema_unit(fmt, profile)
+    if unit is not None:
+        u.add(unit["key_obj"], structured=unit["structured"], framing=unit["framing"])
 
 
 def estimate_openai_chat(
@@ -299,20 +347,33 @@ def estimate_openai_chat(
 ) -> PromptEstimate:
     """OpenAI Chat Completions: the tools, each message with its framing, the reply primer."""
     u = SegmentBuilder()
-    openai_tools(u, [t for t in body.get("tools") or [] if isinstance(t, Mapping)], profile)
+    tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
+    # The legacy ``functions`` parameter declares functions the same way.
+    tools += [
+        {"type": "function", "function": f}
+        for f in body.get("functions") or []
+        if isinstance(f, Mapping)
+    ]
+    openai_tools(u, tools, profile)
+    openai_output_schema(u, body.get("response_format"), profile)
+    per_message = profile.rule("message", OPENAI_MESSAGE_TOKENS)
+    per_call = profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS)
     for m in body.get("messages") or []:
         if not isinstance(m, Mapping):
             continue
-        texts, images = openai_parts(m.get("content"))
-        framing = OPENAI_MESSAGE_TOKENS + (1 if m.get("name") else 0)
+        texts, images = openai_parts(m.get("content"), u, profile)
+        framing = per_message + (profile.rule("name", 1) if m.get("name") else 0)
         structured: list[str] = []
         if m.get("role") == "tool":
             structured, texts = texts, []
-        for call in m.get("tool_calls") or []:
+        calls = list(m.get("tool_calls") or [])
+        if isinstance(m.get("function_call"), Mapping):  # the legacy single call
+            calls.append({"function": m["function_call"]})
+        for call in calls:
             fn = call.get("function") if isinstance(call, Mapping) else None
             if isinstance(fn, Mapping):
                 structured.append(str(fn.get("name") or "") + str(fn.get("arguments") or ""))
-                framing += OPENAI_TOOL_CALL_TOKENS
+                framing += per_call
         u.add(
             m,
             prose=[str(m.get("role") or ""), *texts, str(m.get("name") or "")],
@@ -320,7 +381,7 @@ def estimate_openai_chat(
             framing=framing,
             images=images,
         )
-    u.add({"reply": True}, framing=OPENAI_REPLY_TOKENS)
+    u.add({"reply": True}, framing=profile.rule("reply", OPENAI_REPLY_TOKENS))
     return u.finish(profile, prefix_tokens, wire="openai-chat")
 
 

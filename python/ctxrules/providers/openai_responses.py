@@ -16,11 +16,12 @@ from .cache import OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_STEP_TOKENS
 from .estimate import EstimateFrame, PromptEstimate, SegmentBuilder, wire_tools
 from .models import ModelProfile
 from .openai_chat import (
-    OPENAI_FRAMING,
     OPENAI_MESSAGE_TOKENS,
     OPENAI_REPLY_TOKENS,
     OPENAI_TOOL_CALL_TOKENS,
     openai_frame,
+    openai_framing,
+    openai_output_schema,
     openai_parts,
     openai_prompt_too_long,
     openai_tools,
@@ -99,11 +100,6 @@ def validate_openai_responses(body: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-#: A compaction item's state: the base64 text decodes to ``num / den`` of its length,
-#: less an ``envelope`` of bytes, at ``per_token`` bytes a token.
-COMPACTION_STATE = {"num": 3, "den": 4, "envelope": 650, "per_token": 4}
-
-
 def compaction_item_tokens(encrypted_content: str) -> int:
     """Tokens an OpenAI compaction item adds to the prompt, estimated from its encrypted
     state as OpenAI's Codex CLI estimates its encrypted items: the base64 text decodes to
@@ -112,6 +108,16 @@ def compaction_item_tokens(encrypted_content: str) -> int:
     absorbs the rest."""
     c = COMPACTION_STATE
     return max(0, len(encrypted_content) * c["num"] // c["den"] - c["envelope"]) // c["per_token"]
+
+
+#: A compaction item's state: the base64 text decodes to ``num / den`` of its length,
+#: less an ``envelope`` of bytes, at ``per_token`` bytes a token.
+COMPACTION_STATE = {"num": 3, "den": 4, "envelope": 650, "per_token": 4}
+
+
+def _responses_tool_prompt(profile: ModelProfile) -> int:
+    """The tool prompt on the Responses API (the gpt-5 models' is their own)."""
+    return int(profile.rule("responses_tool_prompt", profile.tool_prompt_tokens))
 
 
 def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
@@ -126,8 +132,19 @@ def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> Es
         }
         for t in wire_tools(options.tools)
     ]
-    framing = {**OPENAI_FRAMING, **{f"state_{k}": v for k, v in COMPACTION_STATE.items()}}
-    return openai_frame(tools, profile, wire="openai-responses", framing=framing)
+    framing = {
+        **openai_framing(profile),
+        **{f"state_{k}": v for k, v in COMPACTION_STATE.items()},
+    }
+    text = options.extra.get("text")
+    return openai_frame(
+        tools,
+        profile,
+        wire="openai-responses",
+        framing=framing,
+        tool_prompt=_responses_tool_prompt(profile),
+        output_format=text.get("format") if isinstance(text, Mapping) else None,
+    )
 
 
 def estimate_openai_responses(
@@ -141,12 +158,22 @@ def estimate_openai_responses(
     block; the built-in renderer starts the input at the latest compaction item).
     """
     u = SegmentBuilder()
-    openai_tools(u, [t for t in body.get("tools") or [] if isinstance(t, Mapping)], profile)
+    openai_tools(
+        u,
+        [t for t in body.get("tools") or [] if isinstance(t, Mapping)],
+        profile,
+        _responses_tool_prompt(profile),
+    )
+    text = body.get("text")
+    openai_output_schema(u, text.get("format") if isinstance(text, Mapping) else None, profile)
+    per_message = profile.rule("message", OPENAI_MESSAGE_TOKENS)
+    per_call = profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS)
+    named = per_message + profile.rule("name", 1)
     if isinstance(body.get("instructions"), str) and body["instructions"]:
         u.add(
             {"instructions": body["instructions"]},
             prose=["developer", body["instructions"]],
-            framing=OPENAI_MESSAGE_TOKENS,
+            framing=per_message,
         )
     items = body.get("input")
     if isinstance(items, str):
@@ -158,30 +185,31 @@ def estimate_openai_responses(
         kind = it.get("type", "message")
         if kind == "function_call":
             # Consecutive calls share one assistant message header.
-            framing = OPENAI_TOOL_CALL_TOKENS + (
-                OPENAI_MESSAGE_TOKENS + 1 if previous != "function_call" else 0
-            )
+            framing = per_call + (named if previous != "function_call" else 0)
             u.add(
                 it,
                 structured=[str(it.get("name") or "") + str(it.get("arguments") or "")],
                 framing=framing,
             )
         elif kind == "function_call_output":
-            texts, images = openai_parts(it.get("output"))
-            u.add(it, structured=texts, framing=OPENAI_MESSAGE_TOKENS + 1, images=images)
+            texts, images = openai_parts(it.get("output"), u, profile)
+            u.add(it, structured=texts, framing=named, images=images)
         elif kind == "compaction":
             state = it.get("encrypted_content")
             u.add(it, framing=compaction_item_tokens(state if isinstance(state, str) else ""))
         else:
-            texts, images = openai_parts(it.get("content"))
+            texts, images = openai_parts(it.get("content"), u, profile)
             u.add(
                 it,
                 prose=[str(it.get("role") or ""), *texts],
-                framing=OPENAI_MESSAGE_TOKENS,
+                framing=per_message,
                 images=images,
             )
         previous = kind
-    u.add({"reply": True}, framing=OPENAI_REPLY_TOKENS)
+    if body.get("previous_response_id") or body.get("conversation"):
+        # The stored conversation is billed too; the body does not hold it.
+        u.unknown("stored_conversation", 0, 0, profile.context_window)
+    u.add({"reply": True}, framing=profile.rule("reply", OPENAI_REPLY_TOKENS))
     return u.finish(profile, prefix_tokens, wire="openai-responses")
 
 

@@ -1,0 +1,153 @@
+"""``ctxrules calibrate``: recorded calls read with their bills, constants fitted on
+them, and the profile written, loaded and used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+from tests.corpus import CORPUS, files
+
+from ctxrules.calibration import calibrate, estimate_observation, read_observations, to_toml
+from ctxrules.calibration.observe import Observation
+from ctxrules.errors import ValidationError
+from ctxrules.plugins import reset
+from ctxrules.providers import get_provider, resolve_model
+from ctxrules.providers.models import load_profile, read_profile
+from ctxrules.providers.usage import Usage
+
+
+def test_an_httprr_trace_is_read_with_its_bills():
+    path = CORPUS / "httprr/gemini/langchaingo__TestGoogleAIToolCallResponse.httprr"
+    obs = read_observations([path])
+    assert [o.index for o in obs] == [0, 1]
+    assert {o.wire for o in obs} == {"gemini"} and obs[0].model == "gemini-2.0-flash"
+    assert obs[0].body["contents"][0]["parts"][0]["text"] == "What is 15 * 7?"
+    assert obs[0].billed == 21 and obs[0].own_model
+
+
+def test_every_cassette_kind_of_the_corpus_is_read():
+    skipped: list[tuple[str, str]] = []
+    obs = read_observations(files(kind=("cassette-yaml", "httprr")), skipped=skipped)
+    assert {o.wire for o in obs} == {"anthropic", "openai-chat", "openai-responses", "gemini"}
+    assert len(obs) > 300
+    # What is skipped is said, with why.
+    assert all(why for _, why in skipped)
+
+
+def _synthetic(true_block: float, n: int = 12) -> list[Observation]:
+    """Anthropic requests whose bill follows the estimator with ``tool_block`` set to
+    ``true_block``: a fit must find it again."""
+    provider = get_provider("anthropic")
+    base = resolve_model("anthropic:claude-sonnet-4-5")
+    truth = msgspec.structs.replace(base, estimator={**base.estimator, "tool_block": true_block})
+    out = []
+    for i in range(n):
+        messages: list[dict] = [{"role": "user", "content": f"question {i} " * (i + 1)}]
+        for k in range(i % 4 + 1):
+            messages += [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {
+                            "type": "tool_use",
+                            "id": f"t{k}",
+                            "name": "f",
+                            "input": {"q": "x" * (i + k)},
+                        }
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": f"t{k}", "content": "ok " * (k + 1)}
+                    ],
+                },
+            ]
+        body = {"model": "claude-sonnet-4-5", "max_tokens": 9, "messages": messages}
+        billed = provider.estimate_prompt(body, truth).input_tokens
+        out.append(
+            Observation(
+                source=f"s{i % 3}",
+                index=i,
+                wire="anthropic",
+                model="claude-sonnet-4-5",
+                body=body,
+                usage=Usage(input_tokens=billed),
+                own_model=True,
+            )
+        )
+    return out
+
+
+def test_calibrate_finds_a_constant_again_and_validates_it():
+    obs = _synthetic(60.0)
+    (fit,) = calibrate(obs[:9], obs[9:])
+    assert fit.before["tool_block"] == 33
+    assert abs(fit.after["tool_block"] - 60) < 3
+    assert fit.fit_after["p90"] < fit.fit_before["p90"]
+    assert fit.validation_after["p90"] < 0.01 < fit.validation_before["p90"]
+
+
+def test_the_profile_written_is_loaded_and_changes_the_estimate(tmp_path: Path, monkeypatch):
+    obs = _synthetic(60.0)
+    fits = calibrate(obs, obs)
+    path = tmp_path / "mine.toml"
+    path.write_text(to_toml(fits, sources=["s0"]), encoding="utf-8")
+    (entry,) = read_profile(path)
+    assert entry.pattern == "anthropic:claude-sonnet-4-5"
+    assert entry.basis and all(v.startswith("calibrated:") for v in entry.basis.values())
+    before = estimate_observation(obs[5]).input_tokens
+    try:
+        load_profile(path)
+        profile = resolve_model("anthropic:claude-sonnet-4-5")
+        assert abs(profile.rule("tool_block") - 60) < 3
+        assert profile.sources["estimator.tool_block"].startswith("profile:")
+        after = estimate_observation(obs[5]).input_tokens
+        assert abs(after - obs[5].billed) < abs(before - obs[5].billed)
+        # Other models keep the built-in rules.
+        assert resolve_model("anthropic:claude-haiku-4-5").rule("tool_block") == 33
+    finally:
+        reset()
+
+
+def test_a_bad_profile_is_refused_naming_the_entry(tmp_path: Path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[model]]\npattern = "anthropic:x"\nwhatever = 1\n', encoding="utf-8")
+    with pytest.raises(ValidationError, match="model 1"):
+        read_profile(bad)
+    bad.write_text('[[model]]\npattern = "anthropic:x"\nestimator = { tool_block = -1 }\n')
+    with pytest.raises(ValidationError, match="tool_block"):
+        read_profile(bad)
+
+
+def test_the_command_prints_the_errors_and_writes_the_profile(tmp_path: Path):
+    sources = [str(p) for p in files(kind="cassette-yaml", wire="openai-responses", split="fit")]
+    out = tmp_path / "p.toml"
+    run = subprocess.run(
+        [sys.executable, "-m", "ctxrules", "calibrate", *sources, "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    fitted = {m["model"]: m for m in report["models"]}
+    assert "gpt-5.4" in fitted
+    m = fitted["gpt-5.4"]
+    assert m["fit_errors"]["after"]["median"] <= m["fit_errors"]["before"]["median"]
+    assert read_profile(out)
+    # A second run will not overwrite a file that is not a profile of ours.
+    other = tmp_path / "notes.toml"
+    other.write_text("mine\n", encoding="utf-8")
+    again = subprocess.run(
+        [sys.executable, "-m", "ctxrules", "calibrate", *sources, "--out", str(other)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode != 0 and other.read_text() == "mine\n"

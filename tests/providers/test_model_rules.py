@@ -1,0 +1,294 @@
+"""Per-model estimator rules: each current model's profile states its rules with their
+basis, and the rules change the count the way the vendor bills that model."""
+
+from __future__ import annotations
+
+import base64
+import struct
+
+import pytest
+
+from ctxrules import count
+from ctxrules.providers import get_provider, resolve_model
+from ctxrules.providers.images import image_range, image_tokens
+
+CURRENT = [
+    "anthropic:claude-haiku-4-5",
+    "anthropic:claude-sonnet-4-5",
+    "anthropic:claude-sonnet-4-6",
+    "anthropic:claude-opus-4-5",
+    "anthropic:claude-opus-4-6",
+    "openai-chat:gpt-4o",
+    "openai-chat:gpt-4o-mini",
+    "openai-chat:gpt-4.1",
+    "openai-chat:gpt-4.1-mini",
+    "openai-chat:gpt-5",
+    "openai-chat:gpt-5-mini",
+    "openai-responses:gpt-5.4",
+    "openai-chat:o3",
+    "openai-chat:o4-mini",
+    "gemini:gemini-2.5-flash",
+    "gemini:gemini-2.5-pro",
+    "gemini:gemini-3-flash-preview",
+]
+
+
+@pytest.mark.parametrize("spec", CURRENT)
+def test_every_current_model_states_its_rules_and_where_they_are_from(spec):
+    p = resolve_model(spec)
+    assert "image" in p.estimator and p.estimator["image"]["kind"]
+    for key in p.estimator:
+        assert p.sources[f"estimator.{key}"], key
+    # Tokenizer and tool prompt: a doc or a fit named for each.
+    assert p.basis["tokenizer"].split(":")[0] in ("doc", "fit")
+    if spec.startswith("anthropic"):
+        assert p.basis["tool_prompt_tokens"].startswith("doc")
+        assert p.basis["thinking"].startswith("doc")
+        assert p.basis["tool_block"].startswith("fit")
+
+
+def _png(w: int, h: int) -> str:
+    head = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(">II", w, h)
+    return base64.b64encode(head + b"\0" * 16).decode()
+
+
+def _gemini(model: str, body: dict):
+    return get_provider("gemini").estimate_prompt(body, resolve_model(f"gemini:{model}"))
+
+
+SIGNED = {
+    "contents": [
+        {"role": "user", "parts": [{"text": "weather in Paris?"}]},
+        {
+            "role": "model",
+            "parts": [
+                {
+                    "functionCall": {"name": "w", "args": {"city": "Paris"}},
+                    "thoughtSignature": "A" * 800,
+                }
+            ],
+        },
+        {"role": "user", "parts": [{"functionResponse": {"name": "w", "response": {"t": 20}}}]},
+    ]
+}
+
+
+def test_gemini_3_bills_a_thought_signature_and_2_5_does_not():
+    """The issue's first cause: Gemini 3's signature rule applied to 2.5."""
+    unsigned = {
+        "contents": [
+            SIGNED["contents"][0],
+            {
+                "role": "model",
+                "parts": [{"functionCall": {"name": "w", "args": {"city": "Paris"}}}],
+            },
+            SIGNED["contents"][2],
+        ]
+    }
+    g3 = _gemini("gemini-3-flash-preview", SIGNED).input_tokens
+    g3_bare = _gemini("gemini-3-flash-preview", unsigned).input_tokens
+    g25 = _gemini("gemini-2.5-flash", SIGNED).input_tokens
+    g25_bare = _gemini("gemini-2.5-flash", unsigned).input_tokens
+    assert g3 - g3_bare == round(0.225 * 800 - 29)
+    assert g25 == g25_bare
+
+
+def test_gemini_3_bills_no_signature_of_an_earlier_turn():
+    later = {
+        "contents": [
+            *SIGNED["contents"],
+            {"role": "model", "parts": [{"text": "20 degrees"}]},
+            {"role": "user", "parts": [{"text": "and Rome?"}]},
+        ]
+    }
+    model = "gemini-3-flash-preview"
+    unsigned = [dict(c) for c in later["contents"]]
+    unsigned[1] = {
+        "role": "model",
+        "parts": [{"functionCall": {"name": "w", "args": {"city": "Paris"}}}],
+    }
+    assert _gemini(model, later).input_tokens == _gemini(model, {"contents": unsigned}).input_tokens
+
+
+def test_gemini_text_file_inline_counts_as_its_text():
+    body = {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [
+                    {
+                        "inlineData": {
+                            "mimeType": "text/plain",
+                            "data": base64.b64encode(b"hello world").decode(),
+                        }
+                    }
+                ],
+            }
+        ]
+    }
+    e = _gemini("gemini-2.5-flash", body)
+    assert e.rules["image_tokens"] == 0 and e.input_tokens == count("hello world")
+
+
+def test_gemini_3_images_cost_a_flat_1120_and_2_5_by_tiles():
+    body = {
+        "contents": [
+            {
+                "role": "user",
+                "parts": [{"inlineData": {"mimeType": "image/png", "data": _png(1000, 1000)}}],
+            }
+        ]
+    }
+    assert _gemini("gemini-3-flash-preview", body).rules["image_tokens"] == 1120
+    assert _gemini("gemini-2.5-flash", body).rules["image_tokens"] == 258 * 2 * 2
+
+
+def _chat(model: str, body: dict):
+    return get_provider("openai-chat").estimate_prompt(body, resolve_model(f"openai-chat:{model}"))
+
+
+def _image_message(url: str, detail: str = "auto") -> dict:
+    return {
+        "model": "m",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": url, "detail": detail}}],
+            }
+        ],
+    }
+
+
+def test_openai_images_by_the_models_rule():
+    url = "data:image/png;base64," + _png(1024, 1024)
+    # The guide's examples: 1024 x 1024 high is 765 on the tile models (4 tiles),
+    # 1024 patches on the patch models.
+    assert _chat("gpt-4o", _image_message(url)).rules["image_tokens"] == 765
+    assert _chat("gpt-4o-mini", _image_message(url)).rules["image_tokens"] == 2833 + 4 * 5667
+    assert _chat("gpt-5", _image_message(url)).rules["image_tokens"] == 70 + 4 * 140
+    assert _chat("gpt-4.1-mini", _image_message(url)).rules["image_tokens"] == round(
+        1024 * 1.62 + 0.5
+    )
+    assert _chat("gpt-5-mini", _image_message(url)).rules["image_tokens"] == round(1024 * 1.2 + 0.4)
+    assert _chat("o4-mini", _image_message(url)).rules["image_tokens"] == 1762
+
+
+def test_openai_patch_rule_matches_the_guides_worked_example():
+    rule = resolve_model("openai-chat:gpt-4.1-mini").rule("image")
+    # 1800 x 2400: scaled into the 1,536-patch budget, 1,452 patches.
+    assert image_tokens({**rule, "multiplier": 1}, (1800, 2400))[0] == 1452
+
+
+def test_an_image_of_unknown_size_is_flagged_with_its_range():
+    e = _chat("gpt-4o", _image_message("https://example.com/cat.png"))
+    assert e.rules["unknown_image_sizes"] == 1
+    low, high = e.rules["input_tokens_range"]
+    rule = resolve_model("openai-chat:gpt-4o").rule("image")
+    lo, hi = image_range(rule)
+    assert low == e.input_tokens and high - low == hi - lo and hi > lo
+    # An image whose size is known is not flagged.
+    known = _chat("gpt-4o", _image_message("data:image/png;base64," + _png(10, 10)))
+    assert "unknown_image_sizes" not in known.rules
+
+
+def test_an_anthropic_image_by_url_is_flagged_not_counted_at_the_cap():
+    body = {
+        "model": "m",
+        "max_tokens": 1,
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image", "source": {"type": "url", "url": "https://x/y.png"}}],
+            }
+        ],
+    }
+    e = get_provider("anthropic").estimate_prompt(body, resolve_model("anthropic:claude-haiku-4-5"))
+    assert e.rules["unknown_image_sizes"] == 1
+    assert e.rules["image_tokens"] == 54  # a 200-pixel square, the range's low end
+    assert e.rules["input_tokens_range"][1] - e.input_tokens == 1534 - 54
+
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+
+
+def test_structured_output_schemas_are_counted_on_every_openai_api():
+    plain = {"model": "m", "messages": [{"role": "user", "content": "Bob, 30"}]}
+    fmt = {
+        "type": "json_schema",
+        "json_schema": {"name": "person", "schema": SCHEMA, "strict": True},
+    }
+    with_schema = _chat("gpt-4o", {**plain, "response_format": fmt}).input_tokens
+    assert with_schema - _chat("gpt-4o", plain).input_tokens >= 18 + count("person")
+    responses = get_provider("openai-responses")
+    profile = resolve_model("openai-responses:gpt-4o")
+    r_plain = {"model": "m", "input": "Bob, 30"}
+    r_fmt = {
+        **r_plain,
+        "text": {"format": {"type": "json_schema", "name": "person", "schema": SCHEMA}},
+    }
+    assert (
+        responses.estimate_prompt(r_fmt, profile).input_tokens
+        - responses.estimate_prompt(r_plain, profile).input_tokens
+        == with_schema - _chat("gpt-4o", plain).input_tokens
+    )
+
+
+def test_anthropic_output_format_is_counted():
+    body = {"model": "m", "max_tokens": 1, "messages": [{"role": "user", "content": "Bob, 30"}]}
+    fmt = {**body, "output_config": {"format": {"type": "json_schema", "schema": SCHEMA}}}
+    beta = {**body, "output_format": {"type": "json_schema", "schema": SCHEMA}}
+    a = get_provider("anthropic")
+    p = resolve_model("anthropic:claude-sonnet-4-5")
+    base = a.estimate_prompt(body, p).input_tokens
+    assert a.estimate_prompt(fmt, p).input_tokens - base >= 140
+    assert a.estimate_prompt(beta, p).input_tokens == a.estimate_prompt(fmt, p).input_tokens
+
+
+def test_anthropic_thinking_of_earlier_turns_counts_on_the_models_that_keep_it():
+    thinking = {"type": "thinking", "thinking": "step " * 50, "signature": "sig"}
+    turn = {"role": "assistant", "content": [thinking, {"type": "text", "text": "done"}]}
+    body = {
+        "model": "m",
+        "max_tokens": 1,
+        "messages": [
+            {"role": "user", "content": "a"},
+            turn,
+            {"role": "user", "content": "b"},
+            turn,
+            {"role": "user", "content": "c"},
+        ],
+    }
+    a = get_provider("anthropic")
+    keeps = a.estimate_prompt(body, resolve_model("anthropic:claude-opus-4-5")).input_tokens
+    drops = a.estimate_prompt(body, resolve_model("anthropic:claude-sonnet-4-5")).input_tokens
+    tool_free = resolve_model("anthropic:claude-opus-4-5").tool_prompt_tokens  # no tools: unused
+    assert tool_free > 0
+    assert keeps - drops == count("step " * 50)
+
+
+def test_responses_tool_prompt_of_the_gpt_5_models_is_their_own():
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    body = {"model": "m", "input": "hi", "tools": [tool]}
+    e = get_provider("openai-responses").estimate_prompt(
+        body, resolve_model("openai-responses:gpt-5.4")
+    )
+    assert e.rules["tool_prompt_tokens"] == 9
+    chat = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}],
+    }
+    assert _chat("gpt-5.4", chat).rules["tool_prompt_tokens"] == 89
+
+
+def test_a_stored_conversation_is_flagged():
+    body = {"model": "m", "input": "and then?", "previous_response_id": "resp_1"}
+    e = get_provider("openai-responses").estimate_prompt(
+        body, resolve_model("openai-responses:gpt-4o")
+    )
+    assert e.rules["unknown_content"] == {"stored_conversation": 1}
+    assert e.rules["input_tokens_range"][1] > e.input_tokens
