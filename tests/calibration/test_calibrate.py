@@ -17,7 +17,7 @@ from ctxrules.calibration.observe import Observation
 from ctxrules.errors import ValidationError
 from ctxrules.plugins import reset
 from ctxrules.providers import get_provider, resolve_model
-from ctxrules.providers.models import load_profile, read_profile
+from ctxrules.providers import load_profile, read_profile
 from ctxrules.providers.usage import Usage
 
 

@@ -17,9 +17,11 @@ from .models import (
     ModelInfo,
     ModelProfile,
     Prices,
+    load_profile,
     model_entries,
     model_families,
     model_in_family,
+    read_profile,
     resolve_model,
 )
 from .responses import ModelResponse
@@ -39,11 +41,13 @@ __all__ = [
     "Usage",
     "error_parts",
     "get_provider",
+    "load_profile",
     "model_entries",
     "model_families",
     "model_in_family",
     "prompt_too_long_of",
     "provider_names",
+    "read_profile",
     "resolve_model",
 ]
 
