@@ -16,8 +16,7 @@ from ctxrules.calibration import calibrate, estimate_observation, read_observati
 from ctxrules.calibration.observe import Observation
 from ctxrules.errors import ValidationError
 from ctxrules.plugins import reset
-from ctxrules.providers import get_provider, resolve_model
-from ctxrules.providers import load_profile, read_profile
+from ctxrules.providers import get_provider, load_profile, read_profile, resolve_model
 from ctxrules.providers.usage import Usage
 
 
