@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -36,7 +37,13 @@ from ctxrules.calibration import (
     estimate_observation,
     read_observations,
 )
+from ctxrules.config import PipelineConfig
+from ctxrules.errors import ImportFormatError
+from ctxrules.importers import import_paths
+from ctxrules.requests import compare_usage
+from ctxrules.store import open_store
 
+OFF = PipelineConfig.preset("off")
 KINDS = ("cassette-yaml", "cassette-yaml-pydantic-ai", "cassette-yaml-ruby-vcr", "httprr")
 WIRES = ("openai-chat", "openai-responses", "anthropic", "gemini")
 #: The issue's targets: p90 of the absolute error per wire, and the worst.
@@ -292,6 +299,8 @@ def report(show_rows: bool = False) -> str:
                     f"{_pct(_err(ll, r['billed'])) if ll is not None else ''} |"
                 )
             out.append("")
+    for split in ("validation", "fit"):
+        out += [f"### Claude Code replay, {split} set", "", *replay_table(replay_rows(split)), ""]
     if SKIPPED:
         out += [f"{len(SKIPPED)} files not read:", *(f"- {p}: {why}" for p, why in SKIPPED)]
     return "\n".join(out)
@@ -315,3 +324,59 @@ def test_validation_figures(validation_rows):
 
 if __name__ == "__main__":
     sys.stdout.write(report("--rows" in sys.argv) + "\n")
+
+
+# --- Claude Code replay -------------------------------------------------------------
+
+
+def replay_rows(split: str) -> list[dict[str, Any]]:
+    """Every recorded answer of the split's Claude Code transcripts replayed with no
+    rules (``compare_usage``): recorded and estimated prompt and cache use, the segment
+    (compactions and model switches start one) and the model."""
+    store = open_store(tempfile.mkdtemp(prefix="replay-"))
+    rows = []
+    for e in entries(kind="claude-code", split=split):
+        try:
+            (res,) = import_paths(store, [str(CORPUS / e["path"])], format="claude-code")
+        except ImportFormatError as exc:  # the importer does not read it yet: say so
+            SKIPPED.append((e["path"], exc.message))
+            continue
+        rows += [
+            {"file": e["path"], "row": r}
+            for r in compare_usage(store, res.id, "anthropic", config=OFF)
+        ]
+    return rows
+
+
+def replay_table(rows: list[dict[str, Any]]) -> list[str]:
+    """Later requests of each segment: prompt and cache-read errors, overall and after
+    a compaction or a model switch (a segment after the first)."""
+    groups = {
+        "all later requests": [r for r in rows if not r["row"].first_in_frame],
+        "first segment of each frame": [
+            r for r in rows if not r["row"].first_in_frame and r["row"].segment == 0
+        ],
+        "after a compaction or model switch": [
+            r for r in rows if not r["row"].first_in_frame and r["row"].segment > 0
+        ],
+    }
+    lines = [
+        "| Claude Code replay | n | prompt: median / p90 / worst | "
+        "cache read: median / p90 / worst |",
+        "|---|---|---|---|",
+    ]
+    for name, rs in groups.items():
+        prompt = errors_summary([_err(r["row"].input_tokens, r["row"].recorded_input) for r in rs])
+        read = errors_summary(
+            [
+                _err(r["row"].cache_read_tokens, r["row"].recorded_read)
+                for r in rs
+                if r["row"].recorded_read
+            ]
+        )
+        cells = [
+            f"{_abs(s['median'])} / {_abs(s['p90'])} / {_pct(s['worst'])}" if s["n"] else "—"
+            for s in (prompt, read)
+        ]
+        lines.append(f"| {name} | {prompt['n']} | " + " | ".join(cells) + " |")
+    return lines

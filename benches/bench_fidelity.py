@@ -218,7 +218,7 @@ def replay_errors(rows: list[dict[str, Any]], *, litellm: bool) -> dict[str, lis
     first: dict[tuple[str, str], int] = {}
     for row in rows:
         r = row["row"]
-        key = (row["file"], r.frame)
+        key = (row["file"], r.frame, r.segment)
         if r.first_in_frame:
             if litellm:
                 first[key] = r.recorded_input - row["litellm"]

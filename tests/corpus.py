@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CORPUS", "FIRST", "entries", "files", "manifest"]
+__all__ = ["CORPUS", "ESTIMATE_MISSES", "FIRST", "entries", "files", "manifest"]
 
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 
@@ -81,3 +81,12 @@ def files(
 ) -> list[Path]:
     """The paths of ``entries(kind=…, wire=…, split=…)``."""
     return [CORPUS / e["path"] for e in entries(kind=kind, wire=wire, split=split)]
+
+
+#: Corpus files the estimator misses, and why (the tests that hold estimates to their
+#: targets mark them as expected failures, strictly: a fix makes them fail loudly).
+ESTIMATE_MISSES = {
+    "test_multiple_parallel_tool_calls.yaml": "recorded under Haiku 4.5's earlier tool-use "
+    "prompt: 277 of its 423 billed tokens are overhead (~264 then); the tool-use page now "
+    "gives 496 and the 30 later Haiku 4.5 requests of the fit set fit 487 (+52 % here)",
+}

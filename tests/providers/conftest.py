@@ -100,14 +100,6 @@ def cassette_cases(misses: dict[str, str] | None = None) -> list[Any]:
     ]
 
 
-#: Cassettes the estimator misses, and why (strict: a fix makes them fail loudly).
-ESTIMATE_MISSES = {
-    "test_multiple_parallel_tool_calls.yaml": "recorded under Haiku 4.5's earlier tool-use "
-    "prompt: 277 of its 423 billed tokens are overhead (~264 then); the tool-use page now "
-    "gives 496 and the 30 later Haiku 4.5 requests of the fit set fit 487 (+52 % here)",
-}
-
-
 @pytest.fixture(scope="session")
 def cassette_session(
     corpus: Path, tmp_path_factory: pytest.TempPathFactory

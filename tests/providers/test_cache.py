@@ -160,3 +160,24 @@ def test_a_provider_without_cache_rules_predicts_nothing():
         "openai-chat": "openai-automatic-prefix",
         "gemini": "gemini-implicit",
     }
+
+
+def test_a_model_switch_reads_nothing_from_the_cache():
+    """The previous request went to another model: its cache is not this model's
+    (the issue's 32,498 predicted reads where the provider read 0)."""
+    words = " ".join(f"word{i}" for i in range(3000))
+    prev = _big_commit("c1", words, "ok", "next question")
+    cur = _big_commit("c2", words, "ok", "next question", "answer", "and one more")
+    same = explain(cur, "anthropic", "claude-haiku-4-5", previous=prev, elapsed_seconds=60.0)
+    switched = explain(
+        cur,
+        "anthropic",
+        "claude-haiku-4-5",
+        previous=prev,
+        previous_model="claude-opus-4-6",
+        elapsed_seconds=60.0,
+    )
+    assert same["cache_read_tokens"] > 0
+    assert switched["cache_read_tokens"] == 0
+    assert switched["cache_write_tokens"] == same["cache_read_tokens"] + same["cache_write_tokens"]
+    assert "model switch" in switched["cache"]["reason"]

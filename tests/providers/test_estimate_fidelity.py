@@ -15,6 +15,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from tests.corpus import ESTIMATE_MISSES
 
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
@@ -23,7 +24,7 @@ from ctxrules.render import explain, session_defaults
 from ctxrules.requests import compare_usage
 from ctxrules.store import open_store
 
-from .conftest import ESTIMATE_MISSES, cassette_cases
+from .conftest import cassette_cases
 
 TARGET = {"openai-chat": 0.03, "anthropic": 0.08, "gemini": 0.08}
 TRANSCRIPTS = (

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
+from tests.corpus import CORPUS
 
 from ctxrules import dag
+from ctxrules.config import PipelineConfig
 from ctxrules.errors import RenderError
 from ctxrules.importers import import_paths
 from ctxrules.model import TextBlock, ToolUseBlock
 from ctxrules.providers import get_provider
 from ctxrules.render import render
 from ctxrules.requests import (
+    compare_usage,
     explain_request,
     next_request,
     previous_request,
@@ -122,3 +126,33 @@ def test_an_unanswered_tool_call_is_no_next_request(tmp_path):
     )
     with pytest.raises(RenderError, match="prefill"):
         next_request(store, s.id, now=3.0)
+
+
+def _replay(tmp_path: Path, rel: str):
+    store = open_store(tmp_path)
+    (res,) = import_paths(store, [str(CORPUS / rel)], format="claude-code")
+    return compare_usage(store, res.id, "anthropic", config=PipelineConfig.preset("off"))
+
+
+def test_a_model_switch_starts_a_segment_and_reads_no_cache(tmp_path: Path):
+    rows = _replay(tmp_path, "claude-code-jsonl/entirecli/ec_38b74f08e3_0_full.jsonl")
+    main = [r for r in rows if r.frame == "main"]
+    switches = [b for a, b in itertools.pairwise(main) if a.model != b.model]
+    assert switches, "the transcript switches models"
+    for r in switches:
+        # A new segment: its unrecorded prefix estimated from this first request, and
+        # no cache read predicted from the other model's.
+        assert r.first_in_frame and r.segment > 0 and r.input_tokens == r.recorded_input
+        assert r.cache_read_tokens == 0
+
+
+def test_a_compaction_starts_a_segment(tmp_path: Path):
+    rows = _replay(tmp_path, "claude-code-jsonl/entirecli/a6_e4c2a0fbd1_0_full.jsonl")
+    main = [r for r in rows if r.frame == "main"]
+    firsts = [r for r in main if r.first_in_frame]
+    assert len(firsts) >= 2 and {r.segment for r in firsts} == set(range(len(firsts)))
+    # After the boundary the prefix is the re-injected content's own, not the first
+    # segment's.
+    assert firsts[1].prefix_tokens != firsts[0].prefix_tokens
+    later = [r for r in main if r.segment > 0 and not r.first_in_frame]
+    assert later and all(abs(r.input_tokens / r.recorded_input - 1) < 0.10 for r in later)

@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         examples="""
 ctxrules calibrate recordings/*.yaml --out my-models.toml
 ctxrules calibrate fit/*.yaml --validate held-out/*.yaml --out my-models.toml
-CTXRULES_MODEL_PROFILE=my-models.toml ctxrules render SESSION --explain
+ctxrules calibrate recordings/*.yaml --min-requests 10 --json   # then CTXRULES_MODEL_PROFILE
 """,
     )
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="cassette or httprr file")

@@ -98,6 +98,7 @@ def explain(
     *,
     previous: ContextCommit | None = None,
     previous_situation: SystemArg = None,
+    previous_model: str | None = None,
     elapsed_seconds: float | None = None,
     prefix_tokens: int = 0,
     **options: Any,
@@ -109,8 +110,10 @@ def explain(
     + cache reads), ``estimate`` the rules it applied; ``cache_read_tokens`` /
     ``cache_write_tokens`` follow the provider's cache rules against the previous
     request: ``previous`` (its commit) rendered with ``previous_situation`` as its L1
-    text and the same other options, sent ``elapsed_seconds`` before this one (``None``:
-    unknown, taken as within the cache's lifetime).  ``prefix_tokens`` are tokens the
+    text, ``previous_model`` (``None``: this request's) and the same other options,
+    sent ``elapsed_seconds`` before this one (``None``: unknown, taken as within the
+    cache's lifetime).  A vendor caches per model: after a model switch nothing is read
+    (``cache.reason`` says so).  ``prefix_tokens`` are tokens the
     caller's harness sends before the body's content that the body does not hold (an
     agent's own system prompt and tool schemas).  The ``tokens`` block counts the
     commit's own items with its encoding, as ``ctxrules commit`` does.  Other options
@@ -121,12 +124,23 @@ def explain(
     profile = prov.model_profile(rendered.model)
     estimate = estimate_request(rendered, prov, prefix_tokens=prefix_tokens)
     before = None
+    switched = False
     if previous is not None:
         earlier = render(
-            previous, prov, model, estimate=True, **{**options, "situation": previous_situation}
+            previous,
+            prov,
+            previous_model or model,
+            estimate=True,
+            **{**options, "situation": previous_situation},
         )
-        before = estimate_request(earlier, prov, prefix_tokens=prefix_tokens)
+        switched = earlier.model != rendered.model
+        if not switched:  # a cache is per model: a switch leaves nothing to read
+            before = estimate_request(earlier, prov, prefix_tokens=prefix_tokens)
     cache = prov.predict_cache(before, estimate, elapsed=elapsed_seconds, profile=profile)
+    if switched:
+        cache = msgspec.structs.replace(
+            cache, reason=f"model switch from {earlier.model}: the cache is per model"
+        )
     situation_arg = options.get("situation")
     header = header_tokens(
         prov, rendered.model, system=options.get("system"), tools=options.get("tools", ())
