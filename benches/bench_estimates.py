@@ -322,10 +322,6 @@ def test_validation_figures(validation_rows):
         assert s["n"] > 0, wire
 
 
-if __name__ == "__main__":
-    sys.stdout.write(report("--rows" in sys.argv) + "\n")
-
-
 # --- Claude Code replay -------------------------------------------------------------
 
 
@@ -380,3 +376,7 @@ def replay_table(rows: list[dict[str, Any]]) -> list[str]:
         ]
         lines.append(f"| {name} | {prompt['n']} | " + " | ".join(cells) + " |")
     return lines
+
+
+if __name__ == "__main__":
+    sys.stdout.write(report("--rows" in sys.argv) + "\n")
