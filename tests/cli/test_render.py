@@ -153,7 +153,14 @@ def test_json_and_explain(imported, capsys, corpus):
     assert ex["degraded_tool_items"] == 0
     # The estimate states its rules; the previous request is the previous answer's.
     assert ex["estimate"]["tokenizer"] == "o200k_base"
-    assert ex["estimate"]["framing_tokens"] == 33 * body_results * 2
+    # Framing: each tool_use and tool_result block, each message's turn marker, the
+    # request's own.
+    a = resolve_model(f"anthropic:{ex['model']}")
+    assert ex["estimate"]["framing_tokens"] == round(
+        a.rule("tool_block") * body_results * 2
+        + a.rule("message") * len(doc["body"]["messages"])
+        + a.rule("request")
+    )
     assert ex["previous_request"]["for_node"] == _answers(store_dir, sid)[-2]
     assert ex["cache"]["warm"] is True and 0 < ex["cache"]["elapsed_seconds"] < 300
     assert 0 < ex["cache_read_tokens"] <= ex["input_tokens"]

@@ -44,7 +44,14 @@ their residuals, are in benches/README.md ("Fidelity").
 
 from __future__ import annotations
 
-from .anthropic import ANTHROPIC_OUTPUT_FORMAT_TOKENS, ANTHROPIC_TOOL_BLOCK_TOKENS
+from .anthropic import (
+    ANTHROPIC_MESSAGE_TOKENS,
+    ANTHROPIC_OUTPUT_FORMAT_TOKENS,
+    ANTHROPIC_PDF_PAGE_TOKENS,
+    ANTHROPIC_REQUEST_TOKENS,
+    ANTHROPIC_THINKING_PROMPT_TOKENS,
+    ANTHROPIC_TOOL_BLOCK_TOKENS,
+)
 from .gemini import (
     GEMINI_FUNCTION_PART_TOKENS,
     GEMINI_RESPONSE_SCHEMA_TOKENS,
@@ -129,7 +136,11 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         tool_prompt_tokens_forced=313,
         estimator={
             "tool_block": ANTHROPIC_TOOL_BLOCK_TOKENS,
+            "request": ANTHROPIC_REQUEST_TOKENS,
+            "message": ANTHROPIC_MESSAGE_TOKENS,
+            "thinking_prompt": ANTHROPIC_THINKING_PROMPT_TOKENS,
             "output_format": ANTHROPIC_OUTPUT_FORMAT_TOKENS,
+            "pdf_page": ANTHROPIC_PDF_PAGE_TOKENS,
             "thinking": "last",
             "image": ANTHROPIC_IMAGE_RULE,
         },
@@ -137,7 +148,11 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
             "tokenizer": "fit: o200k x 1.0 prose, x 1.19 structured (Claude Code fit files)",
             "tool_prompt_tokens": "doc: Anthropic tool-use pricing, older table (3.5 / 3.7)",
             "tool_block": _FIT,
+            "request": _FIT,
+            "message": _FIT,
+            "thinking_prompt": _FIT,
             "output_format": _FIT,
+            "pdf_page": "doc: Anthropic PDF support (1,500-3,000 text tokens per page)",
             "thinking": _THINKING_DOC,
             "image": _VISION_DOC,
         },
