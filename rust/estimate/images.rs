@@ -25,6 +25,14 @@ pub fn decoded_size(b64: &str) -> Option<(u64, u64)> {
     size(&a2b_base64(head.as_bytes())?)
 }
 
+/// The text a base64 `text/*` file decodes to (Python's
+/// `base64.b64decode(…).decode("utf-8", "replace")`; empty when it does not decode).
+pub fn decoded_text(b64: &str) -> String {
+    a2b_base64(b64.as_bytes())
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
 /// CPython's `binascii.a2b_base64(data, strict_mode=False)`.
 fn a2b_base64(data: &[u8]) -> Option<Vec<u8>> {
     fn value(c: u8) -> Option<u8> {
@@ -134,17 +142,21 @@ pub fn size(d: &[u8]) -> Option<(u64, u64)> {
     None
 }
 
-/// A vendor's rule for the tokens of an image (the numbers are the frame's).
+/// A vendor's rule for the tokens of an image (the numbers are the frame's, see
+/// `ctxrules.providers.images.core_image_rule`).  An image of unknown size counts the
+/// rule's `unknown` (the low end of its range) and can be `unknown_high`.
 #[derive(Deserialize, Debug, Clone)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum ImageRule {
     /// Width × height ÷ `pixels_per_token` after scaling down to a `max_edge` long edge
-    /// and `max_pixels`; `unknown` when the size is not known.
+    /// and `max_pixels`.
     Anthropic {
         max_edge: f64,
         max_pixels: f64,
         pixels_per_token: f64,
         unknown: u64,
+        #[serde(default)]
+        unknown_high: u64,
     },
     /// `base` plus `tile_tokens` per `tile`-pixel tile after fitting in `fit` × `fit`
     /// and scaling the short side to `short_side`; `unknown_tiles` tiles when unknown.
@@ -155,15 +167,65 @@ pub enum ImageRule {
         fit: f64,
         short_side: f64,
         unknown_tiles: u64,
+        #[serde(default)]
+        unknown_high: u64,
+    },
+    /// `patch`-pixel patches (scaled into `max_patches` when more) × `multiplier`.
+    #[serde(rename = "openai-patches")]
+    OpenaiPatches {
+        patch: f64,
+        max_patches: f64,
+        multiplier: f64,
+        unknown: u64,
+        #[serde(default)]
+        unknown_high: u64,
     },
     /// `tokens` for an image with both sides at most `small`, else `tokens` per
     /// `tile`-pixel tile; `tokens` when the size is not known.
-    Gemini { small: u64, tokens: u64, tile: f64 },
+    Gemini {
+        small: u64,
+        tokens: u64,
+        tile: f64,
+        #[serde(default)]
+        unknown_high: u64,
+    },
+    /// `tokens` whatever the size (Gemini 3).
+    Fixed { tokens: u64 },
     /// Images count nothing (a wire that sends none).
     None,
 }
 
 impl ImageRule {
+    /// How many more tokens than its count an image of unknown size can be (`None`:
+    /// the rule does not depend on the size, nothing to flag).
+    pub fn unknown_extra(&self) -> Option<u64> {
+        match *self {
+            ImageRule::Anthropic {
+                unknown,
+                unknown_high,
+                ..
+            }
+            | ImageRule::OpenaiPatches {
+                unknown,
+                unknown_high,
+                ..
+            } => Some(unknown_high.saturating_sub(unknown)),
+            ImageRule::Openai {
+                base,
+                tile_tokens,
+                unknown_tiles,
+                unknown_high,
+                ..
+            } => Some(unknown_high.saturating_sub(base + tile_tokens * unknown_tiles)),
+            ImageRule::Gemini {
+                tokens,
+                unknown_high,
+                ..
+            } => Some(unknown_high.saturating_sub(tokens)),
+            ImageRule::Fixed { .. } | ImageRule::None => None,
+        }
+    }
+
     /// The tokens of an image of `size` (`None`: unknown).
     pub fn tokens(&self, size: Option<(u64, u64)>) -> u64 {
         match *self {
@@ -172,6 +234,7 @@ impl ImageRule {
                 max_pixels,
                 pixels_per_token,
                 unknown,
+                ..
             } => {
                 let Some((w, h)) = size else {
                     return unknown;
@@ -191,6 +254,7 @@ impl ImageRule {
                 fit,
                 short_side,
                 unknown_tiles,
+                ..
             } => {
                 let Some((w, h)) = size else {
                     return base + tile_tokens * unknown_tiles;
@@ -206,10 +270,31 @@ impl ImageRule {
                 }
                 base + tile_tokens * (w / tile).ceil() as u64 * (h / tile).ceil() as u64
             }
+            ImageRule::OpenaiPatches {
+                patch,
+                max_patches,
+                multiplier,
+                unknown,
+                ..
+            } => {
+                let Some((w, h)) = size else {
+                    return unknown;
+                };
+                let (mut w, mut h) = (w as f64, h as f64);
+                if (w / patch).ceil() * (h / patch).ceil() > max_patches {
+                    let mut r = (patch * patch * max_patches / (w * h)).sqrt();
+                    r *= ((w * r / patch).floor() / (w * r / patch))
+                        .min((h * r / patch).floor() / (h * r / patch));
+                    (w, h) = (w * r, h * r);
+                }
+                let patches = max_patches.min((w / patch).ceil() * (h / patch).ceil());
+                (patches * multiplier).ceil() as u64
+            }
             ImageRule::Gemini {
                 small,
                 tokens,
                 tile,
+                ..
             } => match size {
                 None => tokens,
                 Some((w, h)) if w <= small && h <= small => tokens,
@@ -217,6 +302,7 @@ impl ImageRule {
                     tokens * (w as f64 / tile).ceil() as u64 * (h as f64 / tile).ceil() as u64
                 }
             },
+            ImageRule::Fixed { tokens } => tokens,
             ImageRule::None => 0,
         }
     }

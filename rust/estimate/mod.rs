@@ -41,8 +41,16 @@ use images::ImageRule;
 pub struct Framing {
     /// Anthropic: around each tool_use and tool_result block.
     pub tool_block: f64,
-    /// OpenAI: per message, priming the reply, per tool call, per name.
+    /// OpenAI: per message, priming the reply, per tool call, per name.  Anthropic:
+    /// `message` on each message's first block, `request` on a last segment (the primed
+    /// reply, and the prompt extended thinking adds), `thinking_all` (non-zero: the
+    /// thinking of every assistant turn is read, not the last turn's only).
     pub message: f64,
+    pub request: f64,
+    pub thinking_all: f64,
+    /// OpenAI Responses: the tokens a stored conversation (`previous_response_id`,
+    /// `conversation`) can add; non-zero flags the estimate (the body does not hold it).
+    pub stored_conversation: f64,
     pub reply: f64,
     pub tool_call: f64,
     pub name: f64,
@@ -70,6 +78,10 @@ struct ToolUnitIn {
     structured: Vec<String>,
     #[serde(default)]
     tool_prompt: u64,
+    #[serde(default)]
+    framing: f64,
+    #[serde(default)]
+    tail: bool,
 }
 
 #[derive(Deserialize, Debug)]
@@ -94,6 +106,10 @@ pub struct ToolUnit {
     prose: u64,
     structured: u64,
     tool_prompt: u64,
+    /// Fixed tokens beyond the tool prompt (a structured-output format's).
+    framing: f64,
+    /// After the tools (a structured-output format): never carries their breakpoint.
+    tail: bool,
 }
 
 /// Everything an estimate takes besides the plan, handed over once per model profile
@@ -147,6 +163,8 @@ impl Frame {
                 prose: count(&t.prose),
                 structured: count(&t.structured),
                 tool_prompt: t.tool_prompt,
+                framing: t.framing,
+                tail: t.tail,
             })
             .collect();
         let roles = ROLES.map(|r| tokens::count_cached(encoding, r) as u64);
@@ -190,6 +208,10 @@ pub struct Estimate {
     pub prefix: u64,
     pub tokens: Vec<u64>,
     pub input_tokens: u64,
+    /// Images whose size is unknown (each counted at its rule's `unknown`), and how many
+    /// more tokens they can be (the range the estimate states).
+    pub unknown_images: u64,
+    pub unknown_extra: u64,
 }
 
 /// Python's `round` of a float: to the nearest integer, halves to even.
@@ -315,12 +337,17 @@ pub(crate) struct Segments<'f> {
     pub(crate) f: &'f Frame,
     set: usize,
     keys: Vec<u128>,
-    raws: Vec<f64>,
+    /// Each segment's calibrated content and its fixed tokens, summed at the end (as
+    /// the specification sums them, so the floats agree).
+    cs: Vec<f64>,
+    fixed: Vec<f64>,
     breakpoints: Vec<(usize, String)>,
     tool_prompt: u64,
     framing: f64,
     images: u64,
     content: f64,
+    unknown_images: u64,
+    unknown_extra: u64,
     scratch: Json,
 }
 
@@ -330,12 +357,15 @@ impl<'f> Segments<'f> {
             f,
             set: f.encoding.index(),
             keys: Vec::new(),
-            raws: Vec::new(),
+            cs: Vec::new(),
+            fixed: Vec::new(),
             breakpoints: Vec::new(),
             tool_prompt: 0,
             framing: 0.0,
             images: 0,
             content: 0.0,
+            unknown_images: 0,
+            unknown_extra: 0,
             scratch: Json::with_capacity(4096),
         }
     }
@@ -365,16 +395,48 @@ impl<'f> Segments<'f> {
             self.breakpoints.push((self.keys.len(), ttl.to_string()));
         }
         self.keys.push(key);
-        self.raws.push(c + fixed);
+        self.cs.push(c);
+        self.fixed.push(fixed);
     }
 
-    /// Add the frame's tool segments, the last with `breakpoint`.
+    /// Add the frame's tool segments, the last tool (not a tail unit) with `breakpoint`.
     pub(crate) fn tools(&mut self, breakpoint: Option<&str>) {
-        let n = self.f.tools.len();
+        let last = self.f.tools.iter().rposition(|t| !t.tail);
         for (i, t) in self.f.tools.iter().enumerate() {
-            let bp = if i + 1 == n { breakpoint } else { None };
-            self.add(t.key, t.prose, t.structured, 0.0, 0, t.tool_prompt, bp);
+            let bp = if Some(i) == last { breakpoint } else { None };
+            self.add(
+                t.key,
+                t.prose,
+                t.structured,
+                t.framing,
+                0,
+                t.tool_prompt,
+                bp,
+            );
         }
+    }
+
+    /// Segments added so far.
+    pub(crate) fn count(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Add `framing` tokens to segment `i` (a message's turn marker on its first block).
+    pub(crate) fn add_framing(&mut self, i: usize, framing: f64) {
+        self.fixed[i] += framing;
+        self.framing += framing;
+    }
+
+    /// The tokens of an image of `size` by the frame's rule; one of unknown size is
+    /// counted at the rule's `unknown` and flagged with how much more it can be.
+    pub(crate) fn image(&mut self, size: Option<(u64, u64)>) -> u64 {
+        if size.is_none() {
+            if let Some(extra) = self.f.images.unknown_extra() {
+                self.unknown_images += 1;
+                self.unknown_extra += extra;
+            }
+        }
+        self.f.images.tokens(size)
     }
 
     /// Give the last segment `ttl` as its breakpoint unless it has one.
@@ -526,7 +588,12 @@ impl<'f> Segments<'f> {
     fn finish(self) -> Estimate {
         let mut e = Estimate {
             keys: self.keys,
-            raws: self.raws,
+            raws: self
+                .cs
+                .iter()
+                .zip(&self.fixed)
+                .map(|(c, f)| c + f)
+                .collect(),
             breakpoints: self.breakpoints,
             tool_prompt: self.tool_prompt,
             framing: self.framing,
@@ -535,6 +602,8 @@ impl<'f> Segments<'f> {
             prefix: 0,
             tokens: Vec::new(),
             input_tokens: 0,
+            unknown_images: self.unknown_images,
+            unknown_extra: self.unknown_extra,
         };
         e.round();
         e

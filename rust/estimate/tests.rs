@@ -12,6 +12,8 @@ fn est(raws: &[f64]) -> Estimate {
         prefix: 0,
         tokens: Vec::new(),
         input_tokens: 0,
+        unknown_images: 0,
+        unknown_extra: 0,
     };
     e.round();
     e

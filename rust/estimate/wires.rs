@@ -60,19 +60,29 @@ fn anthropic_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
     let compacted = matches!(plan.blocks.first(), Some(NBlock::Compaction(_)));
     if plan.head.opening && !compacted {
         let opening = NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into()));
+        let first = s.count();
         anthropic_block(s, NRole::User, &opening, false, None);
+        s.add_framing(first, s.f.framing.message);
     }
     let last_assistant = plan.units.iter().rposition(|u| u.role == NRole::Assistant);
+    let all_thinking = s.f.framing.thinking_all != 0.0;
     for u in 0..plan.units.len() {
         let (role, blocks, marks) = plan.unit(u);
+        let first = s.count();
         for (bi, b) in blocks.iter().enumerate() {
             let bp = marks.contains(&bi).then_some(ttl);
-            anthropic_block(s, role, b, Some(u) == last_assistant, bp);
+            anthropic_block(s, role, b, all_thinking || Some(u) == last_assistant, bp);
+        }
+        if s.count() > first {
+            s.add_framing(first, s.f.framing.message);
         }
     }
     if let Some(ttl) = s.auto_breakpoint() {
         s.breakpoint_last(ttl);
     }
+    // The request's own framing, the primed reply, after the last breakpoint.
+    let key = s.key(b"reply", |_| {});
+    s.add(key, 0, 0, s.f.framing.request, 0, 0, None);
 }
 
 fn anthropic_block(
@@ -100,7 +110,7 @@ fn anthropic_block(
             } else {
                 s.image_size(&img.item, img.i)
             };
-            let images = s.f.images.tokens(size);
+            let images = s.image(size);
             s.add(key, 0, 0, 0.0, images, 0, bp);
         }
         NBlock::ToolUse(call) => {
@@ -117,7 +127,7 @@ fn anthropic_block(
                     } else {
                         s.image_size(&call.item, i as u32)
                     };
-                    images += s.f.images.tokens(size);
+                    images += s.image(size);
                 }
             }
             s.add(key, 0, structured, framing, images, 0, bp);
@@ -141,7 +151,7 @@ fn anthropic_block(
 
 /// An image as OpenAI reads it: from a `data:` URL (its own, or the one made of its
 /// inline bytes), else of unknown size.
-fn openai_image(s: &Segments<'_>, img: &crate::render::neutral::BlockRef<'_>) -> u64 {
+fn openai_image(s: &mut Segments<'_>, img: &crate::render::neutral::BlockRef<'_>) -> u64 {
     let src = img.image();
     let size = if src.is_url() {
         let url = src.url.raw();
@@ -160,11 +170,11 @@ fn openai_image(s: &Segments<'_>, img: &crate::render::neutral::BlockRef<'_>) ->
             None => s.image_size(&img.item, img.i),
         }
     };
-    s.f.images.tokens(size)
+    s.image(size)
 }
 
 /// The texts and image tokens of a user message's content parts.
-fn user_parts(s: &Segments<'_>, blocks: &[NBlock<'_>]) -> (u64, u64) {
+fn user_parts(s: &mut Segments<'_>, blocks: &[NBlock<'_>]) -> (u64, u64) {
     let (mut texts, mut images) = (0, 0);
     for b in blocks {
         match b {
@@ -325,12 +335,22 @@ fn gemini_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
     }
     if plan.head.opening {
         let opening = NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into()));
-        gemini_part(s, NRole::User, &opening, None, &f);
+        gemini_part(s, NRole::User, &opening, None, true, &f);
     }
+    // The current turn opens at the last user content with a text part: signatures of
+    // earlier turns are not billed.
+    let turn = (0..plan.units.len())
+        .rev()
+        .find(|&u| {
+            let (role, blocks, _) = plan.unit(u);
+            role == NRole::User && blocks.iter().any(|b| matches!(b, NBlock::Text(_)))
+        })
+        .unwrap_or(0);
     for u in 0..plan.units.len() {
         let (role, blocks, merged) = plan.unit(u);
+        let current = u >= turn;
         gemini::for_parts(blocks, merged, |b, signature| {
-            gemini_part(s, role, b, signature, &f);
+            gemini_part(s, role, b, signature, current, &f);
         });
     }
 }
@@ -340,6 +360,7 @@ fn gemini_part(
     role: NRole,
     b: &NBlock<'_>,
     signature: Option<&crate::render::neutral::BlockRef<'_>>,
+    billed: bool,
     f: &super::Framing,
 ) {
     let tag: &[u8] = match role {
@@ -349,7 +370,8 @@ fn gemini_part(
     let key = s.key(tag, |w| {
         gemini::part(w, b, signature.map(|t| t.thinking().1.esc))
     });
-    let sig = signature.map_or(0.0, |t| {
+    // A signature of an earlier turn is not billed (`billed` false).
+    let sig = signature.filter(|_| billed).map_or(0.0, |t| {
         (f.signature_slope * s.chars(t) as f64 - f.signature_offset).max(0.0)
     });
     match b {
@@ -361,13 +383,23 @@ fn gemini_part(
             let structured = s.gemini_result(&call.item);
             s.add(key, 0, structured, f.function_part + sig, 0, 0, None);
         }
+        NBlock::Image(img)
+            if !img.image().is_url() && img.image().media_type.raw().starts_with("text/") =>
+        {
+            // A text file sent inline: the model reads its text.
+            let text = super::images::decoded_text(&img.image().data.raw());
+            let prose = s.own(&text);
+            s.add(key, prose, 0, sig, 0, 0, None);
+        }
         NBlock::Image(img) => {
             let src = img.image();
-            let images = if src.is_url() {
-                0 // fileData: nothing billed but the signature
+            // fileData (by URL): a size the body does not hold.
+            let size = if src.is_url() {
+                None
             } else {
-                s.f.images.tokens(s.image_size(&img.item, img.i))
+                s.image_size(&img.item, img.i)
             };
+            let images = s.image(size);
             s.add(key, 0, 0, sig, images, 0, None);
         }
         NBlock::Text(t) => {

@@ -129,6 +129,21 @@ impl PyEstimate {
         d.set_item("content_tokens", self.e.content_tokens())?;
         d.set_item("unrecorded_prefix_tokens", self.e.prefix)?;
         d.set_item("wire", &f.wire)?;
+        let stored = f.framing.stored_conversation as u64;
+        if self.e.unknown_images > 0 || stored > 0 {
+            // Content of unknown size: flagged, with the range it implies.
+            d.set_item("unknown_image_sizes", self.e.unknown_images)?;
+            let unknown = PyDict::new(py);
+            if stored > 0 {
+                unknown.set_item("stored_conversation", 1)?;
+            }
+            d.set_item("unknown_content", unknown)?;
+            let total = self.e.input_tokens;
+            d.set_item(
+                "input_tokens_range",
+                vec![total, total + self.e.unknown_extra + stored],
+            )?;
+        }
         Ok(d)
     }
 

@@ -20,10 +20,10 @@ from typing import Any
 
 __all__ = [
     "ANTHROPIC_IMAGE_RULE",
-    "core_image_rule",
     "GEMINI_IMAGE_RULE",
     "OPENAI_IMAGE_RULE",
     "anthropic_image_tokens",
+    "core_image_rule",
     "decoded_image_size",
     "gemini_image_tokens",
     "image_range",

@@ -263,8 +263,14 @@ def openai_frame(
     units = [tool_unit({"tools": tools}, structured=texts, tool_prompt=prompt)] if texts else []
     schema = _schema_unit(output_format, profile)
     if schema is not None:
-        units.append(tool_unit(schema["key_obj"], structured=schema["structured"],
-                               framing=schema["framing"], tail=True))
+        units.append(
+            tool_unit(
+                schema["key_obj"],
+                structured=schema["structured"],
+                framing=schema["framing"],
+                tail=True,
+            )
+        )
     return estimate_frame(
         profile,
         wire=wire,

@@ -115,6 +115,16 @@ def compaction_item_tokens(encrypted_content: str) -> int:
 COMPACTION_STATE = {"num": 3, "den": 4, "envelope": 650, "per_token": 4}
 
 
+def _stored(body: Mapping[str, Any], profile: ModelProfile) -> int:
+    """What a stored conversation the request continues can add (up to the context
+    window), or 0 when it continues none."""
+    return (
+        profile.context_window
+        if body.get("previous_response_id") or body.get("conversation")
+        else 0
+    )
+
+
 def _responses_tool_prompt(profile: ModelProfile) -> int:
     """The tool prompt on the Responses API (the gpt-5 models' is their own)."""
     return int(profile.rule("responses_tool_prompt", profile.tool_prompt_tokens))
@@ -135,6 +145,7 @@ def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> Es
     framing = {
         **openai_framing(profile),
         **{f"state_{k}": v for k, v in COMPACTION_STATE.items()},
+        "stored_conversation": _stored(options.extra, profile),
     }
     text = options.extra.get("text")
     return openai_frame(
@@ -206,9 +217,9 @@ def estimate_openai_responses(
                 images=images,
             )
         previous = kind
-    if body.get("previous_response_id") or body.get("conversation"):
-        # The stored conversation is billed too; the body does not hold it.
-        u.unknown("stored_conversation", 0, 0, profile.context_window)
+    stored = _stored(body, profile)
+    if stored:  # the stored conversation is billed too; the body does not hold it
+        u.unknown("stored_conversation", 0, 0, stored)
     u.add({"reply": True}, framing=profile.rule("reply", OPENAI_REPLY_TOKENS))
     return u.finish(profile, prefix_tokens, wire="openai-responses")
 
