@@ -98,12 +98,14 @@ def test_duplicate_and_stale_lines_are_dropped(tmp_path, source):
     assert out.read_bytes().splitlines() == good
 
 
-def _journal_has_a_line(journal: Path, proc: subprocess.Popen[bytes]) -> None:
+def _journal_has_a_line(
+    journal: Path, proc: subprocess.Popen[bytes], *, poll: float = 0.02
+) -> None:
     deadline = time.monotonic() + 180
     while not (journal.exists() and journal.read_bytes().count(b"\n")):
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         assert time.monotonic() < deadline, "no session finished in 180 s"
-        time.sleep(0.02)
+        time.sleep(poll)
 
 
 def _start(*args: str) -> subprocess.Popen[bytes]:
@@ -124,8 +126,15 @@ def test_a_second_writer_of_one_results_file_is_refused(tmp_path, longer):
     out = tmp_path / "out.jsonl"
     first = _start("rerender", str(longer), "--jobs", "1", "--quiet", "--out", str(out))
     try:
-        _journal_has_a_line(tmp_path / ".out.jsonl.partial", first)
-        second = ctxrules("rerender", str(longer), "--jobs", "1", "--quiet", "--out", str(out))
+        _journal_has_a_line(tmp_path / ".out.jsonl.partial", first, poll=0.001)
+        # Held still while the second writer tries: a fast replay could otherwise
+        # finish the whole run first, and the second would find a finished journal.
+        os.killpg(first.pid, signal.SIGSTOP)
+        assert first.poll() is None, "the first run finished before it could be held"
+        try:
+            second = ctxrules("rerender", str(longer), "--jobs", "1", "--quiet", "--out", str(out))
+        finally:
+            os.killpg(first.pid, signal.SIGCONT)
         one_line_error(second, str(out), "is writing it now")
         assert first.wait(timeout=300) == 0, first.communicate()[1][-2000:]
     finally:
