@@ -24,6 +24,7 @@ from ._defaults import SYNTHETIC_MODELS
 from ._yaml_loader import yaml_line
 
 __all__ = [
+    "BOM",
     "ImportedSession",
     "SessionBuilder",
     "decode_text",
@@ -103,11 +104,22 @@ def document_line(path: str, at: str) -> int | None:
     return line
 
 
+#: The UTF-8 byte-order mark: Windows editors and tools (Notepad, PowerShell, .NET)
+#: start UTF-8 files with it.  It is no part of the text; the readers skip it at the
+#: start of a file (and only there: anywhere else it is a character like any other).
+BOM = b"\xef\xbb\xbf"
+
+
 def read_bytes(path: str, limit: int = -1) -> bytes:
-    """The file's bytes (the first ``limit`` only, if given); a missing or unreadable
-    file is an ``ImportFormatError``."""
+    """The file's bytes (the first ``limit`` only, if given) after a leading byte-order
+    mark (``BOM``); a missing or unreadable file is an ``ImportFormatError``."""
     try:
         with open(path, "rb") as fh:
+            if not fh.seekable():
+                data = fh.read(limit)
+                return data[len(BOM) :] if data.startswith(BOM) else data
+            if fh.read(len(BOM)) != BOM:
+                fh.seek(0)
             return fh.read(limit)
     except FileNotFoundError:
         raise fail(path, None, "no such file", "check the path") from None
@@ -396,7 +408,7 @@ def json_line(path: str, at: str) -> int | None:
     values with the stdlib decoder; ``None`` if the file is not such JSON.
     """
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark skipped
             text = fh.read()
     except (OSError, UnicodeDecodeError):
         return None

@@ -28,7 +28,7 @@ import msgspec
 
 from ..errors import ImportFormatError, TranscriptWarning
 from ..limits import MAX_NESTING
-from ._common import ImportedSession, decode_text, fail, file_key_of, read_bytes
+from ._common import BOM, ImportedSession, decode_text, fail, file_key_of, read_bytes
 
 __all__ = [
     "JsonImporter",
@@ -258,8 +258,8 @@ class JsonlFile:
         self._mapped = mapped
         self._view = memoryview(mapped) if mapped is not None else None
         self.size = len(mapped) if mapped is not None else 0
-        #: Byte offset after the last line read.
-        self.end = 0
+        #: Byte offset after the last line read (a leading byte-order mark is skipped).
+        self.end = len(BOM) if mapped is not None and mapped[: len(BOM)] == BOM else 0
         #: Where the last value yielded came from: its (start, stop) byte offsets.
         self.span = (0, 0)
         self._no = 0

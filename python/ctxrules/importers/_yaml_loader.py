@@ -132,7 +132,7 @@ def yaml_line(path: str, at: str) -> int | None:
     import yaml
 
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark skipped
             loader = yaml_loader()(fh.read())
         try:
             node = loader.get_single_node()
