@@ -5,21 +5,28 @@
 - A busy timeout PostgreSQL or SQLite cannot hold (``1e308``, ``3e6`` s) is a one-line
   error naming the setting.
 - A URL that does not parse (``postgresql://[::1``) is a one-line error.
-- A statement timeout set in the URL ends a statement in a ``StoreError``.
-- After the server restarts, reads reconnect (a long-running viewer goes on).
+- A statement timeout set in the URL or on the role (``ALTER ROLE … SET
+  statement_timeout``) ends a statement in a ``StoreError``; on the command line, one
+  line.
+- After the server restarts, reads reconnect, and a running ``ctxrules view`` answers
+  its next request (200).
 - A frozen server (SIGSTOP) ends a read or a write in bounded time with a
   ``StoreError``, and once it thaws the store goes on.
 
 Against the code before: 1–3 of the eight imports exited 1 ("session … exists
 already"); ``OverflowError`` and ``lock_timeout`` tracebacks; a ``ValueError``
-traceback; a ``QueryCanceled`` escaping the store; every read after the restart failed
-("lost the connection"); the frozen server hung the client until it thawed.
+traceback; a ``QueryCanceled`` escaping the store (a traceback on the command line);
+every read after the restart failed ("lost the connection") and the viewer answered
+400 to every request until restarted; the frozen server hung the client until it thawed.
 """
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -33,6 +40,7 @@ from ctxrules.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _cli import ctxrules, one_line_error, tau_sessions, together
+from tests._pg_watchdog import children
 from tests.postgres_server import PostgresServer
 
 IMPORTS = 8
@@ -98,16 +106,7 @@ def own_server():
 
 def _server_pids(server: PostgresServer) -> list[int]:
     main = int((server.data / "postmaster.pid").read_text().split()[0])
-    children = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rpartition(")")[2].split()[1]) == main:
-                children.append(int(entry))
-    return [main, *children]
+    return [main, *children(main)]
 
 
 def _freeze(server: PostgresServer) -> None:
@@ -121,20 +120,101 @@ def _thaw(server: PostgresServer) -> None:
             os.kill(pid, signal.SIGCONT)
 
 
+def _restart(server: PostgresServer) -> None:
+    data = str(server.data)
+    server._run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
+    server._run("pg_ctl", "-D", data, "-l", str(server.log), "-w", "start")
+
+
 def test_reads_reconnect_after_a_server_restart(own_server):
     url = own_server.new_store()
     store = open_store(url)
     try:
         sid = dag.create_session(store).id
         dag.append(store, sid, "user", "before the restart")
-        data = str(own_server.data)
-        own_server._run("pg_ctl", "-D", data, "-m", "fast", "-w", "stop")
-        own_server._run("pg_ctl", "-D", data, "-l", str(own_server.log), "-w", "start")
+        _restart(own_server)
         assert [s.id for s in store.list_sessions()] == [sid]
         assert [n.output for n in store.nodes(sid)] == ["before the restart"]
         dag.append(store, sid, "user", "after")  # and writes too
     finally:
         store.close()
+
+
+def _get(port: int, path: str) -> tuple[int, object]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("GET", path)
+        answer = conn.getresponse()
+        return answer.status, json.loads(answer.read() or b"null")
+    finally:
+        conn.close()
+
+
+def test_a_running_viewer_survives_a_server_restart(own_server, tmp_path):
+    url = own_server.new_store()
+    source = tau_sessions(tmp_path, 2, start=40)
+    assert ctxrules("import", str(source), "--store", url).returncode == 0
+    viewer = subprocess.Popen(
+        [sys.executable, "-m", "ctxrules", "view", "--store", url, "--port", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = viewer.stdout.readline()  # type: ignore[union-attr]
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        status, sessions = _get(port, "/api/sessions")
+        assert status == 200 and isinstance(sessions, list) and len(sessions) == 2
+        _restart(own_server)
+        # Each answer below needs the store: one asked before and one never asked.
+        status, again = _get(port, "/api/sessions")
+        assert status == 200, again
+        assert [s["id"] for s in again] == [s["id"] for s in sessions]  # type: ignore[index]
+        sid = sessions[0]["id"]  # type: ignore[index]
+        status, graph = _get(port, f"/api/graph?session={sid}")
+        assert status == 200 and graph["nodes"], graph  # type: ignore[index]
+    finally:
+        os.killpg(viewer.pid, signal.SIGINT)
+        _, err = viewer.communicate(timeout=60)
+    assert "Traceback" not in err, err[-3000:]
+
+
+def test_a_statement_timeout_of_the_role_is_one_line(own_server, tmp_path):
+    role, schema = "ctxrules_slow", "slow_store"
+    with own_server.connect() as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"CREATE SCHEMA {schema} AUTHORIZATION {role}")
+    url = own_server.url(schema=schema).replace("postgres@", f"{role}@")
+    source = tau_sessions(tmp_path, 1, start=50)
+    assert ctxrules("import", str(source), "--store", url).returncode == 0
+    with own_server.connect() as admin:
+        admin.execute(f"ALTER ROLE {role} SET statement_timeout = '500ms'")
+    env = {**os.environ, "CTXRULES_BUSY_TIMEOUT": "60"}  # the lock wait outlasts the role's
+    holder = own_server.connect()
+    try:
+        # Every statement on the sessions table now waits for the lock; the role's
+        # statement timeout (0.5 s), not the store's lock timeout (60 s), ends the wait.
+        holder.execute("BEGIN")
+        holder.execute(f"LOCK TABLE {schema}.sessions IN ACCESS EXCLUSIVE MODE")
+        one_line_error(ctxrules("sessions", "--store", url, env=env), "cancelled a statement")
+        store = open_store(url)
+        try:
+            with pytest.raises(StoreError, match="cancelled a statement"):
+                store.list_sessions()
+            with pytest.raises(StoreError, match="cancelled a statement"):
+                with store.transaction():
+                    dag.create_session(store)
+        finally:
+            store.close()
+        holder.execute("ROLLBACK")
+        proc = ctxrules("sessions", "--store", url, env=env)
+        assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr  # the store goes on
+    finally:
+        holder.close()
+        with own_server.connect() as admin:
+            admin.execute(f"ALTER ROLE {role} RESET statement_timeout")
 
 
 def _bounded(call, seconds: float) -> BaseException | None:
