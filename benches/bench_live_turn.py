@@ -17,6 +17,10 @@ run, so runs compare)::
 
     .venv/bin/python benches/bench_live_turn.py --rounds 3
 
+``--way full`` renders every request whole (the engine without its session renderer,
+as before incremental rendering), ``--way incremental`` as the engine does;
+giving both alternates them round by round and prints a table for each.
+
 Under ``make test`` (benchmarks disabled) the session grows to ~10k tokens once, as a
 check that it runs.
 """
@@ -117,10 +121,13 @@ def answer(i: int, prompt: int) -> dict[str, Any]:
 class Grown:
     """One session grown round by round; each round's CPU and wall time and size."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, incremental: bool = True) -> None:
         self.store = open_store(directory / "store")
         self.session = self.store.create_session().id
         self.engine = Engine(self.store, CONFIG, pipeline=PIPELINE)
+        if not incremental:
+            # Every request rendered whole: no session renderer.
+            self.engine._renderer = lambda session: None  # type: ignore[method-assign]
         self.rounds: list[tuple[int, int, float, float]] = []  # estimate, bytes, cpu, wall
         self.now = 1e9
         self.i = 0
@@ -175,30 +182,36 @@ def test_live_turn_grows_and_stays_usable(benchmark, tmp_path):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3, help="sessions grown (figures: min)")
+    ap.add_argument("--way", choices=["incremental", "full"], action="append")
     args = ap.parse_args(argv)
-    runs: list[dict[int, dict[str, float]]] = []
+    ways = args.way or ["incremental"]
+    runs: dict[str, list[dict[int, dict[str, float]]]] = {w: [] for w in ways}
     for _ in range(args.rounds):
-        # Each session from cold caches: the rounds grow the same text.
-        clear_render_cache()
-        clear_token_cache()
-        with tempfile.TemporaryDirectory() as d:
-            g = Grown(Path(d))
-            try:
-                g.grow(SIZES[-1])
-                runs.append({s: g.at(s) for s in SIZES})
-            finally:
-                g.close()
-    print("| request | body | CPU ms per turn (min / median of runs) | wall ms | ÷ 10k (CPU) |")
-    print("|---|---|---|---|---|")
-    base = min(r[SIZES[0]]["cpu_ms"] for r in runs)
-    for s in SIZES:
-        cpu = [r[s]["cpu_ms"] for r in runs]
-        wall = [r[s]["wall_ms"] for r in runs]
-        print(
-            f"| {runs[0][s]['estimate']:,.0f} tokens | {runs[0][s]['body_kb']:,.0f} KB "
-            f"| {min(cpu):.2f} / {statistics.median(cpu):.2f} "
-            f"| {min(wall):.2f} / {statistics.median(wall):.2f} | {min(cpu) / base:.2f} |"
-        )
+        for way in ways:  # alternating, so each way sees the same machine
+            # Each session from cold caches: the rounds grow the same text.
+            clear_render_cache()
+            clear_token_cache()
+            with tempfile.TemporaryDirectory() as d:
+                g = Grown(Path(d), incremental=way == "incremental")
+                try:
+                    g.grow(SIZES[-1])
+                    runs[way].append({s: g.at(s) for s in SIZES})
+                finally:
+                    g.close()
+    for way in ways:
+        print(f"\n{way}:\n")
+        print("| request | body | CPU ms per turn (min / median of runs) | wall ms | ÷ 10k (CPU) |")
+        print("|---|---|---|---|---|")
+        base = min(r[SIZES[0]]["cpu_ms"] for r in runs[way])
+        for s in SIZES:
+            cpu = [r[s]["cpu_ms"] for r in runs[way]]
+            wall = [r[s]["wall_ms"] for r in runs[way]]
+            first = runs[way][0][s]
+            print(
+                f"| {first['estimate']:,.0f} tokens | {first['body_kb']:,.0f} KB "
+                f"| {min(cpu):.2f} / {statistics.median(cpu):.2f} "
+                f"| {min(wall):.2f} / {statistics.median(wall):.2f} | {min(cpu) / base:.2f} |"
+            )
     return 0
 
 

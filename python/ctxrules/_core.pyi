@@ -10,6 +10,7 @@ __all__ = [
     "MAX_DEPTH",
     "Estimate",
     "EstimateFrame",
+    "SessionRenderer",
     "__version__",
     "count_tokens",
     "count_tokens_batch",
@@ -62,6 +63,18 @@ def render_sessions(
     frames: Sequence[EstimateFrame | None] | None = None,
 ) -> list[tuple[list[bytes] | str, list[bytes], list[int], list[Estimate | None]]]: ...
 def estimate_stats() -> tuple[int, int]: ...
+
+@final
+class SessionRenderer:
+    def __new__(cls, provider: str) -> SessionRenderer: ...
+    @property
+    def provider(self) -> str: ...
+    @property
+    def stats(self) -> tuple[int, int, int]: ...
+    def reset(self) -> None: ...
+    def render(
+        self, commit: _Commit, options: bytes, frame: EstimateFrame | None = None
+    ) -> tuple[bytes, bytes, Estimate | None, int]: ...
 
 @final
 class EstimateFrame:

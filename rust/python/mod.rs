@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod commit;
 mod diff;
 mod estimate;
+mod incremental;
 mod render;
 mod tokens;
 
@@ -17,5 +18,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     render::register(m)?;
     estimate::register(m)?;
     diff::register(m)?;
+    incremental::register(m)?;
     Ok(())
 }

@@ -19,7 +19,7 @@ use crate::estimate::{Estimate, Frame};
 use crate::render::session::{Reuse, Session};
 use crate::render::{self, input, Wire};
 
-fn wire(provider: &str) -> Result<Wire, String> {
+pub(super) fn wire(provider: &str) -> Result<Wire, String> {
     Wire::from_name(provider).ok_or_else(|| {
         format!(
             "no built-in wire format {provider:?}; known: anthropic, openai-chat, openai-responses, gemini"
@@ -267,9 +267,9 @@ impl Written {
 /// A `bytes` object made with the GIL and filled without it: `ptr` is its buffer.  Only
 /// this call holds a reference to it until it is returned, so nothing else reads or
 /// writes the buffer meanwhile.
-struct Unfilled {
-    obj: Py<PyBytes>,
-    ptr: *mut u8,
+pub(super) struct Unfilled {
+    pub(super) obj: Py<PyBytes>,
+    pub(super) ptr: *mut u8,
 }
 
 // SAFETY: a chain's bodies are handed to one worker (by `&mut`), which fills them in
@@ -277,7 +277,7 @@ struct Unfilled {
 unsafe impl Send for Unfilled {}
 
 /// A new `bytes` of `len` bytes whose contents are to be written through `ptr`.
-fn unfilled(py: Python<'_>, len: usize) -> PyResult<Unfilled> {
+pub(super) fn unfilled(py: Python<'_>, len: usize) -> PyResult<Unfilled> {
     let len = pyo3::ffi::Py_ssize_t::try_from(len)
         .map_err(|_| PyValueError::new_err("a request body too large for bytes"))?;
     // SAFETY: a NULL source asks CPython for an uninitialised buffer of `len` bytes,

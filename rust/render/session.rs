@@ -59,6 +59,39 @@ impl<'a> Session<'a> {
         Session { wire, prev: None }
     }
 
+    /// A session whose previous request was `items` under `opts`, rendered by an earlier
+    /// `next` as a body of `len` bytes that stood at `marks` after each part
+    /// (`Session::marks`): a caller that keeps only owned data between requests (the
+    /// items, the options' JSON, the marks and the body) resumes from it.  Its plan is
+    /// laid out again (a few words per block, no text written); the marks must be those
+    /// of that very request, which the caller keeps together with it.
+    pub fn resume(
+        wire: Wire,
+        items: &'a [Shared],
+        opts: &'a Options<'a>,
+        marks: Vec<Mark>,
+        len: usize,
+    ) -> Self {
+        let n = neutral_of(items);
+        let plan = Plan::new(wire, opts, &n);
+        debug_assert_eq!(marks.len(), plan.units.len() + 1);
+        Session {
+            wire,
+            prev: Some(Prev {
+                plan,
+                opts,
+                marks,
+                len,
+            }),
+        }
+    }
+
+    /// Where the last body rendered stood after each of its parts (the head, then each
+    /// unit) and its length: what `resume` takes back.
+    pub fn marks(&self) -> Option<(&[Mark], usize)> {
+        self.prev.as_ref().map(|p| (&p.marks[..], p.len))
+    }
+
     /// Render the next request: its body is exactly `render_request`'s for these items
     /// and options, made as the returned `Reuse` says from the previous body and what
     /// is appended to `out`; its breakdown is appended to `meta` if given, and its

@@ -66,9 +66,10 @@ from ..providers import (
     model_in_family,
 )
 from ..render import (
+    SessionRenderer,
     header_tokens,
-    render,
     render_side_request,
+    request_options,
 )
 from ..requests import Request, render_defaults, session_tool_names
 from ..ruleapi import COMPACTION_REASON
@@ -97,6 +98,9 @@ __all__ = [
 
 #: Prepared requests whose estimates the engine keeps for usage fusion (the newest).
 _PREPARED_KEPT = 4096
+#: Sessions whose last request the engine keeps to render the next one from (the
+#: newest): each holds that request's body and items.
+_RENDERERS_KEPT = 64
 
 
 class _Composed(msgspec.Struct, frozen=True, kw_only=True):
@@ -152,6 +156,10 @@ class Engine(UsageFusion, AsyncTwins):
         self._called: dict[str, tuple[set[str], int]] = {}
         # Per session, the models its answers name (``render_defaults``' memo).
         self._models: dict[str, dict[str, str | None]] = {}
+        # Per session, the core's renderer of its successive requests: each request is
+        # rendered from the previous one's body (the same bytes as a full render; a
+        # prefix a rule rewrote, a fork or another model is simply written again).
+        self._renderers: OrderedDict[str, SessionRenderer] = OrderedDict()
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -614,11 +622,9 @@ class Engine(UsageFusion, AsyncTwins):
         tools: tuple[ToolSpec, ...] = tuple(options.pop("tools", ()))
         profile = self.provider.model_profile(model)
         reserve = output_reserve(profile, self.config)
-        rendered = render(
-            commit,
+        request = request_options(
             self.provider,
             model,
-            estimate=True,
             system=system.texts(),
             situation=system.situation or None,
             tools=tools,
@@ -626,6 +632,9 @@ class Engine(UsageFusion, AsyncTwins):
             cache=self.config.cache,
             cache_ttl=self.config.cache_ttl,
             **options,
+        )
+        rendered = self.provider.render(
+            commit, request, estimate=True, renderer=self._renderer(session)
         )
         self._count("requests")
         # Made by the core with the body, in the same crossing (RenderedRequest.estimate).
@@ -644,6 +653,22 @@ class Engine(UsageFusion, AsyncTwins):
             system_tokens=min(system_tokens, estimate),
             tool_tokens=min(tool_tokens, max(0, estimate - system_tokens)),
         )
+
+    def _renderer(self, session: str) -> SessionRenderer | None:
+        """The renderer ``session``'s requests are rendered with (None: the provider has
+        no built-in wire).  Called under the session's lock, so one call at a time uses
+        a session's renderer."""
+        wire = self.provider.wire
+        if wire is None:
+            return None
+        with self._kept:
+            found = self._renderers.get(session)
+            if found is None:
+                found = self._renderers[session] = SessionRenderer(wire)
+                if len(self._renderers) > _RENDERERS_KEPT:
+                    self._renderers.popitem(last=False)
+            self._renderers.move_to_end(session)
+            return found
 
     def _prep(
         self,

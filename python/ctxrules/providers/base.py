@@ -243,11 +243,21 @@ class Provider:
         return self.estimate_prompt(msgspec.json.decode(body), self.model_profile(options.model))
 
     def render(
-        self, commit: ContextCommit | bytes, options: RequestOptions, *, estimate: bool = False
+        self,
+        commit: ContextCommit | bytes,
+        options: RequestOptions,
+        *,
+        estimate: bool = False,
+        renderer: _core.SessionRenderer | None = None,
     ) -> RenderedRequest:
         """Render ``commit`` into this provider's request body; with ``estimate``, its
         billed-prompt estimate too (``RenderedRequest.estimate``), made from the same
-        plan in the same crossing for the built-in wires."""
+        plan in the same crossing for the built-in wires.
+
+        ``renderer`` (a built-in wire's ``ctxrules.render.SessionRenderer`` for this
+        provider's wire) renders the request incrementally: what it shares with the
+        request that renderer rendered last is copied from that body, not written again.
+        The bytes are the same either way; a provider without a wire ignores it."""
         options = self.wire_options(options)
         # Items cross as the tuple itself: the core finds those it prepared before.
         data = commit if isinstance(commit, bytes) else commit.items
@@ -258,10 +268,20 @@ class Provider:
             body = msgspec.json.encode(self.build_body(context, options))
             meta: dict[str, Any] = {"messages": len(context.messages), "body_bytes": len(body)}
         else:
+            if renderer is not None and renderer.provider != self.wire:
+                raise ProviderError(
+                    f"a session renderer of {renderer.provider!r} cannot render "
+                    f"{self.wire!r} requests",
+                    where=f"provider {self.name}",
+                    hint="keep one SessionRenderer per session and wire format",
+                )
             encoded = msgspec.json.encode(options)
             frame = self.frame(options, encoded) if estimate else None
             try:
-                body, raw_meta, est = _core.render_request(self.wire, data, encoded, frame)
+                if renderer is None:
+                    body, raw_meta, est = _core.render_request(self.wire, data, encoded, frame)
+                else:
+                    body, raw_meta, est, _ = renderer.render(data, encoded, frame)
             except (ValueError, TypeError) as exc:
                 raise RenderError(
                     str(exc),

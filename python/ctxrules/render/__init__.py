@@ -22,7 +22,9 @@ The package's modules, along its seams:
 - ``single``: one commit (``render``, ``render_body``, ``render_context``,
   ``render_messages``, ``render_side_request``) and the core's item caches;
 - ``batch``: many commits or sessions in one crossing (``render_batch``,
-  ``render_sessions``, ``render_session``);
+  ``render_sessions``, ``render_session``); ``SessionRenderer``, the core's renderer
+  of one session's successive requests one call at a time (each body from the
+  previous one's bytes, what the engine prepares with: ``Provider.render(renderer=…)``);
 - ``estimate``: what a request will cost (``estimate_request``, ``header_tokens``,
   ``explain`` with the predicted cache use, ``ctxrules.providers.cache``).
 
@@ -38,6 +40,7 @@ import sys
 import types
 from typing import Any
 
+from .._core import SessionRenderer
 from .._deprecated import moved
 from ..providers.base import RenderedRequest
 from .batch import MAX_THREADS, SessionOptions, render_batch, render_session, render_sessions
@@ -69,6 +72,7 @@ __all__ = [
     "RecordedRequest",
     "RenderDefaults",
     "SessionOptions",
+    "SessionRenderer",
     "SystemArg",
     "cache_stats",
     "check_model",
