@@ -21,6 +21,9 @@ How to reproduce::
 
     PYTHONPATH=. .venv/bin/python benches/bench_rerender_vs_render.py --rounds 3
 
+``--full`` adds a third run, alternating with the other two: rerender with every
+request rendered whole (the engine without its session renderer).
+
 Under ``make test`` (benchmarks disabled) both run once on a few sessions.
 """
 
@@ -44,6 +47,7 @@ from ctxrules.batch import ReplayOptions, rerender
 from ctxrules.batch.requests import render_provider, session_data
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
+from ctxrules.engine import Engine
 from ctxrules.errors import CtxrulesError
 from ctxrules.importers import import_paths
 from ctxrules.render import clear_cache as clear_render_cache
@@ -87,6 +91,15 @@ class Workload:
         assert result.totals["errors"] == 0, result.totals
         return result.totals
 
+    def rerender_full(self) -> dict[str, Any]:
+        """``rerender`` with every request rendered whole (no session renderer)."""
+        real = Engine._renderer
+        Engine._renderer = lambda self, session: None  # type: ignore[method-assign]
+        try:
+            return self.rerender()
+        finally:
+            Engine._renderer = real  # type: ignore[method-assign]
+
     def render(self) -> int:
         """Every request's body (render_requests, one thread); the bytes rendered."""
         store = open_store(self.location, create=False)
@@ -129,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workload", choices=list(WORKLOADS), action="append")
+    ap.add_argument("--full", action="store_true", help="also rerender with full renders")
     args = ap.parse_args(argv)
     print(
         "| workload | run | bodies | CPU s (min / median) | wall s (min / median) "
@@ -139,22 +153,32 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as d:
             w = Workload(WORKLOADS[name](), Path(d))
             times: dict[str, list[tuple[float, float]]] = {"rerender": [], "render_requests": []}
+            if args.full:
+                times["rerender (full renders)"] = []
             totals: dict[str, Any] = {}
             body_bytes = 0
             for _ in range(args.rounds):  # alternating, so both see the same machine
+                if args.full:
+                    cpu, wall, full_totals = _time(w.rerender_full)
+                    times["rerender (full renders)"].append((cpu, wall))
                 cpu, wall, totals = _time(w.rerender)
                 times["rerender"].append((cpu, wall))
                 cpu, wall, body_bytes = _time(w.render)
                 times["render_requests"].append((cpu, wall))
-        rates: dict[str, float] = {}
-        for run, n, size in (
+            if args.full:
+                assert full_totals == totals, "full and incremental rerenders differ"
+        runs = [
             ("rerender", totals["requests"], totals["rules"]["body_bytes"] / 1e6),
             ("render_requests", w.requests, body_bytes / 1e6),
-        ):
+        ]
+        if args.full:
+            runs.insert(0, ("rerender (full renders)", *runs[0][1:]))
+        rates = {run: n / min(t[0] for t in times[run]) for run, n, _ in runs}
+        for run, n, size in runs:
             cpu = [t[0] for t in times[run]]
             wall = [t[1] for t in times[run]]
-            rates[run] = n / min(cpu)
-            share = rates["rerender"] / rates[run] if run == "render_requests" else None
+            # Each rerender's bodies per second against the renderer's.
+            share = None if run == "render_requests" else rates[run] / rates["render_requests"]
             print(
                 f"| {name} ({len(w.sessions)} sessions) | {run} | {n:,} "
                 f"| {min(cpu):.2f} / {statistics.median(cpu):.2f} "

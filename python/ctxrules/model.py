@@ -287,11 +287,15 @@ def provider_compaction_start(items: Sequence[ContextItem]) -> int:
     position are already compacted for that vendor: rules leave them alone and do not
     count them (docs/items.md, provider compaction).
     """
+    # Every rule pass and every prepare scans the whole commit, so the test that rules
+    # an item out runs in C (a block's type is its tag: no subclasses) and the Python
+    # check runs only on items that hold a compaction block.
     for p in range(len(items) - 1, -1, -1):
         it = items[p]
-        if it.state == "summarized" or not it.blocks:
+        blocks = it.blocks
+        if not blocks or CompactionBlock not in map(type, blocks) or it.state == "summarized":
             continue
-        if any(isinstance(b, CompactionBlock) and b.effective for b in it.blocks):
+        if any(type(b) is CompactionBlock and b.effective for b in blocks):
             return p
     return -1
 
