@@ -56,11 +56,13 @@ DEFAULT_PIPELINE: tuple[str, ...] = ("result_cap", "tool_aging", "idle_clearing"
 
 #: What ``tune`` chose on the corpus's fit set (benches/README.md, "Quality against
 #: cost"): old results capped at 16,000 characters (4,000 lost a third of what agents
-#: reused), stubs that name 1,000 characters of their output's identifiers, aging that
-#: waits until it pays for the cache rewrite.
+#: reused), stubs that name 1,000 characters of their output's identifiers, and every
+#: rule that changes what the provider cached waiting until the change pays for the
+#: rewrite (the cache ledger, ``ctxrules.ruleapi.cache``).
 _KEEPING = {
-    "result_cap": {"max_tool_result_chars": 16_000},
+    "result_cap": {"max_tool_result_chars": 16_000, "cache_aware": True},
     "tool_aging": {"cache_aware": True, "stub_identifier_chars": 1000},
+    "idle_clearing": {"cache_aware": True},
 }
 
 #: Shipped configurations.  Every one is run through the invariant property tests.
@@ -82,7 +84,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "pipeline": list(DEFAULT_PIPELINE),
         "rules": {
             **_KEEPING,
-            "summarize": {"threshold_tokens": 4_000, "target_ratio": 0.5},
+            "summarize": {"threshold_tokens": 4_000, "target_ratio": 0.5, "cache_aware": True},
         },
     },
     # Claude Code transcripts: its todo tool is TodoWrite.

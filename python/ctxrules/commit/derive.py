@@ -32,7 +32,7 @@ import msgspec
 
 from ..errors import RuleError
 from ..model import ContextCommit, ContextItem, Node
-from ..ruleapi import RuleContext
+from ..ruleapi import RuleContext, cache
 from ..ruleapi import delta as cdelta
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from .anchor import task_anchor
@@ -42,7 +42,9 @@ from .pipeline import Pipeline
 
 __all__ = ["Generated", "derive_commit", "derive_with_summaries"]
 
-_STICKY = ("anchor", "attach:")
+#: Cursors a change of rules keeps: the anchor, the expanded attach blocks, and the
+#: cache ledger (what the provider holds does not depend on the rules).
+_STICKY = ("anchor", "attach:", "cache.")
 #: Cursor keys describing the graph a commit was made from; each commit sets its own.
 _MARKS = ("seq:", "variants:")
 
@@ -191,10 +193,14 @@ def derive_commit(
                 where=f"rule {rule.name!r}",
             )
     ctx.rule_name = ""
+    if pipeline.rules:  # the cache ledger (ctxrules.ruleapi.cache): a commit per request
+        cache.advance(cursors, items, ctx.new_positions(), now)
     # After the rules, so every rule sees the new items as it would without a boundary
     # (none of them folded yet) and the fold takes the items as the rules left them.
     for call, handle in boundaries:
         fold_at(ctx, call, ctx.marked(handle))
+    if boundaries and pipeline.rules:
+        cache.reset(cursors)  # a compaction rewrote the prompt: a new cache epoch
     if marks:
         cursors.update(marks)
     inserted, changed, folds = ctx.delta()

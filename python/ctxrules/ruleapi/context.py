@@ -31,6 +31,7 @@ import msgspec
 from ..errors import RuleError
 from ..model import STATE_RANK, CompactionBlock, ContextItem
 from ..summarizers.request import SummaryRequest, SummaryResult, request_key
+from .cache import CacheLedger
 from .delta import Delta, folded_item
 
 __all__ = ["RuleContext", "item_text_for_tokens"]
@@ -56,6 +57,8 @@ class RuleContext:
     give exact counts, counting every pending changed item in one batch first.
     ``positions`` are the cursor keys that name item positions (the pipeline's
     ``Rule.position_cursors``); ``summaries`` the caller's answers to summary requests.
+    ``cache`` is the commit's cache ledger (``ctxrules.ruleapi.cache``): whether
+    changing cached items now pays.
     """
 
     def __init__(
@@ -97,6 +100,11 @@ class RuleContext:
         self._folds: list[tuple[str, str]] = []  # (summary id, reason) of each fold
         self._counted_batches = 0
         self._marks: list[int] = []  # places between items the generator keeps track of
+        # Whether an item the parent commit held (what the provider has cached) changed
+        # its text, or a new one came before one of them: the request rewrites the cache.
+        self._cached_changed = False
+        self._parent_tokens = total_tokens
+        self._cache: CacheLedger | None = None
 
     # -- reading -----------------------------------------------------------------
 
@@ -129,6 +137,20 @@ class RuleContext:
         if pos in self._pending:
             self.flush()
         return self.items[pos].tokens
+
+    @property
+    def cache(self) -> CacheLedger:
+        """The cache ledger of this commit (made on first use, shared by every rule, so
+        the edits of one commit are priced as one rewrite)."""
+        if self._cache is None:
+            self._cache = CacheLedger(
+                now=self.now,
+                cursors=self.cursors,
+                cached_tokens=self._parent_tokens,
+                has_parent=self._first_new > 0,
+                rewritten=lambda: self._cached_changed,
+            )
+        return self._cache
 
     def count(self, text: str) -> int:
         """Tokens of a text with the commit's tokenizer (cached by content)."""
@@ -164,6 +186,13 @@ class RuleContext:
         if STATE_RANK[state] < STATE_RANK[old.state]:
             raise RuleError(f"state may only tighten, not {old.state} → {state}", where=where)
         new = msgspec.structs.replace(old, reason=reason, changed_at=self.now, **changes)
+        if pos < self._first_new and (
+            new.rendered != old.rendered
+            or new.tool_input != old.tool_input
+            or new.state != old.state
+            or new.blocks != old.blocks
+        ):
+            self._cached_changed = True
         self._swap(pos, new)
         self._wrote(reason)
         return new
@@ -204,6 +233,8 @@ class RuleContext:
             it = self.items[pos]
             if it.state == "summarized":
                 continue
+            if pos < self._first_new:
+                self._cached_changed = True
             if it.locked:
                 raise RuleError(
                     "locked items may not be folded",
@@ -259,6 +290,7 @@ class RuleContext:
             if pos < self._first_new:
                 self._first_new += 1
                 self._inserted_inside = True
+                self._cached_changed = True
             self._pending = {p + 1 if p >= pos else p for p in self._pending}
             self._changed = {p + 1 if p >= pos else p for p in self._changed}
             self._inserted = {p + 1 if p >= pos else p for p in self._inserted}

@@ -9,9 +9,18 @@ assistant turn are cut only beyond ``newest_max_chars`` (the agent's next call u
 name from the middle of a result capped the moment it arrived: issue 21).  A result is
 capped at ``max_tool_result_chars`` once an answer follows it.
 
+With ``cache_aware`` a result that stops being newest input is capped only when that
+pays for rewriting the cached prompt (the commit's cache ledger,
+``ctxrules.ruleapi.cache``): capping it changes a message the provider has cached, so
+the request writes the cached conversation again.  Until it pays (the cache went cold,
+another rule rewrote it in this commit, or the cut saves more over the next
+``payback`` requests than the rewrite costs) the result stays whole, the commit's notes
+say so, and tool aging's stub replaces it in its turn.
+
 Promise: no full, unlocked tool result before the newest input shows more than
-``max_tool_result_chars`` characters besides its cut marker, and none in the newest
-input more than ``newest_max_chars``.
+``max_tool_result_chars`` characters besides its cut marker (unless, ``cache_aware``,
+the commit's notes say capping would not pay), and none in the newest input more than
+``newest_max_chars``.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ __all__ = ["ResultCap", "newest_input_start"]
 
 #: Items before this position are settled (the newest input starts there).
 _CURSOR = "result_cap.pos"
+#: The note a cache-aware commit leaves when old results wait (its promise reads it).
+WAITING = "waiting: capping"
 _MARKER = re.compile(
     r"\n\[… [\d,]+ of [\d,]+ characters cut(?:; identifiers in the cut part: .*?)? …\]\n", re.S
 )
@@ -53,7 +64,7 @@ class ResultCap(Rule):
 
     name = "result_cap"
     position_cursors = frozenset({_CURSOR})
-    version = 2  # 2: the newest input is cut only past newest_max_chars; identifiers kept
+    version = 3  # 3: cache_aware (2: the newest input cut only past newest_max_chars)
     promise = (
         "no full, unlocked tool result before the newest input shows more than "
         "max_tool_result_chars characters besides its cut marker, none in the newest input "
@@ -64,6 +75,8 @@ class ResultCap(Rule):
         "head_ratio": 0.6,
         "newest_max_chars": 100_000,
         "cut_identifier_chars": 1000,
+        "cache_aware": False,
+        "payback": 20,
     }
 
     def check(self) -> None:
@@ -75,6 +88,8 @@ class ResultCap(Rule):
             raise self.bad("head_ratio", "must be between 0 and 1")
         if self.cut_identifier_chars < 0:
             raise self.bad("cut_identifier_chars", "must be >= 0")
+        if self.payback < 1:
+            raise self.bad("payback", "must be >= 1")
 
     def _limit(self, pos: int, newest: int) -> int:
         return self.newest_max_chars if pos >= newest else self.max_tool_result_chars
@@ -89,7 +104,7 @@ class ResultCap(Rule):
             if ctx.full_pass
             else min(ctx.cursors.get(_CURSOR, 0), *ctx.new_positions(), len(items))
         )
-        capped = 0
+        todo: list[tuple[int, int]] = []  # (position, limit) of the results to cap
         for pos in range(start, len(items)):
             it = items[pos]
             limit = self._limit(pos, newest)
@@ -97,30 +112,50 @@ class ResultCap(Rule):
                 continue
             if it.reason == f"result_cap:{limit}":
                 continue  # capped at this limit already
-            head = int(limit * self.head_ratio)
-            tail = limit - head
-            text = it.rendered
-            ends = (text[:head], text[len(text) - tail :] if tail else "")
-            # The names never make the result longer than it was: at most half the cut.
-            budget = min(self.cut_identifier_chars, (len(text) - limit) // 2)
-            ids = identifier_list(text[head : len(text) - tail], budget, ends)
-            marker = _marker(len(text) - limit, len(text), ids)
-            ctx.replace(
-                pos, rendered=cut_middle(text, head, tail, marker), reason=f"result_cap:{limit}"
+            todo.append((pos, limit))
+        settled = newest
+        cached = [(p, lim) for p, lim in todo if not ctx.is_new(p)]
+        if self.cache_aware and cached:
+            # Capping a result the provider has cached rewrites the cached prompt.
+            saved = sum(
+                ctx.tokens(p) * (len(items[p].rendered) - lim) // len(items[p].rendered)
+                for p, lim in cached
             )
-            capped += 1
-        ctx.cursors[_CURSOR] = newest
-        if capped:
-            ctx.note(f"capped {capped} tool result(s)")
+            if not ctx.cache.pays(saved, payback=self.payback):
+                why = ctx.cache.why_not(saved, payback=self.payback)
+                ctx.note(f"{WAITING} {len(cached)} old result(s) {why}")
+                todo = [t for t in todo if t not in cached]
+                settled = min(settled, cached[0][0])  # looked at again next commit
+        for pos, limit in todo:
+            self._cap(ctx, pos, limit)
+        ctx.cursors[_CURSOR] = settled
+        if todo:
+            ctx.note(f"capped {len(todo)} tool result(s)")
+
+    def _cap(self, ctx: RuleContext, pos: int, limit: int) -> None:
+        head = int(limit * self.head_ratio)
+        tail = limit - head
+        text = ctx.items[pos].rendered
+        ends = (text[:head], text[len(text) - tail :] if tail else "")
+        # The names never make the result longer than it was: at most half the cut.
+        budget = min(self.cut_identifier_chars, (len(text) - limit) // 2)
+        ids = identifier_list(text[head : len(text) - tail], budget, ends)
+        marker = _marker(len(text) - limit, len(text), ids)
+        ctx.replace(
+            pos, rendered=cut_middle(text, head, tail, marker), reason=f"result_cap:{limit}"
+        )
 
     def check_promise(self, commit: ContextCommit) -> list[str]:
         """Full, unlocked tool results longer than their limit outside their cut marker."""
         newest = newest_input_start(commit.items)
+        waiting = self.cache_aware and any(f"result_cap: {WAITING}" in n for n in commit.notes)
         out = []
         for p, it in enumerate(commit.items):
             text = it.rendered
             limit = self._limit(p, newest)
             if it.role != "tool" or it.locked or it.state != "full" or len(text) <= limit:
+                continue
+            if waiting and p < newest:
                 continue
             if not any(len(text) - len(m.group()) <= limit for m in _MARKER.finditer(text)):
                 out.append(

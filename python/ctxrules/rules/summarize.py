@@ -40,6 +40,12 @@ nothing before it, so the items before it are already compacted — not folded a
 not counted against the threshold — and the item holding it is kept (folding it would
 bring the history before it back into that vendor's request).
 
+With ``cache_aware`` a run is folded only when that pays for rewriting the cached
+prompt (the commit's cache ledger, ``ctxrules.ruleapi.cache``: the cache went cold,
+another rule rewrote it in this commit already, or the run less its summary saves more
+over the next ``payback`` requests than the rewrite costs); until then the commit stays
+over the threshold and its notes say why (the engine's compaction still bounds it).
+
 Promise: no locked or anchor item is ever folded, nothing from the start of the last
 ``keep_tail_turns`` turns on (with the request that opened the first of them) is
 folded, an earlier summary is never folded into a later one except by a full
@@ -83,7 +89,7 @@ class Summarize(Rule):
     """Fold the oldest contiguous run of foldable units into one summary item."""
 
     name = "summarize"
-    version = 2  # 2: a short run before a kept unit is stepped over, not a stop
+    version = 3  # 3: cache_aware (2: a short run before a kept unit is stepped over)
     position_cursors = frozenset({"summarize.pos", _FAILED_START, _FAILED_END})
     promise = (
         "no locked or anchor item is folded; nothing in the last keep_tail_turns turns "
@@ -98,6 +104,8 @@ class Summarize(Rule):
         "summarizer": "extractive",
         "summary_budget_tokens": 2000,
         "timeout_seconds": 60.0,
+        "cache_aware": False,
+        "payback": 20,
     }
 
     def check(self) -> None:
@@ -112,6 +120,8 @@ class Summarize(Rule):
             raise self.bad("summary_budget_tokens", "must be >= 16")
         if self.timeout_seconds < 0:
             raise self.bad("timeout_seconds", "must be >= 0 (0: no time limit)")
+        if self.payback < 1:
+            raise self.bad("payback", "must be >= 1")
 
         known = registry("summarizers")
         if self.summarizer not in known:
@@ -239,6 +249,12 @@ class Summarize(Rule):
             if self._backing_off(ctx, run_start, end):
                 blocked_by = "a fold that did not shrink (backing off)"
                 break
+            if self.cache_aware:
+                # A summary is at most its budget: what folding saves at least.
+                saved = run_tokens - self.summary_budget_tokens
+                if not ctx.cache.pays(saved, payback=self.payback):
+                    blocked_by = f"a fold that {ctx.cache.why_not(saved, payback=self.payback)}"
+                    break
             answer = ctx.summary(
                 run,
                 summarizer=self.summarizer,

@@ -10,10 +10,14 @@ boundary moves in steps of ``step_turns`` turns (and only once at least
 invalidates the provider's cached prefix from that item on (cache awareness):
 aging a batch every few turns costs one cache rewrite instead of one per turn.
 
-With ``cache_aware`` a batch is aged only once it pays for the rewrite: what
-it saves, read by every later request (about as many as the turns so far), must exceed
-what rewriting the cached prompt from its first result costs (``_pays``); until then
-the boundary waits and the commit's notes say so.
+With ``cache_aware`` a batch is aged only when it pays for the rewrite, by the
+commit's cache ledger (``ctxrules.ruleapi.cache``): what it saves, read by the
+requests to come (those of the cache epoch so far, at most ``payback``), must exceed
+what writing the cached prompt again costs; until then the boundary waits and the
+commit's notes say so.  A rewrite that costs nothing — the cache went cold, or another
+rule already changed a cached item in this commit — is taken at once, for every turn
+that has left the window (not only whole steps): edits are batched into the rewrites
+that happen anyway.
 
 Protected tools (``protected_tools`` plus ``extra_protected_tools``) are never aged.
 Aging does not lock items: idle clearing and summarize must still be able to reach
@@ -42,10 +46,6 @@ from ._text import cut_end, cut_middle, identifier_list, one_line
 __all__ = ["DEFAULT_PROTECTED_TOOLS", "ToolAging", "is_turn"]
 
 DEFAULT_PROTECTED_TOOLS = ("todo_create", "todo_update", "todo_list", "web_search")
-#: Prompt-cache prices relative to uncached input (Anthropic's: a read 0.1, a 5-minute
-#: write 1.25), what ``cache_aware`` aging weighs a rewrite with.
-CACHE_READ = 0.1
-CACHE_WRITE = 1.25
 #: About what one stub costs in tokens (its label, arguments, ends and identifiers).
 STUB_TOKENS = 120
 
@@ -64,7 +64,7 @@ class ToolAging(Rule):
     """Age tool results outside the tail window into ``[tool <name>] … output: <head>… <tail>``."""
 
     name = "tool_aging"
-    version = 3  # 3: stubs name the output's identifiers; aging waits until it pays
+    version = 4  # 4: the cache ledger prices a rewrite; free rewrites are batched into
     position_cursors = frozenset({"tool_aging.pos", "aged_until"})
     promise = (
         "no tool result of the last tail_turns assistant turns is aged or cleared "
@@ -82,6 +82,7 @@ class ToolAging(Rule):
         "protected_tools": DEFAULT_PROTECTED_TOOLS,
         "extra_protected_tools": (),
         "cache_aware": False,
+        "payback": 20,
     }
 
     def check(self) -> None:
@@ -94,7 +95,7 @@ class ToolAging(Rule):
         ):
             if self.values[key] < 0:
                 raise self.bad(key, "must be >= 0")
-        for key in ("step_turns", "max_tool_args_chars", "stub_args_chars"):
+        for key in ("step_turns", "max_tool_args_chars", "stub_args_chars", "payback"):
             if self.values[key] < 1:
                 raise self.bad(key, "must be >= 1")
         self._protected = frozenset(self.protected_tools) | frozenset(self.extra_protected_tools)
@@ -138,22 +139,9 @@ class ToolAging(Rule):
             reason="tail_window",
         )
 
-    def _pays(
-        self, items: Sequence[ContextItem], batch: Sequence[int], saving: int, turns: int
-    ) -> bool:
-        """Whether aging ``batch`` pays for the cache rewrite it causes (``cache_aware``).
-
-        Every item from the first aged one on is written to the provider's cache again
-        instead of read from it (a write costs ``CACHE_WRITE`` input tokens, a read
-        ``CACHE_READ``), once; what aging saves, the results less their stubs, is then
-        not read by every later request — as many as the turns so far (the best guess
-        of the turns to come when nothing else is known)."""
-        if not self.cache_aware or not batch:
-            return True
-        rewritten = sum(it.tokens for it in items[batch[0] :] if it.state != "summarized")
-        saved = max(0, saving - STUB_TOKENS * len(batch))
-        gain = saved * (CACHE_READ * max(1, turns) + CACHE_WRITE)
-        return gain >= (CACHE_WRITE - CACHE_READ) * rewritten
+    def _saving(self, items: Sequence[ContextItem], batch: Sequence[int]) -> int:
+        """About the tokens aging ``batch`` saves per request (results less stubs)."""
+        return sum(max(0, items[p].tokens - STUB_TOKENS) for p in batch)
 
     def apply(self, ctx: RuleContext) -> None:
         cur = ctx.cursors
@@ -169,7 +157,10 @@ class ToolAging(Rule):
                 self._age(ctx, p)  # a late result of a turn already outside the window
                 aged += 1
         target = turns - self.tail_turns
-        if target - turn >= self.step_turns:
+        # A cache-aware rule ages as soon as the rewrite costs nothing (cold cache, or a
+        # cached item already changed in this commit), whole steps or not.
+        free = self.cache_aware and target > turn and ctx.cache.rewrite_tokens() == 0
+        if target - turn >= self.step_turns or free:
             items = ctx.items
             end, t = pos, turn
             batch: list[int] = []
@@ -183,17 +174,19 @@ class ToolAging(Rule):
                     batch.append(end)
                 end += 1
             saving = sum(items[p].tokens for p in batch)
-            pays = self._pays(items, batch, saving, turns)
-            if saving >= self.clear_at_least_tokens and pays:
+            pays = (
+                not self.cache_aware
+                or not batch
+                or ctx.cache.pays(self._saving(items, batch), payback=self.payback)
+            )
+            if pays and (saving >= self.clear_at_least_tokens or free):
                 for p in batch:
                     self._age(ctx, p)
                 aged += len(batch)
                 pos, turn = end, t
             elif not pays:
-                ctx.note(
-                    f"waiting: aging {len(batch)} result(s) (~{saving} tokens) would not pay "
-                    "for rewriting the cached prompt after them yet"
-                )
+                why = ctx.cache.why_not(self._saving(items, batch), payback=self.payback)
+                ctx.note(f"waiting: aging {len(batch)} result(s) {why}")
             else:
                 ctx.note(
                     f"waiting: {len(batch)} result(s) worth ~{saving} tokens < "

@@ -1,0 +1,151 @@
+"""The cache ledger: what a change to the cached prompt costs, and whether it pays.
+
+Every request reads the part of its prompt the previous request left in the provider's
+cache (at a tenth of the input price, Anthropic's) and writes the rest (at 1.25 times
+it).  A rule that shortens an old item saves its tokens on every later request, but the
+request that first shows the change cannot read what came after the change from the
+cache: it writes it again.  The ledger prices that trade for the rules of one commit:
+
+- **rewrite cost** — what the change makes the provider write again instead of read.
+  Rendered requests carry cache breakpoints at the end of the system layers and at the
+  end of the request (``ctxrules.render``), and a request finds an entry only at one of
+  those, so a change to any cached message rewrites the whole cached conversation (the
+  parent commit's tokens).  For an automatic prefix cache (OpenAI) that overestimates,
+  so the ledger errs on the side of waiting.  The cost is nothing when the cache is
+  **cold** (the previous request is older than ``TTL_SECONDS``: everything is written
+  anyway), when there was no previous request, and when something earlier in this
+  commit already changed a cached item: the edits of one commit are one rewrite, so
+  the rules that run later batch their own edits into it for free (the spirit of
+  Anthropic's ``clear_at_least``: clear rarely, and then a lot).
+- **payback** — what the change saves: its tokens, read on each later request.  The
+  requests to come are not known; the ledger takes as many as the requests of the
+  current cache epoch so far (a session that has lasted n requests tends to last about
+  n more), bounded by the rule's ``payback`` horizon: a change must pay for itself
+  within that many requests.  A compaction ends an epoch (``reset``): it rewrites the
+  whole prompt and folds what a rule saved, so savings are counted from there again.
+
+The ledger's state lives in two value cursors the commit generator keeps
+(``cache.at``: when the previous commit was made, in whole seconds; ``cache.requests``:
+the answers of the epoch), so a commit reads it without scanning the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any
+
+from ..model import ContextItem
+
+__all__ = [
+    "AT",
+    "CACHE_READ",
+    "CACHE_WRITE",
+    "REQUESTS",
+    "TTL_SECONDS",
+    "CacheLedger",
+    "advance",
+    "reset",
+]
+
+#: Prompt-cache prices relative to uncached input (Anthropic's: a read 0.1, a 5-minute
+#: write 1.25).  OpenAI and Gemini bill no writes, so these overstate a rewrite there.
+CACHE_READ = 0.1
+CACHE_WRITE = 1.25
+#: How long the previous request's cache entry lives without use (Anthropic's default
+#: ``5m``; OpenAI's automatic cache about as long).
+TTL_SECONDS = 300.0
+#: The ledger's cursors (plain values, not positions).
+AT = "cache.at"
+REQUESTS = "cache.requests"
+
+
+def _answers(items: Sequence[ContextItem], positions: Sequence[int]) -> int:
+    return sum(
+        1 for p in positions if items[p].role == "assistant" and items[p].state != "summary"
+    )
+
+
+def advance(
+    cursors: MutableMapping[str, int],
+    items: Sequence[ContextItem],
+    new_positions: Sequence[int],
+    now: float,
+) -> None:
+    """Record a derived commit in the ledger: its time and the answers it added."""
+    cursors[AT] = int(now)
+    cursors[REQUESTS] = cursors.get(REQUESTS, 0) + _answers(items, new_positions)
+
+
+def reset(cursors: MutableMapping[str, int]) -> None:
+    """Start a new cache epoch (a compaction rewrote the prompt)."""
+    cursors[REQUESTS] = 0
+
+
+class CacheLedger:
+    """The cache trade of one commit being derived (``RuleContext.cache``).
+
+    ``cached_tokens``: the parent commit's tokens, what the provider holds (0 without a
+    parent); ``rewritten``: whether a cached item already changed in this commit
+    (then further changes cost nothing more); ``cold``: whether the cache expired.
+    """
+
+    def __init__(
+        self,
+        *,
+        now: float,
+        cursors: Mapping[str, Any],
+        cached_tokens: int,
+        has_parent: bool,
+        rewritten: Any,
+    ) -> None:
+        self.now = now
+        self.cached_tokens = cached_tokens if has_parent else 0
+        self._rewritten = rewritten  # a callable: whether a cached item changed so far
+        at = cursors.get(AT)
+        # Without a record of the previous commit (a parent made before the ledger, or
+        # under other rules) the cache is taken as warm: the ledger errs on waiting.
+        self.cold = has_parent and at is not None and now - at > TTL_SECONDS
+        self.requests = int(cursors.get(REQUESTS, 0))
+
+    @property
+    def rewritten(self) -> bool:
+        """Whether this commit already changed a cached item (the rewrite is paid)."""
+        return bool(self._rewritten())
+
+    def rewrite_tokens(self) -> int:
+        """The tokens a change to a cached item makes the provider write again instead
+        of reading them: nothing when the cache is cold, there is none, or the rewrite
+        is already paid for by an earlier change of this commit."""
+        if self.cold or not self.cached_tokens or self.rewritten:
+            return 0
+        return self.cached_tokens
+
+    def horizon(self, payback: int) -> int:
+        """The later requests a saving is counted over: the requests of the epoch so
+        far, at most ``payback`` (at least 1)."""
+        return max(1, min(self.requests, payback))
+
+    def pays(self, saved: int, *, payback: int) -> bool:
+        """Whether changing cached items so that the prompt is ``saved`` tokens shorter
+        costs less than it saves within ``payback`` later requests.
+
+        This request: without the change it would read ``R`` cached tokens; with it, it
+        writes ``R − saved`` (``R``: ``rewrite_tokens``).  Each later request reads
+        ``saved`` tokens fewer.  Free changes (cold cache, rewrite already paid) pay
+        whenever they save anything.
+        """
+        if saved <= 0:
+            return False
+        rewrite = self.rewrite_tokens()
+        if rewrite == 0:
+            return True
+        extra = max(0, rewrite - saved) * CACHE_WRITE - rewrite * CACHE_READ
+        return saved * CACHE_READ * self.horizon(payback) >= extra
+
+    def why_not(self, saved: int, *, payback: int) -> str:
+        """In words, why a change saving ``saved`` tokens does not pay (for notes)."""
+        return (
+            f"would not pay yet: ~{saved:,} tokens fewer on each of the next "
+            f"{self.horizon(payback)} request(s) against rewriting ~{self.rewrite_tokens():,} "
+            "cached tokens"
+        )
