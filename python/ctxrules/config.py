@@ -56,12 +56,19 @@ DEFAULT_PIPELINE: tuple[str, ...] = ("result_cap", "tool_aging", "idle_clearing"
 
 #: What ``tune`` chose on the corpus's fit set (benches/README.md, "Quality against
 #: cost"): old results capped at 16,000 characters (4,000 lost a third of what agents
-#: reused), stubs that name 1,000 characters of their output's identifiers, and every
-#: rule that changes what the provider cached waiting until the change pays for the
-#: rewrite (the cache ledger, ``ctxrules.ruleapi.cache``).
+#: reused), every rule that changes what the provider cached waiting until the change
+#: pays for the rewrite (the cache ledger, ``ctxrules.ruleapi.cache``), aging that
+#: wants its rewrite paid back within 3 requests — so it ages mostly when the cache
+#: went cold anyway, and then everything but the last turn — into stubs that name
+#: 2,000 characters of their output's identifiers.
 _KEEPING = {
     "result_cap": {"max_tool_result_chars": 16_000, "cache_aware": True},
-    "tool_aging": {"cache_aware": True, "stub_identifier_chars": 1000},
+    "tool_aging": {
+        "cache_aware": True,
+        "payback": 3,
+        "tail_turns": 1,
+        "stub_identifier_chars": 2000,
+    },
     "idle_clearing": {"cache_aware": True},
 }
 

@@ -249,8 +249,9 @@ class Summarize(Rule):
             if self._backing_off(ctx, run_start, end):
                 blocked_by = "a fold that did not shrink (backing off)"
                 break
-            if self.cache_aware:
-                # A summary is at most its budget: what folding saves at least.
+            if self.cache_aware and ctx.cache.rewrite_tokens():
+                # A summary is at most its budget: what folding saves at least.  (A free
+                # rewrite folds whenever the summary comes out shorter, as without it.)
                 saved = run_tokens - self.summary_budget_tokens
                 if not ctx.cache.pays(saved, payback=self.payback):
                     blocked_by = f"a fold that {ctx.cache.why_not(saved, payback=self.payback)}"

@@ -1,0 +1,45 @@
+"""The shipped cache-aware presets never bill more than no rules.
+
+On this recorded Claude Code session the `default` preset used to cost 1.011 times
+the recording's prompts with cache pricing (benches/README.md, "Quality against cost"):
+aging and capping rewrote the cached conversation for savings that the few requests
+left never paid back.  With the cache ledger each rewrite waits until it pays, so the
+rules' prompts cost at most the recording's."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxrules.batch import ReplayOptions, session_data
+from ctxrules.batch.session import replay_detail
+from ctxrules.config import PipelineConfig
+from ctxrules.importers import import_paths
+from ctxrules.store import MemoryStore
+
+SESSION = "claude-code-jsonl/entirecli/a6_e4c2a0fbd1_0_full.jsonl"
+
+
+@pytest.fixture(scope="module")
+def data(corpus):
+    store = MemoryStore()
+    import_paths(store, [str(corpus / SESSION)])
+    (info,) = store.list_sessions()
+    return session_data(store, info.id)
+
+
+@pytest.mark.parametrize("preset", ["default", "claude-code", "lean"])
+def test_a_cache_aware_preset_bills_no_more_than_no_rules(data, preset):
+    record = replay_detail(data, ReplayOptions.of(PipelineConfig.preset(preset))).record
+    plain, rules = record["plain"]["input_cost_usd"], record["rules"]["input_cost_usd"]
+    assert plain > 0
+    assert rules <= plain, f"{preset}: {rules / plain:.4f} × no rules"
+
+
+def test_without_the_ledger_the_same_rules_bill_more(data):
+    # The rules of the default preset, none of them cache-aware: the session shows the
+    # rewrites that do not pay (the case the ledger is for).
+    config = PipelineConfig.preset("default")
+    for rule in ("result_cap", "tool_aging", "idle_clearing"):
+        config = config.with_params(rule, cache_aware=False)
+    record = replay_detail(data, ReplayOptions.of(config)).record
+    assert record["rules"]["input_cost_usd"] > record["plain"]["input_cost_usd"]
