@@ -35,11 +35,13 @@ def test_a_cache_aware_preset_bills_no_more_than_no_rules(data, preset):
     assert rules <= plain, f"{preset}: {rules / plain:.4f} × no rules"
 
 
-def test_without_the_ledger_the_same_rules_bill_more(data):
-    # The rules of the default preset, none of them cache-aware: the session shows the
-    # rewrites that do not pay (the case the ledger is for).
+def test_without_the_ledger_the_previous_default_rules_bill_more(data):
+    # The rules of the previous default (aging with a 3-turn tail into stubs naming
+    # 1,000 characters of identifiers), none of them cache-aware: on this session they
+    # rewrite the cache for savings that are never paid back.
     config = PipelineConfig.preset("default")
     for rule in ("result_cap", "tool_aging", "idle_clearing"):
         config = config.with_params(rule, cache_aware=False)
+    config = config.with_params("tool_aging", tail_turns=3, stub_identifier_chars=1000)
     record = replay_detail(data, ReplayOptions.of(config)).record
     assert record["rules"]["input_cost_usd"] > record["plain"]["input_cost_usd"]

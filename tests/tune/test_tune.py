@@ -21,8 +21,14 @@ from ctxrules.tune import (
 
 #: The default preset with a cap that cuts as soon as an answer follows (the preset's
 #: cap is cache-aware: it waits until cutting pays, which these short sessions never
-#: reach), so the cap's effect on tokens shows.
-BASE = PipelineConfig.preset("default").with_params("result_cap", cache_aware=False)
+#: reach), so the cap's effect on tokens shows, and aging at every step with a tail of
+#: 3 turns, so tokens grow with the tail and the default point (3, 16000) is inside
+#: the swept grids.
+BASE = (
+    PipelineConfig.preset("default")
+    .with_params("result_cap", cache_aware=False)
+    .with_params("tool_aging", tail_turns=3, cache_aware=False)
+)
 CAPS = [1000, 4000, 8000, 16000]
 TAILS = [1, 2, 3]
 
