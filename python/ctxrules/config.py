@@ -61,7 +61,7 @@ DEFAULT_PIPELINE: tuple[str, ...] = ("result_cap", "tool_aging", "idle_clearing"
 #: wants its rewrite paid back within 3 requests — so it ages mostly when the cache
 #: went cold anyway, and then everything but the last turn — into stubs that name
 #: 2,000 characters of their output's identifiers.
-_KEEPING = {
+_KEEPING: dict[str, dict[str, Any]] = {
     "result_cap": {"max_tool_result_chars": 16_000, "cache_aware": True},
     "tool_aging": {
         "cache_aware": True,

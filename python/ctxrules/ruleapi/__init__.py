@@ -26,8 +26,8 @@ from .rule import Rule
 
 __all__ = [
     "COMPACTION_REASON",
-    "CacheLedger",
     "FULL_COMPACTION_REASON",
+    "CacheLedger",
     "ContextCommit",
     "ContextItem",
     "Delta",

@@ -60,9 +60,7 @@ REQUESTS = "cache.requests"
 
 
 def _answers(items: Sequence[ContextItem], positions: Sequence[int]) -> int:
-    return sum(
-        1 for p in positions if items[p].role == "assistant" and items[p].state != "summary"
-    )
+    return sum(1 for p in positions if items[p].role == "assistant" and items[p].state != "summary")
 
 
 def advance(
