@@ -160,8 +160,9 @@ def test_rules_compress_attached_items(store, corpus):
     # a tool result the source commit showed in full is aged in this session's commit —
     # and the source commit itself stays as it was (commits are never rewritten).
     src = imported(store, corpus, RELIABILITY)
-    # (Not cache-aware: the few short turns here would never pay for a rewrite.)
-    engine = engine_for(store, cache_aware=False)
+    # (Not cache-aware: the few short turns here would never pay for a rewrite; a tail
+    # of 3 turns, so the source commit shows some of its results in full.)
+    engine = engine_for(store, cache_aware=False, tail_turns=3)
     target = chat(engine)
     ptr = attach(store, target, src, config=engine.pipeline, now=T0 + 10)
     cid = ptr.metadata["attach"]["commit"]
