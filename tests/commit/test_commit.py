@@ -10,7 +10,7 @@ import ctxrules
 from ctxrules import dag
 from ctxrules.commit import Pipeline, diff_commits, load_commit, persist
 from ctxrules.config import PipelineConfig
-from ctxrules.errors import DagError, StoreError
+from ctxrules.errors import DagError, StoreError, ValidationError
 from ctxrules.model import ContextItem, TextBlock, ToolUseBlock
 from ctxrules.ruleapi import delta as _delta
 from ctxrules.rules import Summarize
@@ -201,6 +201,30 @@ def test_loading_replays_deltas_to_the_same_commit(store):
     assert again.summary.encode() not in row.meta + row.delta
     persist.clear_cache()
     assert load_commit(again.id, store=store) == again
+
+
+def test_a_store_kept_longer_loads_each_commit_once(store):
+    """``persist.keep``: a store told to keep more returns the same commit object when
+    asked again (the core's render cache finds items by identity); the default keeps
+    ``CACHE_SIZE``."""
+    s = dag.create_session(store)
+    made = []
+    for i in range(persist.CACHE_SIZE + 4):
+        add_turn(store, s.id, i)
+        made.append(ctxrules.make_commit(s.id, now=float(i), store=store, config=DEFAULT))
+    persist.clear_cache()
+    first = [load_commit(c.id, store=store) for c in made]
+    again = [load_commit(c.id, store=store) for c in made]
+    assert sum(a is b for a, b in zip(first, again)) < len(made)  # the oldest were dropped
+    persist.keep(store, len(made))
+    first = [load_commit(c.id, store=store) for c in made]
+    again = [load_commit(c.id, store=store) for c in made]
+    assert all(a is b for a, b in zip(first, again)) and first == made
+    persist.keep(store, 2)  # shrinking drops the oldest at once
+    assert load_commit(made[0].id, store=store) is not first[0]
+    with pytest.raises(ValidationError):
+        persist.keep(store, -1)
+    persist.keep(store, persist.CACHE_SIZE)
 
 
 def test_storage_grows_with_changed_items_not_with_length(store):

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import tracemalloc
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,93 @@ def test_an_export_is_written_a_piece_at_a_time(tmp_path):
     assert size > 20_000_000  # the page repeats each turn's context: big
     assert peak < size / 3, (peak, size)
     print(f"export {size:,} bytes, peak traced memory {peak:,}")
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def _round(port: int, paths: list[str], clients: int) -> None:
+    """Every request of ``paths`` once, by ``clients`` clients at a time; all answered."""
+    failed: list[tuple[str, int]] = []
+
+    def client(mine: list[str]) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        try:
+            for path in mine:
+                conn.request("GET", path)
+                answer = conn.getresponse()
+                answer.read()
+                if answer.status != 200:
+                    failed.append((path, answer.status))
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(paths[i::clients],)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed[:5]
+
+
+def test_identical_rounds_do_not_grow_the_viewers_memory(tmp_path):
+    """The same requests asked again add nothing: what a request makes (a commit) is
+    kept once per content, the commits it loads stay loaded (the core's render cache
+    finds them by identity), and the threads and connections are a bounded pool.
+    Before issue 25 three identical rounds of 64 clients took the viewer from 275 MB
+    to 1.53 GB; after its first fixes still ~10 MB more every round (each round loaded
+    the same commits as new objects, which the core's cache kept, up to its bound).
+    """
+    source = tau_sessions(tmp_path, 4, start=10)
+    store = str(tmp_path / "store")
+    assert main(["import", str(source), "--store", store]) == 0
+    proc = subprocess.Popen(
+        [*VIEW, "--store", store, "--port", "0", "--now", str(NOW)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        line = proc.stdout.readline()  # type: ignore[union-attr]
+        port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+        def ask(path: str):  # type: ignore[no-untyped-def]
+            conn.request("GET", path)
+            answer = conn.getresponse()
+            assert answer.status == 200, path
+            return json.loads(answer.read())
+
+        providers = ask("/api/config")["providers"]
+        paths = ["/api/config", "/api/sessions"]
+        for session in ask("/api/sessions"):
+            sid = session["id"]
+            commits = [c["id"] for c in ask(f"/api/timeline?session={sid}")["commits"]]
+            graph = ask(f"/api/graph?session={sid}")["nodes"]
+            nodes = [n["id"] for n in graph]
+            turns = [n["id"] for n in graph if n["role"] != "system"]  # a request follows
+            paths += [f"/api/graph?session={sid}", f"/api/timeline?session={sid}"]
+            paths += [f"/api/stats?session={sid}"]
+            paths += [f"/api/commit?session={sid}&id={c}" for c in commits]
+            paths += [f"/api/diff?session={sid}&a={a}&b={b}" for a, b in pairwise(commits)]
+            paths += [f"/api/node?session={sid}&id={n}" for n in nodes]
+            paths += [f"/api/render?session={sid}&provider={p}" for p in providers]
+            paths += [f"/api/render?session={sid}&provider={providers[0]}&node={n}" for n in turns]
+        conn.close()
+        assert len(paths) > 200
+        _round(port, paths, 64)
+        first = _rss_mb(proc.pid)
+        for _ in range(3):
+            _round(port, paths, 64)
+        last = _rss_mb(proc.pid)
+        print(f"viewer RSS after the first round {first:.0f} MB, after three more {last:.0f} MB")
+        assert last - first < 12.0, (first, last)  # before: ~10 MB more every round
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err[-3000:]

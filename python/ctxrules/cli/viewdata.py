@@ -34,7 +34,7 @@ from urllib.parse import quote
 
 import msgspec
 
-from ..commit import boundary_of, load_commit
+from ..commit import boundary_of, load_commit, persist
 from ..config import PipelineConfig
 from ..dag import branch_path, load_graph, resolve_commit, resolve_node, resolve_session
 from ..engine import merged_into
@@ -62,6 +62,12 @@ ENDPOINTS = ("config", "sessions", "graph", "node", "timeline", "commit", "diff"
 
 #: How many of a branch's last turns the timeline shows by default (each needs a commit).
 TIMELINE_TURNS = 200
+
+#: Commits the viewer keeps loaded (``commit.persist.keep``): a commit asked for again is
+#: the same object, so identical requests add nothing to the core's render cache, which
+#: finds items by identity (with the default few, every round of the same requests
+#: prepared the same commits again, ~10 MB more each round under 64 clients).
+KEPT_COMMITS = 4096
 
 
 #: The characters JavaScript's ``encodeURIComponent`` leaves as they are, besides
@@ -202,6 +208,7 @@ class ViewData:
     def __post_init__(self) -> None:
         if not isinstance(self.store, ReadOnlyView):
             self.store = ReadOnlyView(self.opener if self.opener is not None else self.store)
+        persist.keep(self.store, KEPT_COMMITS)
         self._answers = {name: getattr(self, f"_{name}") for name in ENDPOINTS}
         if not self.providers:
             self.providers = tuple(provider_names())

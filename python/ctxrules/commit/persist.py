@@ -7,8 +7,11 @@ commit changes, not with its length.  The store keeps the bytes; this module is 
 only one that encodes the meta, and ``delta`` the only one that encodes deltas.
 
 Loaded commits never change, so each store object keeps the last few it loaded or
-saved.  The cache belongs to the store object: a commit another store holds is never
-returned for this one, even under the same id.
+saved (``CACHE_SIZE``, or what ``keep`` set for it: a long-running reader such as the
+viewer keeps more, so a commit asked for again is the same object, which the core's
+render cache — found by identity — recognises instead of preparing it again).  The
+cache belongs to the store object: a commit another store holds is never returned
+for this one, even under the same id.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from types import EllipsisType
 
 import msgspec
 
+from ..errors import ValidationError
 from ..model import ContextCommit, ContextItem
 from ..ruleapi.delta import replay
 from ..store import DAMAGE, CommitRow, CommitStore, damaged
 from .derive import Generated
 
-__all__ = ["CACHE_SIZE", "clear_cache", "load", "row_reasons", "save", "stored_bytes"]
+__all__ = ["CACHE_SIZE", "clear_cache", "keep", "load", "row_reasons", "save", "stored_bytes"]
 
 #: Commits kept in memory per store object.
 CACHE_SIZE = 8
@@ -47,7 +51,20 @@ _meta_decoder = msgspec.msgpack.Decoder(_Meta)
 _caches: weakref.WeakKeyDictionary[CommitStore, OrderedDict[str, ContextCommit]] = (
     weakref.WeakKeyDictionary()
 )
+_sizes: weakref.WeakKeyDictionary[CommitStore, int] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+
+
+def keep(store: CommitStore, count: int) -> None:
+    """Keep the last ``count`` commits ``store`` loaded or saved in memory (instead of
+    ``CACHE_SIZE``) for as long as the store object lives."""
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValidationError(f"count must be a non-negative int, not {count!r}", where="keep")
+    with _lock:
+        _sizes[store] = count
+        cache = _caches.get(store)
+        while cache is not None and len(cache) > count:
+            cache.popitem(last=False)
 
 
 def _cached(store: CommitStore, ids: list[str]) -> dict[str, ContextCommit]:
@@ -61,7 +78,8 @@ def _remember(store: CommitStore, commit: ContextCommit) -> None:
         cache = _caches.setdefault(store, OrderedDict())
         cache[commit.id] = commit
         cache.move_to_end(commit.id)
-        while len(cache) > CACHE_SIZE:
+        size = _sizes.get(store, CACHE_SIZE)
+        while len(cache) > size:
             cache.popitem(last=False)
 
 
