@@ -22,6 +22,7 @@ every read after the restart failed ("lost the connection") and the viewer answe
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -100,8 +101,10 @@ def own_server():
     try:
         yield server
     finally:
-        _thaw(server)
-        server.stop()
+        try:
+            _thaw(server)
+        finally:
+            server.stop()
 
 
 def _server_pids(server: PostgresServer) -> list[int]:
@@ -109,15 +112,19 @@ def _server_pids(server: PostgresServer) -> list[int]:
     return [main, *children(main)]
 
 
-def _freeze(server: PostgresServer) -> None:
+def _signal_server(server: PostgresServer, sig: int) -> None:
     for pid in _server_pids(server):
-        os.kill(pid, signal.SIGSTOP)
+        with contextlib.suppress(ProcessLookupError):  # a backend that just ended
+            os.kill(pid, sig)
+
+
+def _freeze(server: PostgresServer) -> None:
+    _signal_server(server, signal.SIGSTOP)
 
 
 def _thaw(server: PostgresServer) -> None:
     if (server.data / "postmaster.pid").exists():
-        for pid in _server_pids(server):
-            os.kill(pid, signal.SIGCONT)
+        _signal_server(server, signal.SIGCONT)
 
 
 def _restart(server: PostgresServer) -> None:
