@@ -54,6 +54,49 @@ TARGET_WORST = 0.15
 #: Corpus files the reader could not read (path, why): listed with the figures.
 SKIPPED: list[tuple[str, str]] = []
 
+#: Recordings whose bill the body cannot explain for a reason outside the estimator,
+#: found request by request (benches/README.md, "Per-model estimates"): reported apart,
+#: still shown.  Keyed by file name.
+RECORDING_CAUSES = {
+    # The Responses API's first weeks: the same gpt-4o bodies bill +202 … 213 tokens
+    # with function tools and +18 without, against +0 … 10 in every gpt-4o Responses
+    # recording from 2025-03-28 on (fit and validation alike).
+    "logfire__test_function_tool_exception.yaml": "recorded 2025-03-12, the Responses "
+    "API's launch weeks: +202 … 207 tokens with tools, as the fit set's recordings of "
+    "2025-03-14 … 20 (+207 … 213); later gpt-4o recordings +0 … 10",
+    "rubyopenai__responses_stream.yml": "recorded 2025-03-14, the Responses API's launch "
+    "weeks (+18 without tools)",
+    "rubyopenai__responses_create_with_followup.yml": "recorded 2025-03-14, the Responses "
+    "API's launch weeks (+18 without tools; the second continues a stored conversation)",
+    "rubyopenai__responses_create_with_tool_call.yml": "recorded 2025-03-14, the Responses "
+    "API's launch weeks (+207 with tools)",
+    "ddtrace__test_multiple_agent_handoffs.yaml": "recorded 2025-03-20, the Responses "
+    "API's launch weeks (+213 with tools; the second request +629, unexplained)",
+    # Usage written by hand: round numbers no tokenizer gives.
+    "ddtrace__anthropic_completion_thinking_tools.yaml": "hand-written usage (input 100, "
+    "output 150) for a request with a tool and thinking",
+    "ddtrace__anthropic_completion_thinking_tool_result.yaml": "hand-written usage (input 200)",
+    # Synthetic text whose tokens differ by vocabulary, not by any calibration.
+    "ddtrace__anthropic_completion_cache_read.yaml": "synthetic prompt: one word repeated "
+    "~1,000 times, two Claude tokens where o200k has one (2,055 billed vs 1,031)",
+    "ddtrace__anthropic_completion_cache_write.yaml": "the same synthetic prompt",
+    # Recorded under a tool-use prompt since replaced (tests/corpus.py ESTIMATE_MISSES).
+    "test_multiple_parallel_tool_calls.yaml": "recorded under Haiku 4.5's earlier "
+    "tool-use prompt (~264 tokens; the tool-use page now gives 496)",
+}
+
+
+def cause(o: Observation, rules: dict[str, Any]) -> str | None:
+    """Why a request is reported apart: what its estimate flags as not in the body
+    (with the range the estimate states), or a recording cause; ``None`` otherwise."""
+    flags = dict(rules.get("unknown_content") or {})
+    if rules.get("unknown_image_sizes"):
+        flags["image_of_unknown_size"] = rules["unknown_image_sizes"]
+    if flags:
+        low, high = rules["input_tokens_range"]
+        return f"flagged {', '.join(sorted(flags))} (range {low:,} … {high:,})"
+    return RECORDING_CAUSES.get(o.source.rsplit("/", 1)[-1])
+
 
 def observations(split: str) -> list[Observation]:
     """The corpus's recorded requests with usage, of one split."""
@@ -237,7 +280,7 @@ def measure(obs: list[Observation], counter: Callable[..., int] | None) -> list[
             "case": f"{o.source.split('/corpus/')[-1]}#{o.index}",
             "billed": o.billed,
             "ours": ours.input_tokens,
-            "flags": ours.rules.get("unknown_image_sizes", 0),
+            "cause": cause(o, ours.rules),
         }
         if counter is not None:
             try:
@@ -277,6 +320,24 @@ def table(rows: list[dict[str, Any]], *, by: str = "wire") -> list[str]:
     return lines
 
 
+def misses(rows: list[dict[str, Any]]) -> list[str]:
+    """Every request beyond its wire's target, worst first, with its cause (or none
+    known) and LiteLLM's figure beside."""
+    out = ["| wire | case | model | billed | ours | error | LiteLLM error | cause |"]
+    out.append("|---|---|---|---|---|---|---|---|")
+    beyond = [r for r in rows if abs(_err(r["ours"], r["billed"])) > TARGET_P90[r["wire"]]]
+    for r in sorted(
+        beyond, key=lambda r: (WIRES.index(r["wire"]), -abs(_err(r["ours"], r["billed"])))
+    ):
+        ll = r.get("litellm")
+        out.append(
+            f"| {r['wire']} | {r['case'].rsplit('/', 1)[-1]} | {r['model']} | {r['billed']:,} | "
+            f"{r['ours']:,} | {_pct(_err(r['ours'], r['billed']))} | "
+            f"{_pct(_err(ll, r['billed'])) if ll is not None else '—'} | {r['cause'] or '—'} |"
+        )
+    return out
+
+
 def report(show_rows: bool = False) -> str:
     counter = litellm_counter()
     out = []
@@ -284,6 +345,18 @@ def report(show_rows: bool = False) -> str:
         rows = measure(observations(split), counter)
         own = [r for r in rows if r["own"]]
         out += [f"### {split} set: each wire's own models", "", *table(own), ""]
+        known = [r for r in own if r["cause"] is None]
+        out += [
+            f"{split} set, each wire's own models without the requests reported apart "
+            "(flagged content the body does not hold, recording causes):",
+            "",
+            *table(known),
+            "",
+            f"{split} set, requests beyond the target:",
+            "",
+            *misses(own),
+            "",
+        ]
         out += [f"{split} set, per model:", "", *table(own, by="model"), ""]
         other = [r for r in rows if not r["own"]]
         if other:

@@ -33,6 +33,34 @@ pub fn decoded_text(b64: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Pages of a base64 PDF, as the specification's `pdf_pages` counts them: matches of
+/// `/Type\s*/Page(?![a-zA-Z])` in the decoded bytes (0 when it does not decode).
+pub fn pdf_pages(b64: &str) -> u64 {
+    let Some(data) = a2b_base64(b64.as_bytes()) else {
+        return 0;
+    };
+    let mut pages = 0;
+    let mut i = 0;
+    while let Some(at) = find(&data[i..], b"/Type") {
+        let mut j = i + at + 5;
+        // Python's `\s` in a bytes pattern: space, \t, \n, \r, \x0b, \x0c.
+        while j < data.len() && matches!(data[j], b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c) {
+            j += 1;
+        }
+        if data[j..].starts_with(b"/Page")
+            && !data.get(j + 5).is_some_and(|c| c.is_ascii_alphabetic())
+        {
+            pages += 1;
+        }
+        i += at + 5;
+    }
+    pages
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
 /// CPython's `binascii.a2b_base64(data, strict_mode=False)`.
 fn a2b_base64(data: &[u8]) -> Option<Vec<u8>> {
     fn value(c: u8) -> Option<u8> {

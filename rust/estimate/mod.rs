@@ -59,6 +59,13 @@ pub struct Framing {
     pub function_part: f64,
     pub signature_slope: f64,
     pub signature_offset: f64,
+    /// Gemini: non-zero when the signatures of every turn are billed (Gemini 3.5), not
+    /// the current turn's only.
+    pub signature_all: f64,
+    /// Gemini: tokens of an inline PDF's page, and the most its extracted text can add
+    /// per page (the body does not give it: flagged as `document_text`).
+    pub pdf_page: f64,
+    pub pdf_text_high: f64,
     /// OpenAI Responses: a compaction item's tokens from its encrypted state,
     /// `max(0, chars × num ÷ den − envelope) ÷ per_token` (integer division).
     pub state_num: u64,
@@ -212,6 +219,8 @@ pub struct Estimate {
     /// more tokens they can be (the range the estimate states).
     pub unknown_images: u64,
     pub unknown_extra: u64,
+    /// Inline PDFs whose extracted text is not in the body (Gemini `document_text`).
+    pub unknown_documents: u64,
 }
 
 /// Python's `round` of a float: to the nearest integer, halves to even.
@@ -348,6 +357,7 @@ pub(crate) struct Segments<'f> {
     content: f64,
     unknown_images: u64,
     unknown_extra: u64,
+    unknown_documents: u64,
     scratch: Json,
 }
 
@@ -366,6 +376,7 @@ impl<'f> Segments<'f> {
             content: 0.0,
             unknown_images: 0,
             unknown_extra: 0,
+            unknown_documents: 0,
             scratch: Json::with_capacity(4096),
         }
     }
@@ -437,6 +448,15 @@ impl<'f> Segments<'f> {
             }
         }
         self.f.images.tokens(size)
+    }
+
+    /// The tokens of an inline PDF (base64 `b64`) as Gemini bills it: its pages (at
+    /// least one) at the frame's `pdf_page`, flagged for the text extracted from it.
+    pub(crate) fn pdf(&mut self, b64: &str) -> f64 {
+        let pages = images::pdf_pages(b64).max(1);
+        self.unknown_documents += 1;
+        self.unknown_extra += round(pages as f64 * self.f.framing.pdf_text_high);
+        pages as f64 * self.f.framing.pdf_page
     }
 
     /// Give the last segment `ttl` as its breakpoint unless it has one.
@@ -604,6 +624,7 @@ impl<'f> Segments<'f> {
             input_tokens: 0,
             unknown_images: self.unknown_images,
             unknown_extra: self.unknown_extra,
+            unknown_documents: self.unknown_documents,
         };
         e.round();
         e

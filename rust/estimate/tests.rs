@@ -14,6 +14,7 @@ fn est(raws: &[f64]) -> Estimate {
         input_tokens: 0,
         unknown_images: 0,
         unknown_extra: 0,
+        unknown_documents: 0,
     };
     e.round();
     e
@@ -39,4 +40,12 @@ fn shared_prefix_counts_this_requests_tokens() {
     assert_eq!(b.shared_prefix(&a), (2, 35));
     assert_eq!(b.with_prefix(7).shared_prefix(&a.with_prefix(3)), (3, 42));
     assert_eq!(b.with_prefix(7).shared_prefix(&a), (0, 0));
+}
+
+#[test]
+fn pdf_pages_are_counted_as_the_specification_counts_them() {
+    // base64 of: /Type /Pages (not a page), /Type /Page, /Type\n/Page/Parent, /Type /Pagex.
+    let b64 = "JVBERi0xLjQKMSAwIG9iaiA8PCAvVHlwZSAvUGFnZXMgL0tpZHMgWzIgMCBSIDMgMCBSXSA+PgoyIDAgb2JqIDw8IC9UeXBlIC9QYWdlID4+CjMgMCBvYmogPDwgL1R5cGUKL1BhZ2UvUGFyZW50IDEgMCBSID4+CjQgMCBvYmogPDwgL1R5cGUgL1BhZ2V4ID4+";
+    assert_eq!(images::pdf_pages(b64), 2);
+    assert_eq!(images::pdf_pages("not base64 at all!"), 0);
 }

@@ -338,7 +338,7 @@ fn gemini_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
         gemini_part(s, NRole::User, &opening, None, true, &f);
     }
     // The current turn opens at the last user content with a text part: signatures of
-    // earlier turns are not billed.
+    // earlier turns are not billed (unless the frame's `signature_all` says they are).
     let turn = (0..plan.units.len())
         .rev()
         .find(|&u| {
@@ -348,7 +348,7 @@ fn gemini_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
         .unwrap_or(0);
     for u in 0..plan.units.len() {
         let (role, blocks, merged) = plan.unit(u);
-        let current = u >= turn;
+        let current = u >= turn || f.signature_all != 0.0;
         gemini::for_parts(blocks, merged, |b, signature| {
             gemini_part(s, role, b, signature, current, &f);
         });
@@ -382,6 +382,13 @@ fn gemini_part(
         NBlock::ToolResult(call) => {
             let structured = s.gemini_result(&call.item);
             s.add(key, 0, structured, f.function_part + sig, 0, 0, None);
+        }
+        NBlock::Image(img)
+            if !img.image().is_url() && img.image().media_type.raw() == "application/pdf" =>
+        {
+            // An inline PDF: its pages, flagged for the text Gemini extracts from it.
+            let tokens = s.pdf(&img.image().data.raw());
+            s.add(key, 0, 0, tokens + sig, 0, 0, None);
         }
         NBlock::Image(img)
             if !img.image().is_url() && img.image().media_type.raw().starts_with("text/") =>

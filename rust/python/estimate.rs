@@ -130,10 +130,13 @@ impl PyEstimate {
         d.set_item("unrecorded_prefix_tokens", self.e.prefix)?;
         d.set_item("wire", &f.wire)?;
         let stored = f.framing.stored_conversation as u64;
-        if self.e.unknown_images > 0 || stored > 0 {
+        if self.e.unknown_images > 0 || stored > 0 || self.e.unknown_documents > 0 {
             // Content of unknown size: flagged, with the range it implies.
             d.set_item("unknown_image_sizes", self.e.unknown_images)?;
             let unknown = PyDict::new(py);
+            if self.e.unknown_documents > 0 {
+                unknown.set_item("document_text", self.e.unknown_documents)?;
+            }
             if stored > 0 {
                 unknown.set_item("stored_conversation", 1)?;
             }

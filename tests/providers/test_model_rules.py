@@ -4,6 +4,7 @@ basis, and the rules change the count the way the vendor bills that model."""
 from __future__ import annotations
 
 import base64
+import json
 import struct
 
 import pytest
@@ -222,7 +223,14 @@ def test_structured_output_schemas_are_counted_on_every_openai_api():
         "json_schema": {"name": "person", "schema": SCHEMA, "strict": True},
     }
     with_schema = _chat("gpt-4o", {**plain, "response_format": fmt}).input_tokens
-    assert with_schema - _chat("gpt-4o", plain).input_tokens >= 18 + count("person")
+    # The schema as its compact JSON, ``additionalProperties`` left out (fitted).
+    strict = {**SCHEMA, "additionalProperties": False}
+    fmt["json_schema"]["schema"] = strict
+    with_strict = _chat("gpt-4o", {**plain, "response_format": fmt}).input_tokens
+    assert with_strict == with_schema
+    assert with_schema - _chat("gpt-4o", plain).input_tokens == count(
+        json.dumps(SCHEMA, separators=(",", ":"))
+    )
     responses = get_provider("openai-responses")
     profile = resolve_model("openai-responses:gpt-4o")
     r_plain = {"model": "m", "input": "Bob, 30"}
@@ -292,3 +300,70 @@ def test_a_stored_conversation_is_flagged():
     )
     assert e.rules["unknown_content"] == {"stored_conversation": 1}
     assert e.rules["input_tokens_range"][1] > e.input_tokens
+
+
+def test_a_tool_schemas_refs_read_as_the_types_they_name():
+    """A ``$ref`` into ``$defs`` (what pydantic writes for a nested model) reads as that
+    type, not ``any``."""
+    step = {"type": "object", "properties": {"explanation": {"type": "string"}}}
+    ref = {
+        "type": "object",
+        "properties": {"steps": {"type": "array", "items": {"$ref": "#/$defs/Step"}}},
+        "$defs": {"Step": step},
+    }
+    inline = {"type": "object", "properties": {"steps": {"type": "array", "items": step}}}
+
+    def tools(params):
+        tool = {"type": "function", "function": {"name": "f", "parameters": params}}
+        return {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [tool]}
+
+    assert _chat("gpt-4o", tools(ref)).input_tokens == _chat("gpt-4o", tools(inline)).input_tokens
+
+
+def test_the_reasoning_models_prime_the_reply_with_one_token_less():
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for model in ("gpt-5", "gpt-5-nano", "o3-mini"):
+        assert _chat(model, body).input_tokens == _chat("gpt-4o", body).input_tokens - 1, model
+
+
+def test_gemini_2_0_reads_declarations_as_their_words():
+    decl = {
+        "name": "get_weather",
+        "description": "Weather of a city.",
+        "parameters": {
+            "type": "OBJECT",
+            "properties": {"city": {"type": "STRING", "description": "The city"}},
+            "required": ["city"],
+        },
+    }
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "hi"}]}],
+        "tools": [{"functionDeclarations": [decl]}],
+    }
+    bare = {"contents": body["contents"]}
+    words = "get_weather Weather of a city. object city string The city"
+    assert _gemini("gemini-2.0-flash", body).input_tokens - _gemini(
+        "gemini-2.0-flash", bare
+    ).input_tokens == count(words)
+    assert _gemini("gemini-2.5-flash", body).input_tokens - _gemini(
+        "gemini-2.5-flash", bare
+    ).input_tokens == count(json.dumps(decl, separators=(",", ":")))
+
+
+def test_gemini_3_5_bills_the_signatures_of_earlier_turns_too():
+    later = {
+        "contents": [
+            *SIGNED["contents"],
+            {"role": "model", "parts": [{"text": "20 degrees"}]},
+            {"role": "user", "parts": [{"text": "and Rome?"}]},
+        ]
+    }
+    unsigned = [dict(c) for c in later["contents"]]
+    unsigned[1] = {
+        "role": "model",
+        "parts": [{"functionCall": {"name": "w", "args": {"city": "Paris"}}}],
+    }
+    signed = _gemini("gemini-3.5-flash", later).input_tokens
+    assert signed - _gemini("gemini-3.5-flash", {"contents": unsigned}).input_tokens == round(
+        0.225 * 800 - 29
+    )

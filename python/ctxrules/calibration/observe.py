@@ -10,6 +10,7 @@ is estimated as recorded, so a figure measures the estimator and nothing else.
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,11 @@ from ..providers.models import ModelProfile
 from ..providers.usage import Usage
 
 __all__ = [
+    "OPEN_WEIGHT",
     "Observation",
     "estimate_observation",
     "httprr_exchanges",
+    "own_model",
     "read_observations",
     "sources_of",
 ]
@@ -38,6 +41,17 @@ FAMILY = {
     "openai-responses": "openai",
     "gemini": "gemini",
 }
+#: Models named like a vendor's own whose weights are public and which that vendor's API
+#: does not serve (OpenAI's gpt-oss): a recorded bill of theirs is the serving server's
+#: (Ollama, OpenRouter, …), with its own chat template, so they are not ``own_model``.
+OPEN_WEIGHT = ("gpt-oss*",)
+
+
+def own_model(model: str, wire: str) -> bool:
+    """Whether ``model`` is one of the ``wire`` vendor's own, served by that vendor."""
+    if any(fnmatch.fnmatchcase(model, p) for p in OPEN_WEIGHT):
+        return False
+    return model_in_family(model, FAMILY[wire]) is True
 
 
 class Observation(msgspec.Struct, frozen=True, kw_only=True):
@@ -193,7 +207,7 @@ def read_observations(
                     model=model,
                     body=ex.request,
                     usage=usage,
-                    own_model=model_in_family(model, FAMILY[ex.provider]) is True,
+                    own_model=own_model(model, ex.provider),
                 )
             )
     return out

@@ -106,6 +106,13 @@ _FIT = "fit: the corpus's fit set, benches/README.md 'Per-model estimates'"
 _COOKBOOK = "doc: OpenAI cookbook, How_to_count_tokens_with_tiktoken (3 / 1 / 3)"
 
 
+# The reasoning models (gpt-5, o-series) bill one token less per request than the
+# cookbook's framing: the reply they are primed for counts 2, not 3 (the 8 fit-set
+# requests of these models without tools, images or schemas: +1 at the median with 3).
+_REASONING_REPLY = 2
+_REASONING_REPLY_FIT = "fit: 8 gpt-5 / o-series requests of the fit set without tools (+1 with 3)"
+
+
 def _patches(multiplier: float, budget: int = 1536) -> dict[str, float | str]:
     """OpenAI's patch rule: 32-pixel patches up to ``budget``, times ``multiplier``."""
     return {"kind": "openai-patches", "patch": 32, "max_patches": budget, "multiplier": multiplier}
@@ -408,6 +415,8 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         context_window=200_000,
         max_output_tokens=100_000,
         tokenizer="o200k_base",
+        estimator={"reply": _REASONING_REPLY},
+        basis={"reply": _REASONING_REPLY_FIT},
     ),
     ModelInfo(name="o1-priced", pattern=_O + "o1", prices=_openai_prices(15.0, 7.50, 60.0)),
     ModelInfo(
@@ -443,8 +452,9 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         tool_prompt_tokens=89,
         # On the Responses API their tool section is much shorter: 9 tokens (pooled fit
         # on the 50 gpt-5 Responses requests of the fit set; 89 put them +91 % over).
-        estimator={"image": _tiles(70, 140), "responses_tool_prompt": 9},
+        estimator={"image": _tiles(70, 140), "responses_tool_prompt": 9, "reply": _REASONING_REPLY},
         basis={
+            "reply": _REASONING_REPLY_FIT,
             "tool_prompt_tokens": _FIT,
             "responses_tool_prompt": _FIT,
             "image": _OPENAI_VISION + " (gpt-5: 70 + 140)",
@@ -517,6 +527,19 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         },
     ),
     ModelInfo(name="gemini-1.5-pro", pattern=_G + "gemini-1.5-pro*", context_window=2_097_152),
+    # Gemini 2.0 reads function declarations without their JSON: their words (names,
+    # descriptions, types) fit its first requests with tools (residual 0 … 7 tokens
+    # where the JSON put them +36 … +128 % over), and a function part adds nothing
+    # beyond its JSON (6 put the requests with one call and result 12 … 15 over).
+    ModelInfo(
+        name="gemini-2.0",
+        pattern=_G + "gemini-2.0-*",
+        estimator={"declarations": "words", "function_part": 0},
+        basis={
+            "declarations": "fit: the 4 Gemini 2.0 requests with tools of the fit set",
+            "function_part": "fit: the same (the 2 with a call and its result)",
+        },
+    ),
     ModelInfo(
         name="gemini-2.5",
         pattern=_G + "gemini-2.5-*",
@@ -540,5 +563,14 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
             "thoughtsTokenCount that made them",
             "image": "doc: Gemini media-resolution page (Gemini 3 default: 1,120 per image)",
         },
+    ),
+    # Gemini 3.5 bills the signatures of earlier turns too: the fit set's chatlas
+    # tools_simple request with only an earlier turn's signature (500 characters) bills
+    # 90 tokens over the rest, where the signature line gives 84.
+    ModelInfo(
+        name="gemini-3.5",
+        pattern=_G + "gemini-3.5*",
+        estimator={"signature_turns": "all"},
+        basis={"signature_turns": "fit: the fit set's Gemini 3.5 requests with signatures"},
     ),
 )

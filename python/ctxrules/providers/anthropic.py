@@ -9,7 +9,6 @@ cache rules (explicit breakpoints: ``ctxrules.providers.cache.predict_anthropic`
 from __future__ import annotations
 
 import base64
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +26,7 @@ from .estimate import (
     tool_unit,
     wire_tools,
 )
-from .images import ANTHROPIC_IMAGE_RULE, core_image_rule, decoded_image_size
+from .images import ANTHROPIC_IMAGE_RULE, core_image_rule, decoded_image_size, pdf_pages
 from .models import ModelProfile
 
 __all__ = [
@@ -38,6 +37,7 @@ __all__ = [
     "ANTHROPIC_THINKING_PROMPT_TOKENS",
     "ANTHROPIC_TOOL_BLOCK_TOKENS",
     "MAX_BREAKPOINTS",
+    "SERVER_TOOLS",
     "AnthropicProvider",
     "anthropic_frame",
     "estimate_anthropic",
@@ -179,7 +179,34 @@ def _ttl(block: Mapping[str, Any]) -> str | None:
     return ttl if isinstance(ttl, str) and ttl else "5m"
 
 
-def _result_parts(content: Any) -> tuple[list[str], list[Mapping[str, Any]]]:
+#: Tools Anthropic runs itself (their ``type`` prefixes): what they find or run in the
+#: request is billed as prompt and the body does not hold it.
+SERVER_TOOLS = ("web_search_", "web_fetch_", "code_execution_", "tool_search_tool_")
+
+
+def _search_result_text(block: Mapping[str, Any]) -> str:
+    """A ``search_result`` block as the model reads it: source, title and its texts."""
+    texts = [str(p.get("text") or "") for p in block.get("content") or [] if isinstance(p, Mapping)]
+    return "\n".join([str(block.get("source") or ""), str(block.get("title") or ""), *texts])
+
+
+def _cites(block: Mapping[str, Any]) -> bool:
+    """A document or search result with citations enabled."""
+    c = block.get("citations")
+    return isinstance(c, Mapping) and c.get("enabled") is True
+
+
+def _citations(u: SegmentBuilder, block: Mapping[str, Any], profile: ModelProfile) -> None:
+    """Flag the citation prompt a block with citations enabled brings (``citations``):
+    the citations page says enabling them adds system-prompt tokens and chunks the
+    document, and gives no size."""
+    if _cites(block):
+        u.unknown("citations", 0, 0, profile.context_window)
+
+
+def _result_parts(
+    content: Any, u: SegmentBuilder, profile: ModelProfile
+) -> tuple[list[str], list[Mapping[str, Any]]]:
     if isinstance(content, str):
         return [content], []
     texts, images = [], []
@@ -187,6 +214,9 @@ def _result_parts(content: Any) -> tuple[list[str], list[Mapping[str, Any]]]:
         if isinstance(part, Mapping):
             if part.get("type") == "image":
                 images.append(part)
+            elif part.get("type") == "search_result":
+                texts.append(_search_result_text(part))
+                _citations(u, part, profile)
             elif isinstance(part.get("text"), str):
                 texts.append(part["text"])
     return texts, images
@@ -204,7 +234,6 @@ def _anthropic_image(u: SegmentBuilder, block: Mapping[str, Any], profile: Model
 #: Tokens of one PDF page (its text and its page image; the PDF page says 1,500-3,000
 #: of text per page plus the image): fitted on the fit set.
 ANTHROPIC_PDF_PAGE_TOKENS = 1_500
-_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
 
 
 def _document(
@@ -227,7 +256,7 @@ def _document(
     data = src.get("data")
     if src.get("type") == "base64" and isinstance(data, str):
         try:
-            pages = len(_PAGE.findall(base64.b64decode(data, validate=False)))
+            pages = pdf_pages(base64.b64decode(data, validate=False))
         except ValueError:
             pages = 0
         if pages:
@@ -352,11 +381,22 @@ def estimate_anthropic(
     blocks from the latest such block on are counted, the block as its summary text; a
     block whose summary is null (a failed compaction) is a no-op and counts nothing.
     A top-level ``cache_control`` (automatic caching) is a breakpoint on the last block.
+    A ``search_result`` (alone or in a tool result) counts its source, title and texts.
+    What the body does not hold is flagged with the range it implies: the citation
+    prompt of a document or search result with citations enabled (``citations``), and
+    the work of a server tool (``SERVER_TOOLS``, an MCP server) run inside the request
+    (``server_tool_results``).
     """
     u = SegmentBuilder()
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
     choice = body.get("tool_choice")
     prompt = _tool_prompt(profile, choice)
+    # What a server tool (or the MCP connector's servers) finds or runs in this request
+    # is billed as prompt: flagged once.
+    if body.get("mcp_servers") or any(
+        isinstance(t.get("type"), str) and t["type"].startswith(SERVER_TOOLS) for t in tools
+    ):
+        u.unknown("server_tool_results", 0, 0, profile.context_window)
     for i, t in enumerate(tools):
         u.add(
             t,
@@ -405,7 +445,7 @@ def estimate_anthropic(
                     breakpoint=bp,
                 )
             elif kind == "tool_result":
-                texts, images = _result_parts(b.get("content", ""))
+                texts, images = _result_parts(b.get("content", ""), u, profile)
                 u.add(
                     key,
                     structured=texts,
@@ -419,7 +459,11 @@ def estimate_anthropic(
                 u.add(key, prose=[text], breakpoint=bp)
             elif kind == "document":
                 text, tokens = _document(u, b, profile)
+                _citations(u, b, profile)
                 u.add(key, prose=[text], framing=tokens, breakpoint=bp)
+            elif kind == "search_result":
+                _citations(u, b, profile)
+                u.add(key, prose=[_search_result_text(b)], breakpoint=bp)
             elif kind == "redacted_thinking":
                 u.add(key, breakpoint=bp)  # opaque; dropped like thinking of earlier turns
             elif kind == "compaction":

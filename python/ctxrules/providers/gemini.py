@@ -25,15 +25,19 @@ from .estimate import (
     tool_unit,
     wire_tools,
 )
-from .images import GEMINI_IMAGE_RULE, core_image_rule, decoded_image_size
+from .images import GEMINI_IMAGE_RULE, core_image_rule, decoded_image_size, pdf_pages
 from .models import ModelProfile
 
 __all__ = [
     "GEMINI_FUNCTION_PART_TOKENS",
+    "GEMINI_PDF_PAGE_TOKENS",
     "GEMINI_RESPONSE_SCHEMA_TOKENS",
     "GEMINI_SIGNATURE_OFFSET",
     "GEMINI_SIGNATURE_SLOPE",
+    "PDF_TEXT_PER_PAGE_HIGH",
+    "SERVER_TOOLS",
     "GeminiProvider",
+    "declaration_texts",
     "estimate_gemini",
     "gemini_frame",
     "generate_content_args",
@@ -144,6 +148,26 @@ GEMINI_SIGNATURE_OFFSET = 29.0
 GEMINI_RESPONSE_SCHEMA_TOKENS = 0
 
 
+#: Tokens of one PDF page (Gemini tokens page: "each document page is equivalent to
+#: 258 tokens"; Gemini 3 bills a page at its media resolution, 560 by default).
+GEMINI_PDF_PAGE_TOKENS = 258
+#: The most text a PDF page can add beyond its page image (the text Gemini extracts
+#: from a PDF is billed too, and the body holds only the compressed file): a dense page,
+#: the 3,000 tokens Anthropic's PDF page gives as its upper figure.
+PDF_TEXT_PER_PAGE_HIGH = 3_000
+#: Tools Google runs itself inside the request (their results are billed as prompt and
+#: are not in the body), by their REST and SDK names.
+SERVER_TOOLS = (
+    "codeExecution",
+    "googleSearch",
+    "googleSearchRetrieval",
+    "urlContext",
+    "googleMaps",
+    "fileSearch",
+    "computerUse",
+)
+
+
 def _signature_tokens(part: Mapping[str, Any], slope: float, offset: float) -> float:
     sig = _get(part, "thoughtSignature")
     if not isinstance(sig, str) or not sig or not slope:
@@ -163,6 +187,57 @@ def _inline_text(inline: Mapping[str, Any]) -> str:
         return base64.b64decode(data if isinstance(data, str) else "").decode("utf-8", "replace")
     except ValueError:
         return ""
+
+
+def _schema_words(schema: Any) -> list[str]:
+    """The words of a parameter schema: each type, description, enum value and
+    property name, depth first (no JSON syntax, no ``required``, no titles)."""
+    if not isinstance(schema, Mapping):
+        return []
+    out = []
+    if schema.get("type") is not None:
+        out.append(str(schema["type"]).lower())
+    if schema.get("description"):
+        out.append(str(schema["description"]))
+    if isinstance(schema.get("enum"), list):
+        out += [str(e) for e in schema["enum"]]
+    props = schema.get("properties")
+    for name, sub in props.items() if isinstance(props, Mapping) else ():
+        out.append(str(name))
+        out += _schema_words(sub)
+    out += _schema_words(schema.get("items"))
+    return out
+
+
+def declaration_texts(decls: list[Any], profile: ModelProfile) -> list[str]:
+    """The function declarations as the model's profile says they are read: their
+    compact JSON (the default), or with ``declarations = "words"`` (Gemini 2.0, fitted)
+    their words alone: name, description and the parameters' ``_schema_words``."""
+    if profile.rule("declarations", "json") != "words":
+        return [compact_json(d) for d in decls]
+    out = []
+    for d in decls:
+        if not isinstance(d, Mapping):
+            out.append(compact_json(d))
+            continue
+        params = _get(d, "parametersJsonSchema") or d.get("parameters")
+        words = [str(d.get("name") or ""), str(d.get("description") or "")]
+        out.append(" ".join(words + _schema_words(params)))
+    return out
+
+
+def _pdf(u: SegmentBuilder, inline: Mapping[str, Any], per_page: int) -> int:
+    """A PDF sent inline: its pages at ``per_page``, flagged (``document_text``): the
+    text Gemini extracts from it is billed too and the compressed file does not give
+    its size (up to ``PDF_TEXT_PER_PAGE_HIGH`` a page)."""
+    data = inline.get("data")
+    try:
+        pages = pdf_pages(base64.b64decode(data if isinstance(data, str) else "", validate=False))
+    except ValueError:
+        pages = 0
+    pages = max(pages, 1)
+    tokens = pages * per_page
+    return u.unknown("document_text", tokens, tokens, tokens + pages * PDF_TEXT_PER_PAGE_HIGH)
 
 
 def _current_turn(contents: list[Any]) -> int:
@@ -204,7 +279,7 @@ def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFram
         [
             tool_unit(
                 {"tools": decls},
-                structured=[compact_json(d) for d in decls],
+                structured=declaration_texts(decls, profile),
                 tool_prompt=profile.tool_prompt_tokens,
             )
         ]
@@ -219,6 +294,9 @@ def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFram
             "function_part": profile.rule("function_part", GEMINI_FUNCTION_PART_TOKENS),
             "signature_slope": profile.rule("signature_slope", GEMINI_SIGNATURE_SLOPE),
             "signature_offset": profile.rule("signature_offset", GEMINI_SIGNATURE_OFFSET),
+            "signature_all": 1.0 if profile.rule("signature_turns", "current") == "all" else 0.0,
+            "pdf_page": profile.rule("pdf_page", GEMINI_PDF_PAGE_TOKENS),
+            "pdf_text_high": PDF_TEXT_PER_PAGE_HIGH,
         },
         images=core_image_rule(profile.rule("image", GEMINI_IMAGE_RULE)),
     )
@@ -229,18 +307,26 @@ def estimate_gemini(
 ) -> PromptEstimate:
     """Gemini generateContent: tools, system instruction, a response schema, then each
     content's parts.  Thought signatures count (where the model bills them: the
-    profile's ``signature_slope``) in the current turn only; an inline text file counts
-    as its text; an image by URI has no size (flagged)."""
+    profile's ``signature_slope``) in the current turn only (in every turn where its
+    ``signature_turns`` is ``"all"``); an inline text file counts
+    as its text; an inline PDF its pages (the profile's ``pdf_page``), flagged for the
+    text extracted from it; code the model ran and its output as their text; an image
+    by URI has no size (flagged); a server-side tool (``SERVER_TOOLS``) is flagged:
+    what it finds in the request is billed as prompt."""
     u = SegmentBuilder()
     decls: list[Any] = []
+    server = False
     for t in body.get("tools") or []:
         if isinstance(t, Mapping):
             fd = _get(t, "functionDeclarations")
             decls.extend(fd if isinstance(fd, list) else [t])
+            server = server or any(_get(t, name) is not None for name in SERVER_TOOLS)
+    if server:  # what the tools find or run in this request is billed as prompt
+        u.unknown("server_tool_results", 0, 0, profile.context_window)
     if decls:
         u.add(
             {"tools": decls},
-            structured=[compact_json(d) for d in decls],
+            structured=declaration_texts(decls, profile),
             tool_prompt=profile.tool_prompt_tokens,
         )
     schema = _response_schema(body)
@@ -254,7 +340,9 @@ def estimate_gemini(
     part_tokens = profile.rule("function_part", GEMINI_FUNCTION_PART_TOKENS)
     slope = profile.rule("signature_slope", GEMINI_SIGNATURE_SLOPE)
     offset = profile.rule("signature_offset", GEMINI_SIGNATURE_OFFSET)
+    all_turns = profile.rule("signature_turns", "current") == "all"
     image_rule = profile.rule("image", GEMINI_IMAGE_RULE)
+    pdf_page = int(profile.rule("pdf_page", GEMINI_PDF_PAGE_TOKENS))
     system = _get(body, "systemInstruction")
     if isinstance(system, Mapping):
         texts = [
@@ -272,11 +360,17 @@ def estimate_gemini(
             if not isinstance(p, Mapping):
                 continue
             key = {"role": c.get("role"), "part": p}
-            # Signatures of earlier turns are not billed (like earlier thinking).
-            sig = _signature_tokens(p, slope, offset) if ci >= turn else 0.0
+            # Signatures of earlier turns are not billed (like earlier thinking), except
+            # where the profile's ``signature_turns`` is "all" (Gemini 3.5).
+            sig = _signature_tokens(p, slope, offset) if ci >= turn or all_turns else 0.0
             fc, fr = _get(p, "functionCall"), _get(p, "functionResponse")
             inline = _get(p, "inlineData")
-            if isinstance(fc, Mapping):
+            code, result = _get(p, "executableCode"), _get(p, "codeExecutionResult")
+            if isinstance(code, Mapping) or isinstance(result, Mapping):
+                # The code the model ran and its output, sent back: their text.
+                text = str((code or {}).get("code") or (result or {}).get("output") or "")
+                u.add(key, structured=[text], framing=part_tokens + sig)
+            elif isinstance(fc, Mapping):
                 text = str(fc.get("name") or "") + compact_json(fc.get("args") or {})
                 u.add(key, structured=[text], framing=part_tokens + sig)
             elif isinstance(fr, Mapping):
@@ -284,6 +378,8 @@ def estimate_gemini(
                 u.add(key, structured=[text], framing=part_tokens + sig)
             elif isinstance(inline, Mapping) and _is_text(inline):
                 u.add(key, prose=[_inline_text(inline)], framing=sig)
+            elif isinstance(inline, Mapping) and _get(inline, "mimeType") == "application/pdf":
+                u.add(key, framing=_pdf(u, inline, pdf_page) + sig)
             elif isinstance(inline, Mapping):
                 data = inline.get("data")
                 size = decoded_image_size(data) if isinstance(data, str) else None

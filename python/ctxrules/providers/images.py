@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "image_size",
     "image_tokens",
     "openai_image_tokens",
+    "pdf_pages",
 ]
 
 #: The wires' default image rules (each wire's least specific model entry states its
@@ -99,6 +101,15 @@ def image_size(data: bytes) -> tuple[int, int] | None:
                 return w, h
             i += 2 + length
     return None
+
+
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+
+def pdf_pages(data: bytes) -> int:
+    """Pages of a PDF: its ``/Type /Page`` objects (0 when none is readable, e.g. in
+    compressed object streams)."""
+    return len(_PDF_PAGE.findall(data))
 
 
 def decoded_image_size(b64: str) -> tuple[int, int] | None:

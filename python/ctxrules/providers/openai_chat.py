@@ -9,7 +9,9 @@ automatically (``cache_rule``, ``ctxrules.providers.cache``).
 
 from __future__ import annotations
 
+import base64
 import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,6 +30,7 @@ from .images import OPENAI_IMAGE_RULE, core_image_rule, decoded_image_size
 from .models import ModelProfile
 
 __all__ = [
+    "OPENAI_AUDIO_TOKENS_PER_SECOND",
     "OPENAI_MESSAGE_TOKENS",
     "OPENAI_REPLY_TOKENS",
     "OPENAI_RESPONSE_FORMAT_TOKENS",
@@ -150,20 +153,32 @@ OPENAI_TOOL_CALL_TOKENS = 12
 #: counted separately) and of the reply it primes, as tiktoken's cookbook counts them.
 OPENAI_MESSAGE_TOKENS = 3
 OPENAI_REPLY_TOKENS = 3
-#: Tokens a ``json_schema`` structured-output format adds beyond its name and schema
-#: (read as a TypeScript type): fitted on the fit set (benches/README.md).
-OPENAI_RESPONSE_FORMAT_TOKENS = 18
+#: Tokens a ``json_schema`` structured-output format adds beyond its schema's JSON
+#: (``_schema_json``) and description: fitted on the fit set's nine structured requests,
+#: whose residual after the schema alone is −1 at the median (−7 … +6): 0, and the
+#: format's name left uncounted (counting it over-counts them by 3 at the median).
+OPENAI_RESPONSE_FORMAT_TOKENS = 0
 
 
-def _ts_type(schema: Any) -> str:
-    """A JSON schema as the TypeScript type OpenAI's models read it."""
-    if not isinstance(schema, Mapping):
+def _ts_type(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> str:
+    """A JSON schema as the TypeScript type OpenAI's models read it.  A ``$ref`` to the
+    root's ``$defs`` / ``definitions`` reads as the type it names (inlined, to a
+    bounded depth: a recursive definition ends in ``any``); ``anyOf`` / ``oneOf`` as a
+    union."""
+    if not isinstance(schema, Mapping) or depth > 8:
         return "any"
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and defs:
+        target = defs.get(ref.rsplit("/", 1)[-1])
+        return _ts_type(target, defs, depth + 1) if target is not None else "any"
+    union = schema.get("anyOf") or schema.get("oneOf")
+    if isinstance(union, list) and union:
+        return " | ".join(_ts_type(s, defs, depth + 1) for s in union)
     if isinstance(schema.get("enum"), list):
         return " | ".join(compact_json(v) for v in schema["enum"]) or "any"
     kind = schema.get("type")
     if isinstance(kind, list):
-        return " | ".join(_ts_type({**schema, "type": k}) for k in kind) or "any"
+        return " | ".join(_ts_type({**schema, "type": k}, defs, depth) for k in kind) or "any"
     if kind == "string":
         return "string"
     if kind in ("number", "integer"):
@@ -173,7 +188,7 @@ def _ts_type(schema: Any) -> str:
     if kind == "null":
         return "null"
     if kind == "array":
-        return _ts_type(schema.get("items")) + "[]"
+        return _ts_type(schema.get("items"), defs, depth + 1) + "[]"
     if kind == "object":
         props = schema.get("properties")
         if not isinstance(props, Mapping) or not props:
@@ -183,10 +198,20 @@ def _ts_type(schema: Any) -> str:
         for name, sub in props.items():
             if isinstance(sub, Mapping) and sub.get("description"):
                 lines.append(f"// {sub['description']}")
-            lines.append(f"{name}{'' if name in required else '?'}: {_ts_type(sub)},")
+            lines.append(
+                f"{name}{'' if name in required else '?'}: {_ts_type(sub, defs, depth + 1)},"
+            )
         lines.append("}")
         return "\n".join(lines)
     return "any"
+
+
+def _defs(schema: Any) -> Mapping[str, Any] | None:
+    """The definitions a schema's ``$ref`` s point into (``$defs``, ``definitions``)."""
+    if not isinstance(schema, Mapping):
+        return None
+    defs = schema.get("$defs") or schema.get("definitions")
+    return defs if isinstance(defs, Mapping) else None
 
 
 def openai_tool_namespace(tools: Sequence[Mapping[str, Any]]) -> str:
@@ -204,7 +229,7 @@ def openai_tool_namespace(tools: Sequence[Mapping[str, Any]]) -> str:
             lines.append(f"// {fn['description']}")
         params = fn.get("parameters")
         if isinstance(params, Mapping) and params.get("properties"):
-            lines.append(f"type {fn['name']} = (_: {_ts_type(params)}) => any;")
+            lines.append(f"type {fn['name']} = (_: {_ts_type(params, _defs(params))}) => any;")
         else:
             lines.append(f"type {fn['name']} = () => any;")
         lines.append("")
@@ -311,6 +336,8 @@ def openai_parts(content: Any, u: SegmentBuilder, profile: ModelProfile) -> tupl
             texts.append(p["text"])
         elif isinstance(p.get("refusal"), str):
             texts.append(p["refusal"])
+        elif p.get("type") == "input_audio":
+            images += _audio(u, p.get("input_audio"), profile)
         elif p.get("type") in ("image_url", "input_image"):
             ref = p.get("image_url")
             url = ref.get("url") if isinstance(ref, Mapping) else ref
@@ -322,10 +349,58 @@ def openai_parts(content: Any, u: SegmentBuilder, profile: ModelProfile) -> tupl
     return texts, images
 
 
+#: Tokens of a second of user audio (OpenAI's realtime cost guide: user audio is one
+#: token per 100 ms).
+OPENAI_AUDIO_TOKENS_PER_SECOND = 10
+
+
+def _wav_seconds(data: bytes) -> float | None:
+    """The length of a PCM WAV file from its header, or ``None``."""
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE" or len(data) < 44:
+        return None
+    channels, rate = int.from_bytes(data[22:24], "little"), int.from_bytes(data[24:28], "little")
+    bits = int.from_bytes(data[34:36], "little")
+    per_second = channels * rate * bits // 8
+    return (len(data) - 44) / per_second if per_second else None
+
+
+def _audio(u: SegmentBuilder, audio: Any, profile: ModelProfile) -> int:
+    """An ``input_audio`` part: a WAV's length at ``OPENAI_AUDIO_TOKENS_PER_SECOND``,
+    flagged (``audio``: the models bill more than that rule for a short clip, and
+    another format's length is not read), with the range up to the context window."""
+    data = audio.get("data") if isinstance(audio, Mapping) else None
+    try:
+        raw = base64.b64decode(data[:64] if isinstance(data, str) else "", validate=False)
+        # The header is in the first bytes; the length is the whole decoded size.
+        full = len(data.strip().rstrip("=")) * 3 // 4 if isinstance(data, str) else 0
+        seconds = _wav_seconds(raw + bytes(max(0, full - len(raw))))
+    except ValueError:
+        seconds = None
+    tokens = math.ceil(seconds * OPENAI_AUDIO_TOKENS_PER_SECOND) if seconds else 0
+    return u.unknown("audio", tokens, tokens, profile.context_window)
+
+
+def _schema_json(schema: Any) -> str:
+    """A structured-output schema as the model reads it: its compact JSON without the
+    ``additionalProperties`` strict mode requires on every object.  Fitted on the fit
+    set against the TypeScript type tools are read as (which left 18 … 86 tokens
+    unexplained per request) and the JSON with or without titles: this form left the
+    smallest spread (benches/README.md, "Per-model estimates")."""
+
+    def strip(x: Any) -> Any:
+        if isinstance(x, Mapping):
+            return {k: strip(v) for k, v in x.items() if k != "additionalProperties"}
+        if isinstance(x, list):
+            return [strip(v) for v in x]
+        return x
+
+    return compact_json(strip(schema)) if schema is not None else ""
+
+
 def _schema_unit(fmt: Any, profile: ModelProfile) -> dict[str, Any] | None:
     """The segment of a ``json_schema`` structured-output format (Chat
-    ``response_format``, Responses ``text.format``): its name, description and the
-    schema's TypeScript type, plus the profile's ``response_format`` tokens."""
+    ``response_format``, Responses ``text.format``): its description and the schema's
+    JSON (``_schema_json``), plus the profile's ``response_format`` tokens."""
     if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema":
         return None
     inner = fmt.get("json_schema")
@@ -333,9 +408,8 @@ def _schema_unit(fmt: Any, profile: ModelProfile) -> dict[str, Any] | None:
     return {
         "key_obj": {"response_format": fmt},
         "structured": [
-            str(spec.get("name") or ""),
             str(spec.get("description") or ""),
-            _ts_type(spec.get("schema")),
+            _schema_json(spec.get("schema")),
         ],
         "framing": profile.rule("response_format", OPENAI_RESPONSE_FORMAT_TOKENS),
     }

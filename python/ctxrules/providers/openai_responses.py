@@ -13,7 +13,7 @@ from typing import Any
 
 from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .cache import OPENAI_CACHE_MIN_TOKENS, OPENAI_CACHE_STEP_TOKENS
-from .estimate import EstimateFrame, PromptEstimate, SegmentBuilder, wire_tools
+from .estimate import EstimateFrame, PromptEstimate, SegmentBuilder, compact_json, wire_tools
 from .models import ModelProfile
 from .openai_chat import (
     OPENAI_MESSAGE_TOKENS,
@@ -30,10 +30,12 @@ from .openai_chat import (
 
 __all__ = [
     "COMPACTION_STATE",
+    "SERVER_TOOLS",
     "OpenAIResponsesProvider",
     "compaction_item_tokens",
     "estimate_openai_responses",
     "openai_responses_frame",
+    "reasoning_item_tokens",
     "validate_openai_responses",
 ]
 
@@ -125,6 +127,44 @@ def _stored(body: Mapping[str, Any], profile: ModelProfile) -> int:
     )
 
 
+#: Tool types the vendor runs itself, inside the request: what they find (search
+#: results, file chunks, an MCP server's tool list and answers, code output) is read by
+#: the model and billed as prompt, and the request body does not hold it.
+SERVER_TOOLS = ("web_search", "file_search", "mcp", "code_interpreter", "image_generation")
+#: Output items of those tools sent back as input: the body holds the call, the vendor
+#: re-reads what it found (``results`` of a file search only when included).
+_SERVER_CALLS = {"web_search_call", "file_search_call", "code_interpreter_call"}
+
+
+def _server_tool(tool: Mapping[str, Any]) -> bool:
+    kind = tool.get("type")
+    return isinstance(kind, str) and kind.startswith(SERVER_TOOLS)
+
+
+def _current_turn(items: list[Any]) -> int:
+    """Index of the last user message: reasoning items before it are from earlier turns."""
+    for i in range(len(items) - 1, -1, -1):
+        it = items[i]
+        if isinstance(it, Mapping) and it.get("type", "message") == "message":
+            if it.get("role") == "user":
+                return i
+    return 0
+
+
+def reasoning_item_tokens(item: Mapping[str, Any], current: bool) -> int | None:
+    """Tokens a ``reasoning`` input item bills: none from an earlier turn (the reasoning
+    guide: reasoning items of earlier turns are dropped from the context), its
+    encrypted state by ``compaction_item_tokens`` when it carries one, else ``None``:
+    the reasoning is stored with the vendor by the item's id and its size is not in the
+    body (the summary it carries is not what is billed)."""
+    if not current:
+        return 0
+    state = item.get("encrypted_content")
+    if isinstance(state, str) and state:
+        return compaction_item_tokens(state)
+    return None
+
+
 def _responses_tool_prompt(profile: ModelProfile) -> int:
     """The tool prompt on the Responses API (the gpt-5 models' is their own)."""
     return int(profile.rule("responses_tool_prompt", profile.tool_prompt_tokens))
@@ -163,6 +203,11 @@ def estimate_openai_responses(
 ) -> PromptEstimate:
     """OpenAI Responses: tools, instructions, then the input items as chat messages.
 
+    A ``reasoning`` item counts ``reasoning_item_tokens``: nothing before the last user
+    message, its encrypted state after it, and where it carries none (stored by id) it
+    is flagged (``stored_reasoning``) with the range up to the model's output limit.  A
+    server-side tool (``SERVER_TOOLS``) or one of its calls sent back is flagged
+    (``server_tool_results``): what it found is billed and not in the body.
     A ``compaction`` item is opaque: it counts ``compaction_item_tokens`` of its
     encrypted state.  Items before it are counted as any others: the API reads and bills
     them (it does not drop them the way Anthropic drops what precedes its compaction
@@ -190,11 +235,26 @@ def estimate_openai_responses(
     if isinstance(items, str):
         items = [{"type": "message", "role": "user", "content": items}]
     previous = None
-    for it in items if isinstance(items, list) else []:
+    items = items if isinstance(items, list) else []
+    turn = _current_turn(items)
+    # A server tool's work in this request, or one of its calls sent back: billed, not
+    # held by the body (flagged once; the range is up to the context window).
+    server = any(isinstance(t, Mapping) and _server_tool(t) for t in body.get("tools") or [])
+    for ii, it in enumerate(items):
         if not isinstance(it, Mapping):
             continue
         kind = it.get("type", "message")
-        if kind == "function_call":
+        if kind == "reasoning":
+            tokens = reasoning_item_tokens(it, ii >= turn)
+            if tokens is None:  # stored by id: up to the model's output limit
+                tokens = u.unknown("stored_reasoning", 0, 0, profile.max_output_tokens)
+            u.add(it, framing=tokens)
+        elif kind in _SERVER_CALLS:
+            # The call as a stand-in; what the tool found is read again, not held here.
+            call = {k: v for k, v in it.items() if k not in ("id", "status")}
+            server = server or kind != "file_search_call" or not it.get("results")
+            u.add(it, structured=[compact_json(call)], framing=per_message)
+        elif kind == "function_call":
             # Consecutive calls share one assistant message header.
             framing = per_call + (named if previous != "function_call" else 0)
             u.add(
@@ -208,7 +268,7 @@ def estimate_openai_responses(
         elif kind == "compaction":
             state = it.get("encrypted_content")
             u.add(it, framing=compaction_item_tokens(state if isinstance(state, str) else ""))
-        else:
+        elif kind in ("message", "input_text") or "role" in it:
             texts, images = openai_parts(it.get("content"), u, profile)
             u.add(
                 it,
@@ -216,7 +276,12 @@ def estimate_openai_responses(
                 framing=per_message,
                 images=images,
             )
+        else:  # other output items sent back (MCP tool lists and calls, …): their JSON
+            body_of = {k: v for k, v in it.items() if k not in ("id", "status")}
+            u.add(it, structured=[compact_json(body_of)], framing=per_message)
         previous = kind
+    if server:
+        u.unknown("server_tool_results", 0, 0, profile.context_window)
     stored = _stored(body, profile)
     if stored:  # the stored conversation is billed too; the body does not hold it
         u.unknown("stored_conversation", 0, 0, stored)
