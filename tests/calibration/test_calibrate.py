@@ -138,7 +138,11 @@ def test_the_command_prints_the_errors_and_writes_the_profile(tmp_path: Path):
     fitted = {m["model"]: m for m in report["models"]}
     assert "gpt-5.4" in fitted
     m = fitted["gpt-5.4"]
-    assert m["fit_errors"]["after"]["median"] <= m["fit_errors"]["before"]["median"]
+    # Least squares on the relative errors: the tail does not get worse; the median,
+    # already under 1 %, may move by a fraction of a point.
+    before, after = m["fit_errors"]["before"], m["fit_errors"]["after"]
+    assert after["p90"] <= before["p90"]
+    assert after["median"] <= before["median"] + 0.005
     assert read_profile(out)
     # A second run will not overwrite a file that is not a profile of ours.
     other = tmp_path / "notes.toml"

@@ -290,7 +290,7 @@ def test_responses_tool_prompt_of_the_gpt_5_models_is_their_own():
         "messages": [{"role": "user", "content": "hi"}],
         "tools": [{"type": "function", "function": {"name": "f"}}],
     }
-    assert _chat("gpt-5.4", chat).rules["tool_prompt_tokens"] == 89
+    assert _chat("gpt-5.4", chat).rules["tool_prompt_tokens"] == 90
 
 
 def test_a_stored_conversation_is_flagged():

@@ -447,9 +447,10 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         context_window=400_000,
         max_output_tokens=128_000,
         tokenizer="o200k_base",
-        # Fitted on the 8 recorded gpt-5.4-mini requests (residual 0 on each): the
-        # hidden system and developer text a request with tools carries.
-        tool_prompt_tokens=89,
+        # Fitted on the 8 recorded gpt-5.4-mini requests (residual 0 or 1 on each, with
+        # the reply primed by 2): the hidden system and developer text a request with
+        # tools carries.
+        tool_prompt_tokens=90,
         # On the Responses API their tool section is much shorter: 9 tokens (pooled fit
         # on the 50 gpt-5 Responses requests of the fit set; 89 put them +91 % over).
         estimator={"image": _tiles(70, 140), "responses_tool_prompt": 9, "reply": _REASONING_REPLY},
