@@ -80,6 +80,8 @@ RECORDING_CAUSES = {
     "ddtrace__anthropic_completion_cache_read.yaml": "synthetic prompt: one word repeated "
     "~1,000 times, two Claude tokens where o200k has one (2,055 billed vs 1,031)",
     "ddtrace__anthropic_completion_cache_write.yaml": "the same synthetic prompt",
+    "openinference__test_anthropic_instrumentation_messages_token_counts.yaml": "synthetic "
+    "prompt: 2,040 random letters and digits (1,754 billed vs 1,404)",
     # Recorded under a tool-use prompt since replaced (tests/corpus.py ESTIMATE_MISSES).
     "test_multiple_parallel_tool_calls.yaml": "recorded under Haiku 4.5's earlier "
     "tool-use prompt (~264 tokens; the tool-use page now gives 496)",
