@@ -198,3 +198,34 @@ def test_open_weight_models_are_not_the_wire_vendors_own():
     assert not own_model("gpt-oss:120b", "openai-chat")
     assert own_model("gpt-4o", "openai-chat")
     assert own_model("gpt-5.4", "openai-responses")
+
+
+def test_a_gemini_context_cache_is_flagged_by_the_specification_and_the_core():
+    from ctxrules.model import ContextCommit, ContextItem
+    from ctxrules.render import render
+
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": "and the summary?"}]}],
+        "cachedContent": "cachedContents/abc123",
+    }
+    e = _est("gemini", "gemini-2.5-flash", body)
+    window = resolve_model("gemini:gemini-2.5-flash").context_window
+    assert e.rules["unknown_content"] == {"stored_conversation": 1}
+    assert e.rules["input_tokens_range"] == [e.input_tokens, e.input_tokens + window]
+    # The core, rendering a request that names a cache, says the same.
+    item = ContextItem(source_node_id="u1", role="user", rendered="and the summary?")
+    commit = ContextCommit(
+        id="c", session_id="s", head_node_id="u1", rules_version="r", items=(item,)
+    )
+    r = render(
+        commit,
+        "gemini",
+        "gemini-2.5-flash",
+        estimate=True,
+        extra={"cachedContent": "cachedContents/abc123"},
+    )
+    assert r.estimate.rules()["unknown_content"] == {"stored_conversation": 1}
+    assert r.estimate.rules()["input_tokens_range"] == [
+        r.estimate.input_tokens,
+        r.estimate.input_tokens + window,
+    ]

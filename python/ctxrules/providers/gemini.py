@@ -240,6 +240,13 @@ def _pdf(u: SegmentBuilder, inline: Mapping[str, Any], per_page: int) -> int:
     return u.unknown("document_text", tokens, tokens, tokens + pages * PDF_TEXT_PER_PAGE_HIGH)
 
 
+def _cached(body: Mapping[str, Any], profile: ModelProfile) -> int:
+    """What an explicit context cache the request names (``cachedContent``) can add: its
+    contents are billed as prompt and are not in the body (up to the context window);
+    0 when it names none."""
+    return profile.context_window if _get(body, "cachedContent") else 0
+
+
 def _current_turn(contents: list[Any]) -> int:
     """Index of the content that opens the current turn: the last user content with a
     text part (what follows it is the model's work on that turn: calls, results)."""
@@ -297,6 +304,7 @@ def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFram
             "signature_all": 1.0 if profile.rule("signature_turns", "current") == "all" else 0.0,
             "pdf_page": profile.rule("pdf_page", GEMINI_PDF_PAGE_TOKENS),
             "pdf_text_high": PDF_TEXT_PER_PAGE_HIGH,
+            "stored_conversation": _cached(options.extra, profile),
         },
         images=core_image_rule(profile.rule("image", GEMINI_IMAGE_RULE)),
     )
@@ -312,7 +320,8 @@ def estimate_gemini(
     as its text; an inline PDF its pages (the profile's ``pdf_page``), flagged for the
     text extracted from it; code the model ran and its output as their text; an image
     by URI has no size (flagged); a server-side tool (``SERVER_TOOLS``) is flagged:
-    what it finds in the request is billed as prompt."""
+    what it finds in the request is billed as prompt; so is an explicit context cache
+    the request names (``cachedContent``, flagged as ``stored_conversation``)."""
     u = SegmentBuilder()
     decls: list[Any] = []
     server = False
@@ -323,6 +332,8 @@ def estimate_gemini(
             server = server or any(_get(t, name) is not None for name in SERVER_TOOLS)
     if server:  # what the tools find or run in this request is billed as prompt
         u.unknown("server_tool_results", 0, 0, profile.context_window)
+    if _cached(body, profile):  # an explicit cache's contents, stored with the vendor
+        u.unknown("stored_conversation", 0, 0, _cached(body, profile))
     if decls:
         u.add(
             {"tools": decls},
