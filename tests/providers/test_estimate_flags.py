@@ -229,3 +229,21 @@ def test_a_gemini_context_cache_is_flagged_by_the_specification_and_the_core():
         r.estimate.input_tokens,
         r.estimate.input_tokens + window,
     ]
+
+
+def test_an_anthropic_deferred_tool_is_not_counted_until_searched():
+    tool = {
+        "name": "get_weather",
+        "description": "Get the weather for a location " * 10,
+        "input_schema": {"type": "object", "properties": {"location": {"type": "string"}}},
+    }
+    search = {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    msgs = [{"role": "user", "content": "weather?"}]
+    loaded = _est("anthropic", "claude-sonnet-4-6", {"messages": msgs, "tools": [search, tool]})
+    deferred = _est(
+        "anthropic",
+        "claude-sonnet-4-6",
+        {"messages": msgs, "tools": [search, {**tool, "defer_loading": True}]},
+    )
+    assert loaded.input_tokens - deferred.input_tokens >= count(tool["description"])
+    assert deferred.rules["unknown_content"] == {"server_tool_results": 1}

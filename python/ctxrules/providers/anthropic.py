@@ -381,7 +381,8 @@ def estimate_anthropic(
     blocks from the latest such block on are counted, the block as its summary text; a
     block whose summary is null (a failed compaction) is a no-op and counts nothing.
     A top-level ``cache_control`` (automatic caching) is a breakpoint on the last block.
-    A ``search_result`` (alone or in a tool result) counts its source, title and texts.
+    A ``search_result`` (alone or in a tool result) counts its source, title and texts;
+    a tool with ``defer_loading`` counts nothing until a tool search loads it.
     What the body does not hold is flagged with the range it implies: the citation
     prompt of a document or search result with citations enabled (``citations``), and
     the work of a server tool (``SERVER_TOOLS``, an MCP server) run inside the request
@@ -398,9 +399,12 @@ def estimate_anthropic(
     ):
         u.unknown("server_tool_results", 0, 0, profile.context_window)
     for i, t in enumerate(tools):
+        # A deferred tool is not in the prompt until the tool search finds it (the
+        # tool-search page: ``defer_loading`` tools are not loaded initially).
+        deferred = t.get("defer_loading") is True
         u.add(
             t,
-            structured=[_tool_text(t)],
+            structured=[] if deferred else [_tool_text(t)],
             tool_prompt=prompt if i == 0 else 0,
             breakpoint=_ttl(t),
         )
