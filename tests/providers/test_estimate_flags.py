@@ -139,7 +139,9 @@ def _pdf(pages: int) -> str:
     return base64.b64encode(b"%PDF-1.4\n<< /Type /Pages >>\n" + objs).decode()
 
 
-@pytest.mark.parametrize(("model", "per_page"), [("gemini-2.5-flash", 258)])
+@pytest.mark.parametrize(
+    ("model", "per_page"), [("gemini-2.5-flash", 258), ("gemini-3-flash-preview", 560)]
+)
 def test_a_gemini_pdf_counts_its_pages_and_flags_its_text(model, per_page):
     def body(pages):
         part = {"inlineData": {"mimeType": "application/pdf", "data": _pdf(pages)}}

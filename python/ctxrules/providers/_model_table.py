@@ -54,6 +54,7 @@ from .anthropic import (
 )
 from .gemini import (
     GEMINI_FUNCTION_PART_TOKENS,
+    GEMINI_PDF_PAGE_TOKENS,
     GEMINI_RESPONSE_SCHEMA_TOKENS,
     GEMINI_SIGNATURE_OFFSET,
     GEMINI_SIGNATURE_SLOPE,
@@ -515,6 +516,7 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         estimator={
             "function_part": GEMINI_FUNCTION_PART_TOKENS,
             "response_schema": GEMINI_RESPONSE_SCHEMA_TOKENS,
+            "pdf_page": GEMINI_PDF_PAGE_TOKENS,
             "signature_slope": 0,
             "signature_offset": 0,
             "image": GEMINI_IMAGE_RULE,
@@ -523,6 +525,8 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
             "tokenizer": "fit: o200k, no calibration (Gemma's vocabulary is not shipped)",
             "function_part": _FIT,
             "response_schema": _FIT,
+            "pdf_page": "doc: Gemini tokens page (a document page is 258 tokens); the text "
+            "extracted from it is flagged (document_text)",
             "signature_slope": "measured: python-genai #1129 (2.5 Flash: no input change)",
             "image": "doc: Gemini tokens page (258 per 768-px tile)",
         },
@@ -558,11 +562,13 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
             "signature_slope": GEMINI_SIGNATURE_SLOPE,
             "signature_offset": GEMINI_SIGNATURE_OFFSET,
             "image": {"kind": "fixed", "tokens": 1120},
+            "pdf_page": 560,
         },
         basis={
             "signature_slope": "fit: the Gemini 3 signatures of the fit set against the "
             "thoughtsTokenCount that made them",
             "image": "doc: Gemini media-resolution page (Gemini 3 default: 1,120 per image)",
+            "pdf_page": "doc: Gemini media-resolution page (Gemini 3 PDF default: 560 a page)",
         },
     ),
     # Gemini 3.5 bills the signatures of earlier turns too: the fit set's chatlas
