@@ -70,8 +70,10 @@ def test_a_param_changes_the_rules(corpus, capsys):
     argv += [
         "--param",
         "result_cap.max_tool_result_chars=100",
+        # the shipped aging keeps one turn whole; with three, results of the turns
+        # before it stay for the cap to cut
         "--param",
-        "tool_aging.tail_turns=1",
+        "tool_aging.tail_turns=3",
     ]
     code, stdout, err = _run(capsys, *argv)
     assert code == 0, err
