@@ -8,10 +8,16 @@ list):
 * ``render``: rendering the shaped commit into the request's messages (the floor);
 * ``shape``: a call whose list extends the one shaped before (the loop's case);
 * ``shape_cold``: a list never seen (the first call of a process, or a new conversation);
+* ``loop``: the whole agent loop — ``shape`` before every model call of the conversation
+  (after each user message and each tool result), from an empty cache; so the rules'
+  work that comes in steps (tool aging ages four turns' results at once, each stub
+  naming its output's identifiers) is counted where it falls, and ``loop_render``, the
+  same requests' renders, is its floor;
 * ``import_each_call``: the way there was before ``shape`` — a temporary in-memory store
   per call, the list imported as a session, its commit made and rendered.
 
-Target: ``shape`` − ``render`` ≤ 1 ms (benches/README.md, "shape").
+Target: ≤ 1 ms per call beyond rendering, in the loop: (``loop`` − ``loop_render``) ÷
+the calls (benches/README.md, "shape"; ``extra_info`` has the calls).
 """
 
 from __future__ import annotations
@@ -54,6 +60,12 @@ def _history(turns: int) -> list[dict]:
 
 HISTORY = _history(34)[:100]  # ends with a tool result: the request after it
 PREVIOUS = HISTORY[:-2]  # the call before: without the last answer and its result
+
+
+#: The loop's requests: the list as it stands after each user message and tool result.
+LOOP = [
+    HISTORY[:k] for k in range(1, len(HISTORY) + 1) if HISTORY[k - 1]["role"] in ("user", "tool")
+]
 
 
 def _setup():
@@ -103,3 +115,25 @@ def test_import_each_call(benchmark, tmp_path):
 
     out = benchmark.pedantic(once, rounds=10)
     assert len(out) == 100
+
+
+def test_loop(benchmark):
+    def loop() -> list:
+        return [shape(msgs, provider="openai-chat") for msgs in LOOP]
+
+    out = benchmark.pedantic(loop, setup=shaping._cache.clear, rounds=7, warmup_rounds=1)
+    benchmark.extra_info["calls"] = len(LOOP)
+    shaping._cache.clear()
+    assert out[-1] == shape(HISTORY, provider="openai-chat")
+    assert any("identifiers: " in str(m.get("content")) for m in out[-1])  # stubs were made
+
+
+def test_loop_render(benchmark):
+    options = RequestOptions(model=PROVIDER.default_model, cache=False)
+    commits = [shaping.shape_commit(msgs, provider=PROVIDER) for msgs in LOOP]
+
+    def renders() -> list:
+        return [json.loads(PROVIDER.render(c, options).body)["messages"] for c in commits]
+
+    benchmark.pedantic(renders, rounds=7, warmup_rounds=1)
+    benchmark.extra_info["calls"] = len(LOOP)

@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod commit;
 mod diff;
 mod estimate;
+mod identifiers;
 mod incremental;
 mod render;
 mod tokens;
@@ -19,5 +20,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     estimate::register(m)?;
     diff::register(m)?;
     incremental::register(m)?;
+    identifiers::register(m)?;
     Ok(())
 }

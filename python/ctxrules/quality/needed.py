@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from ..model import Node, TextBlock, ToolUseBlock, content_text
-from ..summarizers.facts import exact_identifiers, normalize, occurs
+from ..summarizers.facts import exact_identifiers_batch, normalize, occurs
 from .text import request_text
 
 __all__ = [
@@ -117,8 +117,8 @@ def answer_facts(answer: Node) -> list[tuple[str, str]]:
             elif isinstance(block, ToolUseBlock):
                 texts.extend(_strings(block.input))
     seen: dict[str, str] = {}
-    for text in texts:
-        for kind, token in exact_identifiers(text):
+    for found in exact_identifiers_batch(texts):
+        for kind, token in found:
             seen.setdefault(normalize(token), kind)
     return [(kind, token) for token, kind in seen.items() if token]
 

@@ -38,14 +38,20 @@ def cut_middle(text: str, head: int, tail: int, marker: str = "…") -> str:
 _KIND_ORDER = {"number": 2, "date": 1}
 
 
-def identifier_list(text: str, budget: int, shown: Sequence[str] = ()) -> str:
+def identifier_list(
+    text: str,
+    budget: int,
+    shown: Sequence[str] = (),
+    found: Sequence[tuple[str, str]] | None = None,
+) -> str:
     """The exact identifiers of ``text`` that none of ``shown`` holds, joined by
     ``", "`` within ``budget`` characters: paths, symbols, ids and the like first, then
     dates, then numbers, each kind in first-seen order (those that do not fit are left
-    out)."""
+    out).  ``found``: ``exact_identifiers(text)`` when the caller has it already (from a
+    batch)."""
     found = [
         (kind, token)
-        for kind, token in exact_identifiers(text)
+        for kind, token in (exact_identifiers(text) if found is None else found)
         if "\n" not in token and not any(occurs(token, s) >= 0 for s in shown)
     ]
     found.sort(key=lambda kt: _KIND_ORDER.get(kt[0], 0))  # stable: first seen first

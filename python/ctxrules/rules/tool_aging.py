@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..ruleapi import ContextCommit, ContextItem, Rule, RuleContext
+from ..summarizers.facts import exact_identifiers_batch
 from ._text import cut_end, cut_middle, identifier_list, one_line
 
 __all__ = ["DEFAULT_PROTECTED_TOOLS", "ToolAging", "is_turn"]
@@ -111,8 +112,9 @@ class ToolAging(Rule):
             and item.name not in self._protected
         )
 
-    def stub(self, item: ContextItem) -> str:
-        """The one-line text an aged tool result shows."""
+    def stub(self, item: ContextItem, found: Sequence[tuple[str, str]] | None = None) -> str:
+        """The one-line text an aged tool result shows (``found``: the exact identifiers
+        of its output when the caller has them, from a batch)."""
         args = cut_end(one_line(item.tool_input), self.stub_args_chars)
         text, head, tail = item.rendered, self.stub_head_chars, self.stub_tail_chars
         window = 4 * (head + tail) + 64
@@ -124,17 +126,19 @@ class ToolAging(Rule):
         if self.stub_identifier_chars:
             # What an agent reuses from a result it no longer sees whole: its paths,
             # symbols and error lines (those the stub does not show already).
-            ids = identifier_list(item.rendered, self.stub_identifier_chars, (stub,))
+            ids = identifier_list(item.rendered, self.stub_identifier_chars, (stub,), found)
             if ids:
                 stub += f" | identifiers: {ids}"
         return stub
 
-    def _age(self, ctx: RuleContext, pos: int) -> None:
+    def _age(
+        self, ctx: RuleContext, pos: int, found: Sequence[tuple[str, str]] | None = None
+    ) -> None:
         it = ctx.items[pos]
         ctx.replace(
             pos,
             state="aged",
-            rendered=self.stub(it),
+            rendered=self.stub(it, found),
             tool_input=cut_end(it.tool_input, self.max_tool_args_chars),
             reason="tail_window",
         )
@@ -180,8 +184,14 @@ class ToolAging(Rule):
                 or ctx.cache.pays(self._saving(items, batch), payback=self.payback)
             )
             if pays and (saving >= self.clear_at_least_tokens or free):
-                for p in batch:
-                    self._age(ctx, p)
+                # The outputs' identifiers in one call of the core, not one per result.
+                found: Sequence[Sequence[tuple[str, str]] | None] = (
+                    exact_identifiers_batch([items[p].rendered for p in batch])
+                    if self.stub_identifier_chars
+                    else [None] * len(batch)
+                )
+                for p, ids in zip(batch, found):
+                    self._age(ctx, p, ids)
                 aged += len(batch)
                 pos, turn = end, t
             elif not pays:

@@ -29,8 +29,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
+
+from .. import _core
 
 __all__ = [
     "MAX_ARGUMENT_CHARS",
@@ -42,6 +44,7 @@ __all__ = [
     "constraints_in",
     "error_lines",
     "exact_identifiers",
+    "exact_identifiers_batch",
     "identifiers_in",
     "is_open",
     "normalize",
@@ -79,6 +82,19 @@ _FENCE = re.compile(r"^\s*(?:```|~~~)")
 _ERROR_LINE = re.compile(
     r"^(?:[\w.]*(?:Error|Exception|Warning)(?::|$)|Traceback \(most recent call last\):|"
     r"FAILED\b|ERROR\b|error(?:\[\w+\])?:|fatal:|panic(?:ked)?\b|E {3})"
+)
+#: A line ``_ERROR_LINE`` matches holds one of these.
+_ERROR_WORDS = (
+    "Error",
+    "Exception",
+    "Warning",
+    "Traceback",
+    "FAILED",
+    "ERROR",
+    "error",
+    "fatal:",
+    "panic",
+    "E   ",
 )
 _UNIT = (
     r"(?:ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|years?|"
@@ -135,16 +151,19 @@ def constraints_in(text: str) -> list[str]:
 def error_lines(text: str, *, failed: bool = False) -> list[str]:
     """Error lines of a text (at most ``MAX_ERRORS_PER_RESULT``); with ``failed``, the
     first non-empty line too."""
+    if not failed and not any(word in text for word in _ERROR_WORDS):
+        return []  # no line can match: most tool output, and the check is cheap
     out: list[str] = []
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [s for line in text.splitlines() if (s := line.strip())]
     if failed and lines:
         out.append(_cap(normalize(lines[0])))
     for line in lines:
         if len(out) >= MAX_ERRORS_PER_RESULT:
             break
-        fact = _cap(normalize(line))
-        if len(line) >= 8 and _ERROR_LINE.match(line) and fact not in out:
-            out.append(fact)
+        if len(line) >= 8 and _ERROR_LINE.match(line):
+            fact = _cap(normalize(line))
+            if fact not in out:
+                out.append(fact)
     return out
 
 
@@ -246,30 +265,60 @@ def update_todos(todos: Todos, name: str, tool_input: Any, node_id: str) -> Todo
 
 
 # -- exact identifiers: what an agent reuses -------------------------------------------
+#
+# The scan is the Rust core's (``_core.identifier_spans``; rust/identifiers.rs): a
+# regular expression of twelve alternatives with look-arounds cost milliseconds per
+# kilobyte here, and every aged tool result is scanned.  The expression it replaces is
+# kept as the tests' reference (tests/summarizers/test_identifier_scan.py).
 
-_EXACT = re.compile(
-    "|".join((_URL, _UUID, _PATH, _FILE, _DATE, _HASH))
-    + r"|(?P<flag>(?<![\w-])--[A-Za-z][\w-]*[A-Za-z0-9])"
-    # a dotted name: os.path.join, self.pane_exists, example.com
-    + r"|(?P<dotted>(?<![\w.$@/-])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)"
-    # snake_case, camelCase, PascalCase, HTTPError: a word with an underscore or an
-    # inner capital
-    + r"|(?P<symbol>(?<![\w$@-])(?=\w*[A-Za-z])(?=\w*(?:_|[a-z][A-Z]|[A-Z]{2}[a-z]))"
-    r"\w{3,}(?![\w-]))"
-    + r"|(?P<call>(?<![\w.$@-])[A-Za-z]\w{2,}\()"
-    + "|"
-    + _ID
-    + r"|(?P<number>(?<![\w.,-])\d+(?:[.,]\d+)*(?![\w]))"
-)
-_PLURAL_ACRONYM = re.compile(r"[A-Z]+s")
+#: The kinds of ``_core.identifier_spans``, by number (``Kind`` in rust/identifiers.rs).
+_KINDS = ("url", "uuid", "path", "file", "date", "hash", "flag", "symbol", "call", "id", "number")
 
 
-def _symbol_part(part: str) -> bool:
-    """Whether one part of a dotted name is a symbol in its own right (snake_case,
-    camelCase or PascalCase, at least three characters)."""
-    return len(part) >= 3 and bool(
-        "_" in part.strip("_") or re.search(r"[a-z][A-Z]|[A-Z]{2}[a-z]", part)
-    )
+class _Classes(dict[int, str]):
+    """``str.translate`` table to a class string: ASCII stays, every other character
+    becomes its class under ``re`` (``\\w`` but not ``\\d``, ``\\d``, ``\\s``, other), by
+    Python's own Unicode tables, so the core reads ``\\w``, ``\\d`` and ``\\s`` as ``re``
+    did; one character each, so offsets are the text's."""
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        if code < 0x80:
+            out = ch
+        elif ch.isdecimal():
+            out = "\x81"
+        elif ch.isalnum():
+            out = "\x80"
+        elif ch.isspace():
+            out = "\x82"
+        else:
+            out = "\x83"
+        self[code] = out
+        return out
+
+
+_CLASSES = _Classes()
+
+
+def _class_string(text: str) -> bytes:
+    try:
+        return text.encode("ascii")
+    except UnicodeEncodeError:
+        return text.translate(_CLASSES).encode("latin-1")
+
+
+def exact_identifiers_batch(texts: Sequence[str]) -> list[list[tuple[str, str]]]:
+    """``exact_identifiers`` of each text, in one call of the core."""
+    found = _core.identifier_spans([_class_string(t) for t in texts])
+    out = []
+    for text, spans in zip(texts, found):
+        ids: dict[str, str] = {}
+        for i in range(0, len(spans), 3):
+            ids.setdefault(text[spans[i + 1] : spans[i + 2]], _KINDS[spans[i]])
+        for line in error_lines(text):
+            ids.setdefault(line, "error")
+        out.append([(kind, token) for token, kind in ids.items()])
+    return out
 
 
 def exact_identifiers(text: str) -> list[tuple[str, str]]:
@@ -278,35 +327,7 @@ def exact_identifiers(text: str) -> list[tuple[str, str]]:
     ``date``, ``hash``, ``flag``, ``symbol`` (a dotted name, or snake / camel / Pascal
     case; a dotted name's symbol parts too), ``call`` (``name(``), ``id``, ``number``
     (three digits or more) and ``error`` (an error line)."""
-    out: dict[str, str] = {}
-    for m in _EXACT.finditer(text):
-        kind = m.lastgroup or ""
-        token = m.group()
-        if kind in ("url", "path"):
-            token = token.rstrip(_TRAILING)
-            if kind == "path" and token.count("/") == 1 and not token.startswith(("/", "~", ".")):
-                if "." not in token.rsplit("/", 1)[1]:
-                    continue  # "and/or", "I/O": see identifiers_in
-        elif kind == "dotted":
-            parts = token.split(".")
-            if all(len(p) < 2 for p in parts):
-                continue  # e.g, i.e
-            out.setdefault(token, "symbol")
-            for part in parts:
-                if _symbol_part(part):
-                    out.setdefault(part, "symbol")
-            continue
-        elif kind == "symbol":
-            if _PLURAL_ACRONYM.fullmatch(token) or not token.strip("_"):
-                continue
-        elif kind == "id" and len(token) < 4:
-            continue
-        elif kind == "number" and sum(c.isdigit() for c in token) < 3:
-            continue
-        out.setdefault(token, kind)
-    for line in error_lines(text):
-        out.setdefault(line, "error")
-    return [(kind, token) for token, kind in out.items()]
+    return exact_identifiers_batch([text])[0]
 
 
 def occurs(token: str, text: str) -> int:
