@@ -5,10 +5,12 @@ tokenizer counts; other names still go through the registry."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
-import ctxrules.tokenizers as tokenizers
+import ctxrules.plugins as plugins
 from ctxrules.cli import main
 from ctxrules.errors import PluginError
 from ctxrules.tokenizers import ENCODINGS, count, count_batch, get_tokenizer
@@ -22,15 +24,15 @@ EXPECTED = {e: [get_tokenizer(e).count(t) for t in TEXTS] for e in ENCODINGS}
 
 @pytest.fixture
 def no_registry(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The registry as the tokenizers module sees it, replaced by one that records each
-    lookup and refuses it: the kinds asked for."""
+    """The plugin registry (the tokenizers module imports it when it looks a name up),
+    replaced by one that records each lookup and refuses it: the kinds asked for."""
     asked: list[str] = []
 
     def refuse(kind: str) -> object:
         asked.append(kind)
         raise AssertionError(f"registry looked up for {kind}")
 
-    monkeypatch.setattr(tokenizers, "registry", refuse)
+    monkeypatch.setattr(plugins, "registry", refuse)
     return asked
 
 
@@ -65,3 +67,22 @@ def test_the_cli_counts_through_the_direct_path(
     data = json.loads(capsys.readouterr().out)
     assert data["tokens"] == EXPECTED["cl100k_base"][1]
     assert no_registry == []
+
+
+def test_counting_a_file_loads_no_plugin_layer(tmp_path) -> None:
+    """``ctxrules count`` as a process imports neither pluggy nor ``ctxrules.plugins``
+    (entry points, importlib.metadata: tens of ms of start-up; issue 18)."""
+    f = tmp_path / "a.txt"
+    f.write_text(TEXTS[1], encoding="utf-8")
+    code = (
+        "import sys, runpy\n"
+        f"sys.argv = ['ctxrules', 'count', {str(f)!r}]\n"
+        "try:\n    runpy.run_module('ctxrules', run_name='__main__')\n"
+        "except SystemExit:\n    pass\n"
+        "print('MODULES', sorted(sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    counted, modules = out.stdout.split("MODULES", 1)
+    assert int(counted) == EXPECTED["o200k_base"][1]
+    loaded = set(eval(modules))
+    assert not {"pluggy", "ctxrules.plugins", "importlib.metadata"} & loaded

@@ -19,7 +19,6 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 from .. import _core
 from ..errors import TokenizerError
-from ..plugins import registry
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -194,6 +193,9 @@ def get_tokenizer(name: str = DEFAULT_ENCODING) -> Tokenizer:
     Unknown names raise ``PluginError`` listing the known ones.  For the tokenizer of
     a model use ``ctxrules.providers.resolve_model(spec).tokenizer``.
     """
+    # deferred: the plugin layer (pluggy, entry points: ~30 ms) only for a lookup; the
+    # core's encodings are counted without it (``count``), as ``ctxrules count`` does
+    from ..plugins import registry
 
     tok: Tokenizer = registry("tokenizers").get(name)
     return tok
