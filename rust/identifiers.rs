@@ -108,7 +108,26 @@ struct Text<'a> {
     s: &'a [u8],
 }
 
-impl Text<'_> {
+/// One alternative of the expression: where its match at a position ends, if it matches.
+type Alternative<'a> = fn(&Text<'a>, usize) -> Option<usize>;
+
+impl<'a> Text<'a> {
+    /// The expression's alternatives, in its order.
+    const ALTERNATIVES: [(Kind, Alternative<'a>); 12] = [
+        (Kind::Url, Self::url),
+        (Kind::Uuid, Self::uuid),
+        (Kind::Path, Self::path),
+        (Kind::File, Self::file),
+        (Kind::Date, Self::date),
+        (Kind::Hash, Self::hash),
+        (Kind::Flag, Self::flag),
+        (Kind::Symbol, Self::dotted),
+        (Kind::Symbol, Self::symbol),
+        (Kind::Call, Self::call),
+        (Kind::Id, Self::id),
+        (Kind::Number, Self::number),
+    ];
+
     #[inline]
     fn at(&self, i: usize) -> Option<u8> {
         self.s.get(i).copied()
@@ -444,21 +463,7 @@ impl Text<'_> {
         if !(is_word(b) || matches!(b, b'~' | b'.' | b'/' | b'@' | b'+' | b'-')) {
             return None;
         }
-        let tries: [(Kind, fn(&Self, usize) -> Option<usize>); 12] = [
-            (Kind::Url, Self::url),
-            (Kind::Uuid, Self::uuid),
-            (Kind::Path, Self::path),
-            (Kind::File, Self::file),
-            (Kind::Date, Self::date),
-            (Kind::Hash, Self::hash),
-            (Kind::Flag, Self::flag),
-            (Kind::Symbol, Self::dotted),
-            (Kind::Symbol, Self::symbol),
-            (Kind::Call, Self::call),
-            (Kind::Id, Self::id),
-            (Kind::Number, Self::number),
-        ];
-        tries
+        Self::ALTERNATIVES
             .iter()
             .find_map(|&(kind, f)| f(self, p).map(|e| (kind, e)))
     }

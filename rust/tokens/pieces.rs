@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 
-use bpe_openai::byte_pair_encoding::BytePairEncoding;
+use bpe::byte_pair_encoding::BytePairEncoding;
 
 /// Longest piece the cache holds; longer pieces (rare outside adversarial text) are
 /// counted directly.

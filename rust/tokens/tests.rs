@@ -88,7 +88,7 @@ fn piece_cache_is_exact_under_eviction() {
     // Far more distinct pieces than slots: every count must still be the BPE count.
     let mut cache = PieceCache::default();
     for enc in Encoding::ALL {
-        let bpe = &enc.tokenizer().bpe;
+        let bpe = enc.bpe();
         for round in 0..2 {
             for i in 0..40_000u32 {
                 let piece = format!(" w{}x{}", i.wrapping_mul(2_654_435_761), round);
@@ -237,9 +237,66 @@ fn names_round_trip() {
     assert_eq!(Encoding::from_name("gpt2"), None);
 }
 
+/// bpe-openai's tokenizer of an encoding: its regex split and its dictionary.
+fn bpe_openai(enc: Encoding) -> &'static bpe_openai::Tokenizer {
+    match enc {
+        Encoding::O200kBase => bpe_openai::o200k_base(),
+        Encoding::Cl100kBase => bpe_openai::cl100k_base(),
+    }
+}
+
 /// The regex split of bpe-openai, which the hand-written pre-tokeniser must equal.
 fn regex_pieces(enc: Encoding, text: &str) -> Vec<&str> {
-    enc.tokenizer().split(text).collect()
+    bpe_openai(enc).split(text).collect()
+}
+
+#[test]
+fn the_flat_dictionaries_are_bpe_openais() {
+    // Every token's bytes, and the counts of texts that take every code path of the
+    // encoder (merges, long pieces, bytes outside UTF-8 words), equal bpe-openai's.
+    let (a, ab) = ("a".repeat(5000), "ab".repeat(3000));
+    let texts: [&str; 6] = [
+        "Hello, world! 日本語のテキスト 🙂🙂",
+        "def f(x):\n    return x * 2\n",
+        &a,
+        &ab,
+        "   \n\n\t\t  x  ",
+        "ünïcödé ЖЖЖ ٣٣٣ 12345678901234567890",
+    ];
+    for enc in Encoding::ALL {
+        let (ours, theirs) = (enc.bpe(), &bpe_openai(enc).bpe);
+        assert_eq!(ours.num_tokens(), theirs.num_tokens());
+        for id in 0..ours.num_tokens() as u32 {
+            assert_eq!(
+                ours.token_bytes(id),
+                theirs.token_bytes(id),
+                "{enc:?} token {id}"
+            );
+        }
+        for text in texts {
+            for piece in pieces(enc, text) {
+                let b = piece.as_bytes();
+                assert_eq!(ours.count(b), theirs.count(b), "{enc:?} {piece:?}");
+            }
+            assert_eq!(
+                count(enc, text),
+                bpe_openai(enc).count(text),
+                "{enc:?} {text:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_flat_form_refuses_what_it_cannot_read() {
+    let bytes = flat::to_bytes(&(7u32, vec![1u8, 2, 3])).expect("writable");
+    let back: (u32, Vec<u8>) = flat::from_bytes(&bytes).expect("readable");
+    assert_eq!(back, (7, vec![1, 2, 3]));
+    assert!(flat::from_bytes::<(u32, Vec<u8>)>(&bytes[..bytes.len() - 1]).is_err());
+    let mut longer = bytes.clone();
+    longer.push(0);
+    assert!(flat::from_bytes::<(u32, Vec<u8>)>(&longer).is_err());
+    assert!(flat::to_bytes(&Some(1u8)).is_err());
 }
 
 fn assert_same_pieces(enc: Encoding, text: &str) {
