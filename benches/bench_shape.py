@@ -10,9 +10,10 @@ list):
 * ``shape_cold``: a list never seen (the first call of a process, or a new conversation);
 * ``loop``: the whole agent loop — ``shape`` before every model call of the conversation
   (after each user message and each tool result), from an empty cache; so the rules'
-  work that comes in steps (tool aging ages four turns' results at once, each stub
-  naming its output's identifiers) is counted where it falls, and ``loop_render``, the
-  same requests' renders, is its floor;
+  work that comes in steps is counted where it falls, and ``loop_render``, the same
+  requests' renders, is its floor.  With the default rules (whose cache ledger ages none
+  of these results) and with the default aging every result once it leaves the tail
+  (``aging``: each stub names its output's identifiers, the work issue 23 found slow);
 * ``import_each_call``: the way there was before ``shape`` — a temporary in-memory store
   per call, the list imported as a session, its commit made and rendered.
 
@@ -25,8 +26,11 @@ from __future__ import annotations
 import itertools
 import json
 
+import pytest
+
 from ctxrules import shape
 from ctxrules.commit import make_commit
+from ctxrules.config import PRESETS, PipelineConfig
 from ctxrules.engine import shaping
 from ctxrules.importers import import_paths
 from ctxrules.providers import RequestOptions, get_provider
@@ -117,20 +121,38 @@ def test_import_each_call(benchmark, tmp_path):
     assert len(out) == 100
 
 
-def test_loop(benchmark):
+def _aging() -> PipelineConfig:
+    """The default rules with tool aging that does not wait for the cache to pay: every
+    result is aged once it leaves the tail, its stub naming its output's identifiers
+    (the default's cache ledger ages none of this history's results)."""
+    rules = {name: dict(values) for name, values in PRESETS["default"]["rules"].items()}
+    rules["tool_aging"]["cache_aware"] = False
+    return PipelineConfig.preset("default", rules=rules)
+
+
+#: The rules the loop is shaped with: the default, and the default aging every result.
+LOOP_RULES = {"default": "default", "aging": _aging()}
+
+
+@pytest.mark.parametrize("rules", LOOP_RULES)
+def test_loop(benchmark, rules):
     def loop() -> list:
-        return [shape(msgs, provider="openai-chat") for msgs in LOOP]
+        return [shape(msgs, provider="openai-chat", rules=LOOP_RULES[rules]) for msgs in LOOP]
 
     out = benchmark.pedantic(loop, setup=shaping._cache.clear, rounds=7, warmup_rounds=1)
     benchmark.extra_info["calls"] = len(LOOP)
     shaping._cache.clear()
-    assert out[-1] == shape(HISTORY, provider="openai-chat")
-    assert any("identifiers: " in str(m.get("content")) for m in out[-1])  # stubs were made
+    assert out[-1] == shape(HISTORY, provider="openai-chat", rules=LOOP_RULES[rules])
+    stubs = sum("identifiers: " in str(m.get("content")) for m in out[-1])
+    assert stubs > 0 if rules == "aging" else stubs == 0
 
 
-def test_loop_render(benchmark):
+@pytest.mark.parametrize("rules", LOOP_RULES)
+def test_loop_render(benchmark, rules):
     options = RequestOptions(model=PROVIDER.default_model, cache=False)
-    commits = [shaping.shape_commit(msgs, provider=PROVIDER) for msgs in LOOP]
+    commits = [
+        shaping.shape_commit(msgs, provider=PROVIDER, rules=LOOP_RULES[rules]) for msgs in LOOP
+    ]
 
     def renders() -> list:
         return [json.loads(PROVIDER.render(c, options).body)["messages"] for c in commits]
