@@ -85,13 +85,19 @@ PRESETS: dict[str, dict[str, Any]] = {
             "summarize": {"threshold_tokens": 2000, "target_ratio": 0.5, "keep_tail_turns": 1},
         },
     },
-    # About a quarter of the tokens on long sessions: fold the history past 20,000
-    # tokens into summaries that keep the identifiers agents reuse.
+    # Fewer tokens on long sessions: fold the history past 4,000 tokens into summaries
+    # that keep the identifiers agents reuse, a fold too only once it pays back within
+    # 3 requests (with 20, one corpus session billed 1.002 x no rules).
     "lean": {
         "pipeline": list(DEFAULT_PIPELINE),
         "rules": {
             **_KEEPING,
-            "summarize": {"threshold_tokens": 4_000, "target_ratio": 0.5, "cache_aware": True},
+            "summarize": {
+                "threshold_tokens": 4_000,
+                "target_ratio": 0.5,
+                "cache_aware": True,
+                "payback": 3,
+            },
         },
     },
     # Claude Code transcripts: its todo tool is TodoWrite.

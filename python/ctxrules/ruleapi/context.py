@@ -101,7 +101,9 @@ class RuleContext:
         self._counted_batches = 0
         self._marks: list[int] = []  # places between items the generator keeps track of
         # Whether an item the parent commit held (what the provider has cached) changed
-        # its text, or a new one came before one of them: the request rewrites the cache.
+        # its text or was folded: the request rewrites the cache.  (A new item placed
+        # before the parent's end is not counted: a tool result lands beside its call,
+        # which renders in the same place as at the end, so the ledger errs on waiting.)
         self._cached_changed = False
         self._parent_tokens = total_tokens
         self._cache: CacheLedger | None = None
@@ -290,7 +292,6 @@ class RuleContext:
             if pos < self._first_new:
                 self._first_new += 1
                 self._inserted_inside = True
-                self._cached_changed = True
             self._pending = {p + 1 if p >= pos else p for p in self._pending}
             self._changed = {p + 1 if p >= pos else p for p in self._changed}
             self._inserted = {p + 1 if p >= pos else p for p in self._inserted}

@@ -47,8 +47,11 @@ from ._text import cut_end, cut_middle, identifier_list, one_line
 __all__ = ["DEFAULT_PROTECTED_TOOLS", "ToolAging", "is_turn"]
 
 DEFAULT_PROTECTED_TOOLS = ("todo_create", "todo_update", "todo_list", "web_search")
-#: About what one stub costs in tokens (its label, arguments, ends and identifiers).
-STUB_TOKENS = 120
+#: Characters per token a stub is counted at when its saving is estimated (names and
+#: paths tokenize densely: 3 is on the short side, so the estimate errs on waiting).
+STUB_CHARS_PER_TOKEN = 3
+#: The fixed part of a stub besides its arguments, ends and identifiers (label, words).
+STUB_FRAME_CHARS = 64
 
 
 def is_turn(item: ContextItem) -> bool:
@@ -144,8 +147,16 @@ class ToolAging(Rule):
         )
 
     def _saving(self, items: Sequence[ContextItem], batch: Sequence[int]) -> int:
-        """About the tokens aging ``batch`` saves per request (results less stubs)."""
-        return sum(max(0, items[p].tokens - STUB_TOKENS) for p in batch)
+        """At least about the tokens aging ``batch`` saves per request: each result less
+        the longest stub it could get (its arguments, ends and identifiers in full)."""
+        stub = (
+            STUB_FRAME_CHARS
+            + self.stub_args_chars
+            + self.stub_head_chars
+            + self.stub_tail_chars
+            + self.stub_identifier_chars
+        ) // STUB_CHARS_PER_TOKEN
+        return sum(max(0, items[p].tokens - stub) for p in batch)
 
     def apply(self, ctx: RuleContext) -> None:
         cur = ctx.cursors
