@@ -37,7 +37,9 @@ from .config import PipelineConfig, find_config
 from .errors import DagError, RenderError
 from .model import ContextCommit, Node
 from .providers import Provider, RenderedRequest, Usage, get_provider
+from .providers.base import NativeForm
 from .render import RenderDefaults, explain, render_context, render_sessions, session_defaults
+from .render.native import native_form, with_native
 from .situation import commit_situation
 from .store import CommitStore
 
@@ -283,6 +285,8 @@ class _Recorded:
         # node id -> the model found from it; "" (never a node id): the session's first.
         # Nodes never change, so a caller may keep it for later requests (``models``).
         self._models: dict[str, str | None] = {} if models is None else models
+        # The recorded form per (provider, tools recorded), made once.
+        self._native: dict[tuple[str, bool], NativeForm | None] = {}
 
     def model(self, request: Request) -> str | None:
         """The model recorded on the nearest assistant node at or before the request's
@@ -323,9 +327,10 @@ class _Recorded:
     def defaults(
         self, request: Request, provider: str | Provider, **overrides: Any
     ) -> RenderDefaults:
-        """``render_defaults`` of ``request``, one of this session's."""
+        """``render_defaults`` of ``request``, one of this session's: with, for the wire
+        the session's request was recorded on, its recorded form (``native``)."""
         chosen = {k: v for k, v in overrides.items() if v is not None}
-        return session_defaults(
+        out = session_defaults(
             self.metadata,
             provider,
             used_tools=self.used_tools,
@@ -333,6 +338,17 @@ class _Recorded:
             answer_model=None if chosen.get("model") else self.model(request),
             **chosen,
         )
+        name = provider if isinstance(provider, str) else provider.name
+        # The recorded tools go out as recorded unless tools were given.
+        tools = "tools" not in chosen
+        if (name, tools) not in self._native:
+            self._native[(name, tools)] = native_form(
+                self.metadata, self.store.nodes(self.session), name, tools=tools
+            )
+        form = self._native[(name, tools)]
+        if form is None:
+            return out
+        return with_native(out, form, chosen)
 
 
 def render_defaults(

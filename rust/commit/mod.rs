@@ -247,6 +247,8 @@ struct Data {
     tokens: u64,
     is_error: bool,
     use_blocks: bool,
+    /// See `Item::unchanged`.
+    unchanged: bool,
     /// See `Item::content_hash`; 0 until first asked for.
     content_hash: AtomicU64,
     /// See `Item::memo`; made on first use.
@@ -381,6 +383,14 @@ impl<'a> Item<'a> {
     /// Whether the text blocks joined reproduce `rendered`, so they give the order.
     pub fn use_blocks(&self) -> bool {
         self.d.use_blocks
+    }
+
+    /// Whether the item is still as its node made it: `full`, not attached from another
+    /// commit, and no rule changed it (every change through the rule API sets a
+    /// `reason` of its own; a node's own item says `new`, or `anchor`).  Only such an
+    /// item may be written in its recorded form (`crate::render::native`).
+    pub fn unchanged(&self) -> bool {
+        self.d.unchanged
     }
 
     /// Hash of `rendered` and `tool_input`: the diff's "rendered the same" test.  Made
@@ -697,6 +707,9 @@ impl Builder {
             tokens: r.tokens,
             is_error: r.is_error,
             use_blocks: blocks_match(&texts, r.rendered),
+            unchanged: r.state == State::Full
+                && r.attached_from.is_none()
+                && matches!(r.reason, None | Some("new" | "anchor")),
             content_hash: AtomicU64::new(0),
             memo: Default::default(),
             source_node_id,

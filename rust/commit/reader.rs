@@ -339,6 +339,8 @@ pub struct RawItem<'a> {
     pub tool_input: &'a str,
     pub is_error: bool,
     pub attached_from: Option<&'a str>,
+    /// Why the item is as it is (`None`: the default, "new").
+    pub reason: Option<&'a str>,
     /// The `blocks` array's position and bytes (read by `blocks`, block by block).
     pub blocks: (usize, &'a [u8]),
 }
@@ -461,6 +463,7 @@ pub fn item<'a>(r: &mut Reader<'a>) -> R<RawItem<'a>> {
             b"tool_input" => it.tool_input = r.str()?,
             b"is_error" => it.is_error = r.bool()?,
             b"attached_from" => it.attached_from = r.opt_str()?,
+            b"reason" => it.reason = r.opt_str()?,
             b"blocks" => {
                 let start = r.pos;
                 r.skip(ITEM_LEVEL + ITEM)?;

@@ -81,13 +81,20 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
     }
     let opening = matches!(v.spans.first(), Some((NRole::Assistant, _, _)));
 
+    let recorded = opts.native_for("anthropic");
     let last_l0 = sys.iter().rposition(|s| s.layer == 0);
     let last_l1 = sys.iter().rposition(|s| s.layer >= 1);
-    let tool_bp = opts.cache && last_l0.is_none() && !opts.tools.is_empty();
-    let sys_bps: Vec<usize> = if opts.cache {
-        last_l0.into_iter().chain(last_l1).collect()
-    } else {
-        Vec::new()
+    // A replayed recording keeps its own breakpoints and gets none of ours (its
+    // tools' marker counts against the limit like any other).
+    let tool_bp = opts.cache
+        && match recorded {
+            Some(nat) => nat.tools.is_some() && nat.tools_bp,
+            None => last_l0.is_none() && !opts.tools.is_empty(),
+        };
+    let sys_bps: Vec<usize> = match recorded {
+        _ if !opts.cache => Vec::new(),
+        Some(nat) => super::native::recorded_breakpoints(nat, &sys, None).0,
+        None => last_l0.into_iter().chain(last_l1).collect(),
     };
     let head = Head {
         model: &opts.model,
@@ -96,13 +103,19 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
         sys: true,
         sys_bps,
         opening,
+        native_sys: None,
+        input_text: None,
     };
     let mut p = Plan::empty(Wire::Anthropic, head, sys, v);
     p.tool_bp = tool_bp;
     // (message, block) of the messages' breakpoints: the end of this request and of
     // the one before it.
     let mut msg_bps: Vec<(usize, usize)> = Vec::new();
-    if opts.cache {
+    if let (true, Some(nat)) = (opts.cache, recorded) {
+        msg_bps = super::native::recorded_breakpoints(nat, &[], Some(&p)).1;
+        let room = MAX_BREAKPOINTS.saturating_sub(p.head.sys_bps.len() + usize::from(tool_bp));
+        msg_bps.truncate(room);
+    } else if opts.cache {
         // A top-level `cache_control` among the extra fields (automatic caching) is a
         // breakpoint of its own.
         let used = p.head.sys_bps.len() + usize::from(tool_bp) + usize::from(opts.auto_cache());
@@ -151,7 +164,12 @@ pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.str(h.model);
     w.raw(",\"max_tokens\":");
     w.uint(h.max_tokens.unwrap_or(4096));
-    if !sys.is_empty() {
+    if let Some((key, value)) = h.native_sys.as_ref().and_then(|n| n.field) {
+        w.raw(",");
+        w.str(key);
+        w.raw(":");
+        w.raw(value);
+    } else if !sys.is_empty() {
         w.raw(",\"system\":[");
         let mut first = true;
         for (i, s) in sys.iter().enumerate() {
@@ -207,7 +225,10 @@ pub fn unit(
 /// the extra fields.
 pub fn tail(w: &mut Json, opts: &Options<'_>, tool_bp: bool) {
     w.raw("]");
-    if !opts.tools.is_empty() {
+    if let Some(tools) = opts.native_for("anthropic").and_then(|n| n.tools) {
+        w.raw(",\"tools\":");
+        w.raw(tools.get());
+    } else if !opts.tools.is_empty() {
         w.raw(",\"tools\":[");
         let mut first = true;
         let last = opts.tools.len() - 1;

@@ -56,6 +56,7 @@ pub fn plan<'a>(sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Plan<'a> {
                 role,
                 blocks: (at, blocks.len()),
                 marks: (marks.len(), marks.len()),
+                native: None,
             }),
         }
     }
@@ -72,6 +73,7 @@ pub fn plan<'a>(sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Plan<'a> {
         sys,
         tool_bp: false,
         breakpoints: Vec::new(),
+        native: None,
     }
 }
 
@@ -187,14 +189,23 @@ pub fn system_instruction(w: &mut Json, sys: &[Sys<'_>]) {
     w.raw("]}");
 }
 
-/// The end of the contents, the system instruction, the tools, the extra fields.
-pub fn tail(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>]) {
+/// The end of the contents, the system instruction (as recorded when `h` says so), the
+/// tools (the recorded ones when the options carry them), the extra fields.
+pub fn tail(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], h: &Head<'_>) {
     w.raw("]");
-    if !sys.is_empty() {
+    if let Some((key, value)) = h.native_sys.as_ref().and_then(|n| n.field) {
+        w.raw(",");
+        w.str(key);
+        w.raw(":");
+        w.raw(value);
+    } else if !sys.is_empty() {
         w.raw(",\"systemInstruction\":");
         system_instruction(w, sys);
     }
-    if !opts.tools.is_empty() {
+    if let Some(tools) = opts.native_for("gemini").and_then(|n| n.tools) {
+        w.raw(",\"tools\":");
+        w.raw(tools.get());
+    } else if !opts.tools.is_empty() {
         w.raw(",\"tools\":[{\"functionDeclarations\":[");
         let mut first = true;
         for t in &opts.tools {

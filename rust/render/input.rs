@@ -67,6 +67,9 @@ pub struct Options<'a> {
     pub cache: bool,
     #[serde(default)]
     pub cache_ttl: Option<String>,
+    /// The recorded request this one replays (`Native`), when it was recorded on a wire.
+    #[serde(borrow, default)]
+    pub native: Option<Native<'a>>,
     /// `auto_cache`, worked out on first use.
     #[serde(skip)]
     auto_cache: OnceLock<bool>,
@@ -83,6 +86,82 @@ impl Options<'_> {
                     .is_ok_and(|m| m.contains_key("cache_control"))
             })
         })
+    }
+}
+
+/// The recorded form of a request a session was imported from: what the renderer
+/// writes back verbatim wherever the rules left the recorded content as it was
+/// (`crate::render::native`).  Python decides what is kept
+/// (`ctxrules.render.native`); this side only checks and writes.
+#[derive(Deserialize, Debug, Default)]
+pub struct Native<'a> {
+    /// The provider name of the wire the request was recorded on: the table is used
+    /// only when rendering for that wire.
+    #[serde(borrow, default)]
+    pub wire: Cow<'a, str>,
+    /// The elements of the recorded conversation list (messages, contents or input
+    /// items), each as recorded.
+    #[serde(borrow, default)]
+    pub elements: Vec<&'a RawValue>,
+    /// How many members (see `Member`) each element has: an element is written as
+    /// recorded only when all of them are in the unit, unchanged.
+    #[serde(default)]
+    pub members: Vec<u32>,
+    /// The recorded system field (Anthropic `system`, Gemini `systemInstruction`,
+    /// Responses `instructions`), its key as recorded.
+    #[serde(borrow, default)]
+    pub system: Option<NativeField<'a>>,
+    /// How many system nodes the recorded system field was read into.
+    #[serde(default)]
+    pub system_nodes: u32,
+    /// The recorded tool declarations, written instead of the canonical ones (Python
+    /// passes them only when the request's tools are the recorded ones).
+    #[serde(borrow, default)]
+    pub tools: Option<&'a RawValue>,
+    /// Anthropic: the recorded tools end with a cache breakpoint.
+    #[serde(default)]
+    pub tools_bp: bool,
+    /// Responses: the recorded `input` was this string (its one element is the user
+    /// message the importer read it as).
+    #[serde(borrow, default)]
+    pub input_text: Option<&'a RawValue>,
+    /// Per node id, where the node's content is in the recorded request.
+    #[serde(borrow, default)]
+    pub nodes: HashMap<Cow<'a, str>, Member>,
+}
+
+/// A recorded field written as it was: its key and its value.
+#[derive(Deserialize, Debug)]
+pub struct NativeField<'a> {
+    #[serde(borrow)]
+    pub key: Cow<'a, str>,
+    #[serde(borrow)]
+    pub value: &'a RawValue,
+}
+
+/// Where one node's content is in the recorded request: `el` the elements (a range)
+/// its item's own blocks (or, for a tool node, its result) came from, `call` those
+/// its tool call came from (a tool node: its caller's message), `sys` whether it is
+/// (part of) the recorded system field; `bp` / `call_bp` whether those recorded
+/// blocks carried a cache breakpoint (Anthropic).
+#[derive(Deserialize, Debug, Default, Clone, Copy)]
+pub struct Member {
+    #[serde(default)]
+    pub el: Option<(u32, u32)>,
+    #[serde(default)]
+    pub call: Option<(u32, u32)>,
+    #[serde(default)]
+    pub sys: bool,
+    #[serde(default)]
+    pub bp: bool,
+    #[serde(default)]
+    pub call_bp: bool,
+}
+
+impl Options<'_> {
+    /// The native table, when it was recorded on `wire` (a provider name).
+    pub fn native_for(&self, wire: &str) -> Option<&Native<'_>> {
+        self.native.as_ref().filter(|n| n.wire == wire)
     }
 }
 

@@ -10,6 +10,7 @@
 pub mod anthropic;
 pub mod gemini;
 pub mod input;
+pub mod native;
 pub mod neutral;
 pub mod openai_chat;
 pub mod openai_responses;
@@ -43,6 +44,16 @@ impl Wire {
         Wire::OpenAiResponses,
         Wire::Gemini,
     ];
+
+    /// The provider name of the wire (what `from_name` reads).
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "anthropic",
+            Wire::OpenAiChat => "openai-chat",
+            Wire::OpenAiResponses => "openai-responses",
+            Wire::Gemini => "gemini",
+        }
+    }
 
     /// Parse a provider name as the CLI and the registry spell it.
     pub fn from_name(name: &str) -> Option<Wire> {
@@ -149,6 +160,7 @@ impl<'c> View<'c> {
                 role,
                 blocks: (a, b),
                 marks: (0, 0),
+                native: None,
             })
             .collect()
     }
@@ -190,6 +202,10 @@ pub struct Head<'a> {
     pub sys_bps: Vec<usize>,
     /// The conversation opens with the assistant: a placeholder user turn goes first.
     pub opening: bool,
+    /// The system blocks are written as recorded (`native::system`).
+    pub native_sys: Option<native::NativeSys<'a>>,
+    /// Responses: the input is written as this recorded string (`native::mark_units`).
+    pub input_text: Option<&'a str>,
 }
 
 /// One message of a plan as its wire writes it: a role and a range of `Plan::blocks`,
@@ -200,6 +216,8 @@ pub struct Unit {
     pub role: NRole,
     pub blocks: (usize, usize),
     pub marks: (usize, usize),
+    /// The recorded elements the unit is written as (`native::unit_elements`).
+    pub native: Option<(u32, u32)>,
 }
 
 /// A request body laid out before it is written: the head, the messages (units), and
@@ -219,6 +237,8 @@ pub struct Plan<'a> {
     pub tool_bp: bool,
     /// Where the cache breakpoints are, in the body's order, for the breakdown.
     pub breakpoints: Vec<Breakpoint>,
+    /// The recorded request this one replays, when it was recorded on this wire.
+    pub native: Option<&'a input::Native<'a>>,
 }
 
 /// Where a cache breakpoint is (named for the breakdown only when one is made).
@@ -246,12 +266,24 @@ impl<'a> Plan<'a> {
     /// Lay out `wire`'s body for the neutral messages `n`.
     pub fn new(wire: Wire, opts: &'a Options<'a>, n: &Neutral<'a>) -> Plan<'a> {
         let sys = system_blocks(opts, n);
-        match wire {
+        let mut plan = match wire {
             Wire::Anthropic => anthropic::plan(opts, sys, n),
             Wire::OpenAiChat => openai_chat::plan(opts, sys, n),
             Wire::OpenAiResponses => openai_responses::plan(opts, sys, n),
             Wire::Gemini => gemini::plan(sys, n),
+        };
+        if let Some(nat) = opts.native_for(wire.name()) {
+            plan.head.native_sys = native::system(nat, &plan.sys);
+            let from = plan.head.native_sys.as_ref().map_or(0, |n| n.elements.len());
+            native::mark_units(&mut plan, nat, from as u32);
+            plan.native = Some(nat);
         }
+        plan
+    }
+
+    /// The recorded elements of unit `i` when it is written as recorded.
+    fn native_unit(&self, i: usize) -> Option<(&input::Native<'a>, (u32, u32))> {
+        Some((self.native?, self.units[i].native?))
     }
 
     /// A plan with its wire, head and system blocks, and no messages yet.
@@ -265,6 +297,7 @@ impl<'a> Plan<'a> {
             sys,
             tool_bp: false,
             breakpoints: Vec::new(),
+            native: None,
         }
     }
 
@@ -295,6 +328,17 @@ impl<'a> Plan<'a> {
                     && ma == mb
                     && ba.len() == bb.len()
                     && ba.iter().zip(bb).all(|(x, y)| x.same(y))
+                    && match (self.native_unit(i), other.native_unit(i)) {
+                        (None, None) => true,
+                        (Some((na, ra)), Some((nb, rb))) => {
+                            ra == rb
+                                && (ra.0..ra.1).all(|e| {
+                                    let (x, y) = (na.elements[e as usize], nb.elements[e as usize]);
+                                    neutral::same_str(x.get(), y.get())
+                                })
+                        }
+                        _ => false,
+                    }
             })
             .count();
         1 + units
@@ -308,6 +352,12 @@ impl<'a> Plan<'a> {
                 Wire::OpenAiChat => openai_chat::head(w, &self.head, &self.sys, st),
                 Wire::OpenAiResponses => openai_responses::head(w, &self.head, &self.sys, st),
                 Wire::Gemini => gemini::head(w, &self.head, st),
+            }
+            return;
+        }
+        if let Some((nat, range)) = self.native_unit(k - 1) {
+            if self.head.input_text.is_none() {
+                native::write_elements(w, nat, range, st);
             }
             return;
         }
@@ -356,8 +406,8 @@ impl<'a> Plan<'a> {
         match self.wire {
             Wire::Anthropic => anthropic::tail(w, opts, self.tool_bp),
             Wire::OpenAiChat => openai_chat::tail(w, opts),
-            Wire::OpenAiResponses => openai_responses::tail(w, opts),
-            Wire::Gemini => gemini::tail(w, opts, &self.sys),
+            Wire::OpenAiResponses => openai_responses::tail(w, opts, &self.head),
+            Wire::Gemini => gemini::tail(w, opts, &self.sys, &self.head),
         }
     }
 
@@ -376,7 +426,9 @@ impl<'a> Plan<'a> {
                 (other_opts as *const Options<'_>).cast::<u8>(),
             )
             && self.tool_bp == other.tool_bp
-            && (self.wire != Wire::Gemini || same_sys(&self.sys, &other.sys))
+            && self.head.input_text == other.head.input_text
+            && (self.wire != Wire::Gemini
+                || (same_sys(&self.sys, &other.sys) && self.head.native_sys == other.head.native_sys))
     }
 }
 
@@ -682,7 +734,39 @@ pub fn write_meta(m: &mut Json, plan: &Plan<'_>, n: &Neutral<'_>, st: State, bod
     m.uint(t.tool);
     m.raw(",\"summary\":");
     m.uint(t.summary);
-    m.raw("}}");
+    m.raw("}");
+    if let Some(nat) = plan.native {
+        // Round-trip: which recorded elements (and the system field) went out as
+        // recorded; the rest were rewritten (or left out) because a rule changed them.
+        let mut written = vec![false; nat.elements.len()];
+        let sys = plan.head.native_sys.as_ref();
+        for e in 0..sys.map_or(0, |n| n.elements.len()) {
+            written[e] = true;
+        }
+        for u in &plan.units {
+            if let Some((a, b)) = u.native {
+                for e in a..b {
+                    written[e as usize] = true;
+                }
+            }
+        }
+        m.raw(",\"round_trip\":{\"elements\":");
+        m.uint(nat.elements.len() as u64);
+        m.raw(",\"rewritten\":[");
+        let mut first = true;
+        for (e, _) in written.iter().enumerate().filter(|(_, w)| !**w) {
+            m.sep(&mut first);
+            m.uint(e as u64);
+        }
+        m.raw("],\"system_as_recorded\":");
+        m.raw(if sys.is_some_and(|n| n.field.is_some()) {
+            "true"
+        } else {
+            "false"
+        });
+        m.raw("}");
+    }
+    m.raw("}");
 }
 
 #[cfg(test)]

@@ -50,8 +50,19 @@ pub fn image_url(w: &mut Json, src: &ImageSource<'_>) {
 /// tool `tool_open` + name, its description if any, `parameters`, then `tool_close`,
 /// which ends the tool object; `max_tokens` under the API's name `max_key`; the caller's
 /// extra fields; the closing brace.
-pub fn finish(w: &mut Json, opts: &Options<'_>, tool_open: &str, tool_close: &str, max_key: &str) {
-    if !opts.tools.is_empty() {
+pub fn finish(
+    w: &mut Json,
+    opts: &Options<'_>,
+    tool_open: &str,
+    tool_close: &str,
+    max_key: &str,
+    wire: super::Wire,
+) {
+    if let Some(tools) = opts.native_for(wire.name()).and_then(|n| n.tools) {
+        // The recorded declarations, as the request sent them.
+        w.raw(",\"tools\":");
+        w.raw(tools.get());
+    } else if !opts.tools.is_empty() {
         w.raw(",\"tools\":[");
         let mut first = true;
         for t in &opts.tools {
@@ -130,7 +141,14 @@ pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.raw("{\"model\":");
     w.str(h.model);
     w.raw(",\"messages\":[");
-    if !sys.is_empty() {
+    if let Some(n) = h.native_sys.as_ref().filter(|n| !n.elements.is_empty()) {
+        // The recorded system messages, where they stood: first.
+        for e in &n.elements {
+            w.sep(&mut st.first);
+            w.raw(e);
+            st.count += 1;
+        }
+    } else if !sys.is_empty() {
         w.sep(&mut st.first);
         system_message(w, sys);
         st.count += 1;
@@ -242,5 +260,6 @@ pub fn tail(w: &mut Json, opts: &Options<'_>) {
         "{\"type\":\"function\",\"function\":{\"name\":",
         "}}",
         "max_completion_tokens",
+        Wire::OpenAiChat,
     );
 }

@@ -40,14 +40,43 @@ pub fn plan<'a>(opts: &'a Options<'a>, sys: Vec<Sys<'a>>, n: &Neutral<'a>) -> Pl
 }
 
 /// The model, the instructions and the opening of the input list.
-pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], _st: &mut State) {
+pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.raw("{\"model\":");
     w.str(h.model);
-    if !sys.is_empty() {
-        w.raw(",\"instructions\":");
-        write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
+    match &h.native_sys {
+        Some(n) => {
+            // As recorded: the instructions field, system items leading the input.
+            if let Some((key, value)) = n.field {
+                w.raw(",");
+                w.str(key);
+                w.raw(":");
+                w.raw(value);
+            }
+            if let Some(text) = h.input_text {
+                w.raw(",\"input\":");
+                w.raw(text);
+                return;
+            }
+            w.raw(",\"input\":[");
+            for e in &n.elements {
+                w.sep(&mut st.first);
+                w.raw(e);
+                st.count += 1;
+            }
+        }
+        None => {
+            if !sys.is_empty() {
+                w.raw(",\"instructions\":");
+                write_joined(w, sys.iter().map(|s| &s.text), TEXT_JOIN);
+            }
+            if let Some(text) = h.input_text {
+                w.raw(",\"input\":");
+                w.raw(text);
+                return;
+            }
+            w.raw(",\"input\":[");
+        }
     }
-    w.raw(",\"input\":[");
 }
 
 /// A tool result as a `function_call_output` item.
@@ -136,9 +165,12 @@ pub fn unit(w: &mut Json, role: NRole, blocks: &[NBlock<'_>], st: &mut State) {
     }
 }
 
-/// The end of the input list, the tools, the output limit, the extra fields.
-pub fn tail(w: &mut Json, opts: &Options<'_>) {
-    w.raw("]");
+/// The end of the input list (none after an input written as its recorded string),
+/// the tools, the output limit, the extra fields.
+pub fn tail(w: &mut Json, opts: &Options<'_>, h: &Head<'_>) {
+    if h.input_text.is_none() {
+        w.raw("]");
+    }
     // Responses makes function tools strict unless told otherwise, and strict mode
     // refuses ordinary JSON schemas (optional fields, open objects).
     finish(
@@ -147,5 +179,6 @@ pub fn tail(w: &mut Json, opts: &Options<'_>) {
         "{\"type\":\"function\",\"name\":",
         ",\"strict\":false}",
         "max_output_tokens",
+        Wire::OpenAiResponses,
     );
 }

@@ -27,6 +27,9 @@ from .streams import accumulate, is_event_stream
 from .usage import Usage
 
 __all__ = [
+    "NativeField",
+    "NativeForm",
+    "NativeMember",
     "PromptTooLong",
     "Provider",
     "RenderedRequest",
@@ -43,11 +46,61 @@ class SystemBlock(msgspec.Struct, frozen=True):
     layer: int = 0
 
 
+class NativeField(msgspec.Struct, frozen=True):
+    """A recorded top-level field written back as it was: its key and its value."""
+
+    key: str
+    value: msgspec.Raw
+
+
+class NativeMember(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Where one node's content is in a recorded request (``NativeForm.nodes``).
+
+    ``el``: the elements (``[start, end)`` of the conversation list) its own content
+    came from (a tool node: its result); ``call``: those its tool call came from (a
+    tool node: its caller's message); ``sys``: it is the recorded system field;
+    ``bp`` / ``call_bp``: those recorded blocks carried a cache breakpoint.
+    """
+
+    el: tuple[int, int] | None = None
+    call: tuple[int, int] | None = None
+    sys: bool = False
+    bp: bool = False
+    call_bp: bool = False
+
+
+class NativeForm(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """The recorded form of a request a session replays (``ctxrules.render.native``).
+
+    Rendered for ``wire`` (a provider name), the renderer writes each message whose
+    items no rule changed as the recorded ``elements`` it is exactly the content of
+    (``members``: how many node parts each element holds), the system field and the
+    tools as recorded, and the recorded cache breakpoints instead of its own; what a
+    rule changed is written in the canonical form.  ``model`` is the model the
+    request named as recorded: sent again on this wire whatever family it belongs to;
+    ``input_text`` a Responses ``input`` recorded as one string (its one element the
+    user message it was read as).
+    """
+
+    wire: str
+    model: str | None = None
+    elements: tuple[msgspec.Raw, ...] = ()
+    members: tuple[int, ...] = ()
+    system: NativeField | None = None
+    system_nodes: int = 0
+    tools: msgspec.Raw | None = None
+    tools_bp: bool = False
+    input_text: msgspec.Raw | None = None
+    nodes: dict[str, NativeMember] = {}
+
+
 class RequestOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """Everything besides the commit that shapes a request body.
 
     ``extra`` holds vendor body fields passed through unchanged (temperature,
     tool_choice, thinking, …); it may not set a field the renderer writes.
+    ``native`` is the recorded form of the request a session replays (written back
+    wherever the rules left it as it was; ``ctxrules.render.native``).
     """
 
     model: str
@@ -57,6 +110,7 @@ class RequestOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     extra: dict[str, Any] = {}
     cache: bool = True
     cache_ttl: str | None = None
+    native: NativeForm | None = None
 
 
 class RenderedRequest(msgspec.Struct, frozen=True, kw_only=True):

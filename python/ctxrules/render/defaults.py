@@ -146,7 +146,9 @@ def _pop_path(params: dict[str, Any], path: tuple[str, ...]) -> Any:
         return None
     inner = dict(inner)
     value = _pop_path(inner, tuple(rest))
-    if inner:
+    if inner or value is None:
+        # A parent recorded empty stays as it was recorded (Gemini's
+        # ``generationConfig: {}``).
         params[head] = inner
     else:
         params.pop(head)

@@ -12,7 +12,7 @@ import msgspec
 from ..errors import RenderError
 from ..model import ContextCommit, ContextItem, ToolSpec
 from ..providers import get_provider
-from ..providers.base import Provider, RequestOptions, SystemBlock
+from ..providers.base import NativeForm, Provider, RequestOptions, SystemBlock
 from ..providers.models import model_families, model_in_family
 
 __all__ = [
@@ -150,12 +150,16 @@ def request_options(
     extra: Mapping[str, Any] | None = None,
     cache: bool = True,
     cache_ttl: str | None = None,
+    native: NativeForm | None = None,
 ) -> RequestOptions:
     """Build the ``RequestOptions`` of a render, filling the model and, where the vendor
     requires it, ``max_tokens`` (``default_max_tokens``).  ``RenderError`` when the
-    model belongs to another provider family (``check_model``)."""
+    model belongs to another provider family (``check_model``).  ``native``: the
+    recorded form of the request a session replays (``ctxrules.render.native``)."""
     model = model or provider.default_model
-    check_model(provider, model)
+    if native is None or model != native.model:
+        # The recorded request's own model was sent on this wire already.
+        check_model(provider, model)
     if max_tokens is None and provider.requires_max_tokens:
         max_tokens = default_max_tokens(provider, model)
     return RequestOptions(
@@ -166,4 +170,5 @@ def request_options(
         extra=dict(extra or {}),
         cache=cache,
         cache_ttl=cache_ttl,
+        native=native,
     )
