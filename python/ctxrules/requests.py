@@ -39,7 +39,7 @@ from .model import ContextCommit, Node
 from .providers import Provider, RenderedRequest, Usage, get_provider
 from .providers.base import NativeForm
 from .render import RenderDefaults, explain, render_context, render_sessions, session_defaults
-from .render.native import native_form, with_native
+from .render.native import native_form, replays_recording, with_native
 from .situation import commit_situation
 from .store import CommitStore
 
@@ -339,6 +339,8 @@ class _Recorded:
             **chosen,
         )
         name = provider if isinstance(provider, str) else provider.name
+        if not replays_recording(self.metadata, name):
+            return out
         # The recorded tools go out as recorded unless tools were given.
         tools = "tools" not in chosen
         if (name, tools) not in self._native:

@@ -127,7 +127,7 @@ pub struct Native<'a> {
     pub input_text: Option<&'a RawValue>,
     /// Per node id, where the node's content is in the recorded request.
     #[serde(borrow, default)]
-    pub nodes: HashMap<Cow<'a, str>, Member>,
+    pub nodes: HashMap<Cow<'a, str>, Member<'a>>,
 }
 
 /// A recorded field written as it was: its key and its value.
@@ -143,9 +143,10 @@ pub struct NativeField<'a> {
 /// its item's own blocks (or, for a tool node, its result) came from, `call` those
 /// its tool call came from (a tool node: its caller's message), `sys` whether it is
 /// (part of) the recorded system field; `bp` / `call_bp` whether those recorded
-/// blocks carried a cache breakpoint (Anthropic).
-#[derive(Deserialize, Debug, Default, Clone, Copy)]
-pub struct Member {
+/// blocks carried a cache breakpoint (Anthropic); `skip` that it was not sent; `args`
+/// a tool node's recorded arguments.
+#[derive(Deserialize, Debug, Default, Clone)]
+pub struct Member<'a> {
     #[serde(default)]
     pub el: Option<(u32, u32)>,
     #[serde(default)]
@@ -156,6 +157,17 @@ pub struct Member {
     pub bp: bool,
     #[serde(default)]
     pub call_bp: bool,
+    /// The request did not send it: a Responses request chained on
+    /// `previous_response_id` stands for it by that id.
+    #[serde(default)]
+    pub skip: bool,
+    /// Its call was not sent (its caller is `skip`).
+    #[serde(default)]
+    pub call_skip: bool,
+    /// A tool node's arguments as recorded: its call is as recorded while its item's
+    /// `tool_input` is this, whatever a rule did to its result.
+    #[serde(borrow, default)]
+    pub args: Option<Cow<'a, str>>,
 }
 
 impl Options<'_> {

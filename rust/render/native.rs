@@ -41,27 +41,40 @@ fn origin<'c>(b: &NBlock<'c>) -> Option<(Item<'c>, Side)> {
     }
 }
 
-/// The member entry of an unchanged item.
-fn member<'n>(nat: &'n Native<'_>, item: &Item<'_>) -> Option<&'n Member> {
-    if !item.unchanged() {
+/// The member entry of an item whose `side` is as recorded: an unchanged item, or for
+/// a tool call an item whose arguments are still the recorded ones (a rule that capped
+/// or aged the result left the call as it was).
+fn member<'n>(nat: &'n Native<'_>, item: &Item<'_>, side: Side) -> Option<&'n Member<'n>> {
+    if item.attached_from().is_some() {
         return None;
     }
-    nat.nodes.get(item.source_node_id().esc)
+    let m = nat.nodes.get(item.source_node_id().esc)?;
+    let as_recorded = item.unchanged()
+        || (side == Side::Call
+            && m.args
+                .as_deref()
+                .is_some_and(|a| item.tool_input().raw() == a));
+    as_recorded.then_some(m)
 }
 
 /// The recorded elements a unit's blocks are exactly the content of, as a range, or
 /// `None`.  Redacted thinking names no item: it neither proves nor breaks a match.
-pub fn unit_elements(nat: &Native<'_>, blocks: &[NBlock<'_>]) -> Option<(u32, u32)> {
+pub fn unit_elements(nat: &Native<'_>, blocks: &[NBlock<'_>]) -> Option<Fit> {
     // (item, side, range) of each member seen, once each.
     let mut seen: Vec<(*const u8, Side, (u32, u32))> = Vec::new();
     let mut lo = u32::MAX;
     let mut hi = 0u32;
+    let mut skipped = 0usize;
     for b in blocks {
         if matches!(b, NBlock::Redacted(_)) {
             continue;
         }
         let (item, side) = origin(b)?;
-        let m = member(nat, &item)?;
+        let m = member(nat, &item, side)?;
+        if m.skip || (side == Side::Call && m.call_skip) {
+            skipped += 1;
+            continue;
+        }
         let range = match side {
             Side::Own => m.el?,
             Side::Call => m.call?,
@@ -72,6 +85,10 @@ pub fn unit_elements(nat: &Native<'_>, blocks: &[NBlock<'_>]) -> Option<(u32, u3
         }
         lo = lo.min(range.0);
         hi = hi.max(range.1);
+    }
+    if skipped > 0 {
+        // Not sent at all, or partly: nothing to write, or not as recorded.
+        return seen.is_empty().then_some(Fit::Skipped);
     }
     if seen.is_empty() || hi as usize > nat.elements.len() || lo >= hi {
         return None;
@@ -86,7 +103,16 @@ pub fn unit_elements(nat: &Native<'_>, blocks: &[NBlock<'_>]) -> Option<(u32, u3
                 .count();
             nat.members.get(e as usize).copied() == Some(here as u32)
         })
-        .then_some((lo, hi))
+        .then_some(Fit::Elements(lo, hi))
+}
+
+/// How a unit is written from the recording (`unit_elements`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fit {
+    /// As the recorded elements `[a, b)`.
+    Elements(u32, u32),
+    /// Not at all: the request did not send it (`Member::skip`).
+    Skipped,
 }
 
 /// Write recorded elements `range` as list entries.
@@ -106,10 +132,25 @@ pub fn write_elements(w: &mut Json, nat: &Native<'_>, range: (u32, u32), st: &mu
 /// first element needs no opening placeholder.
 pub fn mark_units<'a>(plan: &mut Plan<'a>, nat: &'a Native<'a>, from: u32) {
     let empty = |a: u32, b: u32| (a..b).all(|e| nat.members.get(e as usize) == Some(&0));
+    let end = nat.elements.len() as u32;
     let mut next = Some(from);
     for i in 0..plan.units.len() {
         let (_, blocks, _) = plan.unit(i);
-        let mut range = unit_elements(nat, blocks);
+        let mut range = match unit_elements(nat, blocks) {
+            Some(Fit::Elements(a, b)) => Some((a, b)),
+            // Written as nothing, where the recorded list is still to begin.
+            Some(Fit::Skipped) => next.map(|n| (n, n)),
+            None if is_placeholder(blocks)
+                && plan.units.len() == 1
+                && from < end
+                && empty(from, end) =>
+            {
+                // Nothing to say but the renderer's opening: the recording's (empty)
+                // elements instead, when they are all there is.
+                Some((from, end))
+            }
+            None => None,
+        };
         if let (Some((a, b)), Some(n)) = (range, next) {
             if n < a && empty(n, a) {
                 range = Some((n, b));
@@ -118,7 +159,6 @@ pub fn mark_units<'a>(plan: &mut Plan<'a>, nat: &'a Native<'a>, from: u32) {
         next = range.map(|r| r.1);
         plan.units[i].native = range;
     }
-    let end = nat.elements.len() as u32;
     if let Some(last) = plan.units.last_mut() {
         if let Some((a, b)) = last.native {
             if b < end && empty(b, end) {
@@ -130,11 +170,19 @@ pub fn mark_units<'a>(plan: &mut Plan<'a>, nat: &'a Native<'a>, from: u32) {
         plan.head.opening = false;
     }
     // Responses: an input recorded as one string is written as that string.
-    if let (Some(text), [only]) = (nat.input_text, &plan.units[..]) {
-        if only.native == Some((0, 1)) && from == 0 && end == 1 {
+    if let Some(text) = nat.input_text {
+        let mut written = plan.units.iter().map(|u| u.native);
+        let whole = written.clone().all(|r| r.is_some())
+            && written.by_ref().flatten().filter(|(a, b)| a < b).eq([(0, 1)]);
+        if whole && from == 0 && end == 1 {
             plan.head.input_text = Some(text.get());
         }
     }
+}
+
+/// Whether a unit is only the renderer's own opening text (`super::OPENING_PLACEHOLDER`).
+fn is_placeholder(blocks: &[NBlock<'_>]) -> bool {
+    matches!(blocks, [NBlock::Text(Txt::Own(t))] if t == super::OPENING_PLACEHOLDER)
 }
 
 /// How the system blocks are written in their recorded form, if they are: as the
@@ -165,12 +213,15 @@ pub fn system<'a>(nat: &'a Native<'a>, sys: &[Sys<'_>]) -> Option<NativeSys<'a>>
     let mut field = 0u32;
     let mut hi = 0u32;
     let mut listed = 0u32;
+    let mut skipped = 0usize;
     for s in sys {
         let Txt::Item(item) = &s.text else {
             return None;
         };
-        let m = member(nat, item)?;
-        if m.sys {
+        let m = member(nat, item, Side::Own)?;
+        if m.skip {
+            skipped += 1;
+        } else if m.sys {
             field += 1;
         } else {
             let (a, b) = m.el?;
@@ -180,6 +231,10 @@ pub fn system<'a>(nat: &'a Native<'a>, sys: &[Sys<'_>]) -> Option<NativeSys<'a>>
             hi = b;
             listed += 1;
         }
+    }
+    if skipped > 0 {
+        // Instructions of the chain a request continued: not sent again.
+        return (skipped == sys.len()).then(NativeSys::default);
     }
     if field > 0 && (nat.system.is_none() || field != nat.system_nodes) {
         return None;
@@ -202,7 +257,7 @@ pub fn system<'a>(nat: &'a Native<'a>, sys: &[Sys<'_>]) -> Option<NativeSys<'a>>
 
 fn is_field(nat: &Native<'_>, s: &Sys<'_>) -> bool {
     match &s.text {
-        Txt::Item(item) => member(nat, item).is_some_and(|m| m.sys),
+        Txt::Item(item) => member(nat, item, Side::Own).is_some_and(|m| m.sys),
         _ => false,
     }
 }

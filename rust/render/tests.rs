@@ -404,3 +404,74 @@ fn a_failed_or_unsendable_compaction_is_a_no_op() {
         assert!(!ctx.contains("compaction"), "{ctx}");
     }
 }
+
+/// Options replaying a recorded Chat Completions request of `tool_turn`: the recorded
+/// messages (with fields the canonical form does not write), and where each node is.
+fn native_opts() -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "model": "m",
+        "native": {
+            "wire": "openai-chat",
+            "elements": [
+                {"role": "user", "content": [{"type": "text", "text": "list files"}]},
+                {"role": "assistant", "content": "ok", "tool_calls": [{"id": "call_1",
+                 "type": "function", "function": {"name": "ls", "arguments": "{ \"path\": \".\" }"}}]},
+                {"role": "tool", "tool_call_id": "call_1", "name": "ls", "content": "a.txt"},
+                {"role": "assistant", "content": "done", "refusal": null},
+            ],
+            "members": [1, 2, 1, 1],
+            "nodes": {
+                "u1": {"el": [0, 1]}, "a1": {"el": [1, 2]},
+                "t1": {"el": [2, 3], "call": [1, 2], "args": "{\"path\":\".\"}"},
+                "a2": {"el": [3, 4]},
+            },
+        },
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_recorded_request_is_written_as_recorded_where_unchanged() {
+    let recorded: Value = serde_json::from_slice::<Value>(&native_opts()).unwrap()["native"]
+        ["elements"]
+        .clone();
+    let c = commit(tool_turn());
+    let r = render_request(Wire::OpenAiChat, &c, &native_opts()).unwrap();
+    let b: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(b["messages"], recorded);
+    // Rendered for another wire, the table means nothing.
+    let a: Value = serde_json::from_slice(
+        &render_request(Wire::Anthropic, &c, &native_opts())
+            .unwrap()
+            .body,
+    )
+    .unwrap();
+    assert_eq!(a["messages"][0]["content"][0]["text"], "list files");
+    // A rule changed the result: its message is canonical, the call stays as recorded
+    // (its arguments are the recorded ones), the rest too.
+    let mut items = tool_turn();
+    items[2]["rendered"] = "a.t…".into();
+    items[2]["reason"] = "result_cap:4".into();
+    let r = render_request(Wire::OpenAiChat, &commit(items.clone()), &native_opts()).unwrap();
+    let b: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(b["messages"][..2], recorded.as_array().unwrap()[..2]);
+    assert_eq!(
+        b["messages"][2],
+        serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": "a.t…"})
+    );
+    assert_eq!(b["messages"][3], recorded[3]);
+    let meta: Value = serde_json::from_slice(&r.meta).unwrap();
+    assert_eq!(meta["round_trip"]["rewritten"], serde_json::json!([2]));
+    // Its arguments cut as well: the call's message is canonical too.
+    items[2]["tool_input"] = "{}".into();
+    let r = render_request(Wire::OpenAiChat, &commit(items), &native_opts()).unwrap();
+    let b: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(b["messages"][1]["tool_calls"][0]["function"]["arguments"], "{}");
+    assert_eq!(b["messages"][0], recorded[0]);
+    // A member missing (the result summarized away): no element half written.
+    let mut items = tool_turn();
+    items[0]["state"] = "summarized".into();
+    let r = render_request(Wire::OpenAiChat, &commit(items), &native_opts()).unwrap();
+    let b: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(b["messages"][0], recorded[1]);
+}

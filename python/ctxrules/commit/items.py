@@ -37,6 +37,7 @@ __all__ = [
     "find_native",
     "item_for_call",
     "merge_parents",
+    "tool_input_text",
     "user_text",
 ]
 
@@ -87,6 +88,14 @@ def user_text(call: Node) -> str:
     return _text_of(call.output)
 
 
+def tool_input_text(call: Node) -> str:
+    """A tool node's arguments as its item holds them (``tool_input``): the recorded
+    text, or the arguments' JSON."""
+    if call.input is None:
+        return ""
+    return call.input if isinstance(call.input, str) else msgspec.json.encode(call.input).decode()
+
+
 def item_for_call(call: Node, *, anchor: bool, lock_system: bool, now: float) -> ContextItem:
     """The ``full`` item of one node (``anchor``: make it the task-statement anchor;
     ``lock_system``: a system node's item is locked)."""
@@ -101,15 +110,7 @@ def item_for_call(call: Node, *, anchor: bool, lock_system: bool, now: float) ->
     }
     if call.role == "tool":
         text, images, failed = _tool_result_text(call.output)
-        tool_input = (
-            ""
-            if call.input is None
-            else (
-                call.input
-                if isinstance(call.input, str)
-                else msgspec.json.encode(call.input).decode()
-            )
-        )
+        tool_input = tool_input_text(call)
         use_id = meta.get("tool_use_id")
         return ContextItem(
             **common,

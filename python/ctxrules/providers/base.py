@@ -59,7 +59,11 @@ class NativeMember(msgspec.Struct, frozen=True, omit_defaults=True):
     ``el``: the elements (``[start, end)`` of the conversation list) its own content
     came from (a tool node: its result); ``call``: those its tool call came from (a
     tool node: its caller's message); ``sys``: it is the recorded system field;
-    ``bp`` / ``call_bp``: those recorded blocks carried a cache breakpoint.
+    ``bp`` / ``call_bp``: those recorded blocks carried a cache breakpoint;
+    ``skip``: the request did not send it (a Responses request chained on
+    ``previous_response_id`` stands for it by that id); ``call_skip``: so for its
+    call (its caller's); ``args``: a tool node's arguments as its item holds them
+    (its call is as recorded while they are, whatever a rule did to its result).
     """
 
     el: tuple[int, int] | None = None
@@ -67,6 +71,9 @@ class NativeMember(msgspec.Struct, frozen=True, omit_defaults=True):
     sys: bool = False
     bp: bool = False
     call_bp: bool = False
+    skip: bool = False
+    call_skip: bool = False
+    args: str | None = None
 
 
 class NativeForm(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):

@@ -12,8 +12,9 @@ import msgspec
 from ..commit import diff_commits
 from ..errors import ValidationError
 from ..model import ContextCommit, ToolSpec
-from ..providers.base import Provider, RenderedRequest
+from ..providers.base import NativeForm, Provider, RenderedRequest
 from ..providers.estimate import Estimate, RequestEstimate, prompt_estimate
+from .native import explain_round_trip
 from .options import SystemArg, layer_texts, provider_of, system_blocks, tool_tuple
 from .single import render
 
@@ -155,6 +156,11 @@ def explain(
     same_frame = layer_texts(previous_situation) == layer_texts(situation_arg)
     shared_items = _shared_items(previous, commit) if previous is not None and same_frame else 0
     total = estimate.input_tokens
+    native = options.get("native")
+    extra: dict[str, Any] = {}
+    if isinstance(native, NativeForm):
+        # A replayed recording: what went out as recorded, and what a rule changed.
+        extra["round_trip"] = explain_round_trip(rendered.meta, native, commit)
     return {
         "provider": prov.name,
         "model": rendered.model,
@@ -194,4 +200,5 @@ def explain(
             "total_tokens": total,
             "ratio": round(cache.read_tokens / total, 4) if total else 0.0,
         },
+        **extra,
     }

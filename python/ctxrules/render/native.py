@@ -37,10 +37,12 @@ from typing import Any
 
 import msgspec
 
+from ..commit.items import tool_input_text, user_text
 from ..importers._defaults import WIRE_PROVIDERS
 from ..importers._messages import LIST_KEYS
 from ..model import (
     CompactionBlock,
+    ContextCommit,
     ImageBlock,
     Node,
     TextBlock,
@@ -49,7 +51,14 @@ from ..model import (
 from ..providers.base import NativeField, NativeForm, NativeMember
 from .defaults import RenderDefaults
 
-__all__ = ["SYSTEM_KEYS", "native_form", "recorded_provider", "with_native"]
+__all__ = [
+    "SYSTEM_KEYS",
+    "explain_round_trip",
+    "native_form",
+    "recorded_provider",
+    "replays_recording",
+    "with_native",
+]
 
 #: Where each wire's request holds its system prompt as a field of its own (Chat
 #: Completions has none: its system messages are list elements).
@@ -67,6 +76,14 @@ def recorded_provider(metadata: Mapping[str, Any]) -> str | None:
     """The provider a session's request was recorded for (``None``: not known)."""
     provider = metadata.get("provider") or WIRE_PROVIDERS.get(str(metadata.get("wire")))
     return provider if isinstance(provider, str) else None
+
+
+def replays_recording(metadata: Mapping[str, Any], provider: str) -> bool:
+    """Whether a session holds a recorded request body of ``provider``'s wire (so its
+    request rendered for ``provider`` has a recorded form: ``native_form``)."""
+    return isinstance(metadata.get("request_body"), str) and (
+        recorded_provider(metadata) == provider
+    )
 
 
 def _decode(raw: Any, type: Any) -> Any:
@@ -94,8 +111,7 @@ def _shows(node: Node, wire: str) -> bool:
     if isinstance(out, str):
         return out != ""
     if node.role == "user":
-        texts = [b.text for b in out if isinstance(b, TextBlock)]
-        return bool(texts and "\n".join(texts)) or any(isinstance(b, ImageBlock) for b in out)
+        return user_text(node) != "" or any(isinstance(b, ImageBlock) for b in out)
     for b in out:
         if isinstance(b, TextBlock) and b.text:
             return True
@@ -112,16 +128,16 @@ def _shows(node: Node, wire: str) -> bool:
     return False
 
 
-def _span(node: Node) -> tuple[int, int] | None:
+def _span(node: Node, offset: int = 0) -> tuple[int, int] | None:
     """The elements a node came from: its ``index``, and for a Responses node as many
-    items as it was read from."""
+    items as it was read from (``offset``: items read before the request's own)."""
     meta = node.metadata
     index = meta.get("index")
     if not isinstance(index, int) or isinstance(index, bool) or index < 0:
         return None
     items = meta.get("responses_items")
     n = len(items) if isinstance(items, list) and items else 1
-    return (index, index + n)
+    return (index - offset, index - offset + n)
 
 
 def native_form(
@@ -136,7 +152,7 @@ def native_form(
     if recorded_provider(metadata) != provider or provider not in LIST_KEYS:
         return None
     text = metadata.get("request_body")
-    if not isinstance(text, str) or "previous_response_id" in metadata:
+    if not isinstance(text, str):
         return None
     body: _Body | None = _decode(text, _Body)
     if body is None:
@@ -154,6 +170,12 @@ def native_form(
     if raws is None:
         return None
     plain = [msgspec.json.decode(r) for r in raws]
+    nodes = list(nodes)
+    # A Responses request chained on ``previous_response_id`` is read as the chain's
+    # items first: those were not sent (the id stands for them), the request's own
+    # input follows them.
+    offset = max((span[1] for n in nodes if (span := _span(n)) is not None), default=0)
+    offset = max(0, offset - len(raws)) if provider == "openai-responses" else 0
     by_id: dict[str, Node] = {}
     members = [0] * len(raws)
     table: dict[str, NativeMember] = {}
@@ -164,9 +186,17 @@ def native_form(
         system = NativeField(key=key, value=body[key])
     for node in nodes:
         by_id[node.id] = node
-        span = _span(node)
+        span = _span(node, offset)
+        if span is not None and span[1] <= 0:
+            table[node.id] = NativeMember(skip=True)
+            continue
+        if span is not None and span[0] < 0:
+            continue  # read partly from the chain: not as recorded
         if node.role == "system" and span is None:
             if system is None:
+                if offset > 0:
+                    # The chain's instructions: a chained request sends its own only.
+                    table[node.id] = NativeMember(skip=True)
                 continue
             system_nodes += 1
             bp = provider == "anthropic" and _has_marker(_decode(system.value, Any))
@@ -175,11 +205,14 @@ def native_form(
         if span is None or span[1] > len(raws):
             continue
         call = None
-        call_bp = False
+        call_bp = call_skip = False
         own_bp = False
         if node.role == "tool" and node.caller is not None:
             caller = by_id.get(node.caller)
-            call = _span(caller) if caller is not None else None
+            call = _span(caller, offset) if caller is not None else None
+            call_skip = call is not None and call[1] <= 0
+            if call is not None and call[0] < 0:
+                call = None
             if call is not None and call[1] > len(raws):
                 call = None
             if provider == "anthropic":
@@ -207,7 +240,10 @@ def native_form(
             if _shows(node, provider):
                 for e in range(*span):
                     members[e] += 1
-        table[node.id] = NativeMember(el=span, call=call, bp=own_bp, call_bp=call_bp)
+        args = tool_input_text(node) if node.role == "tool" else None
+        table[node.id] = NativeMember(
+            el=span, call=call, bp=own_bp, call_bp=call_bp, call_skip=call_skip, args=args
+        )
     recorded_tools = body.get("tools") if tools else None
     tools_bp = False
     if recorded_tools is not None and provider == "anthropic":
@@ -243,7 +279,54 @@ def with_native(
     if form.model and "model" not in chosen:
         options["model"] = form.model
         explain["model"] = {"source": "recorded request", "recorded": form.model}
+        if form.wire == "gemini":
+            # Gemini names the model in the URL; a client that sent it in the body too
+            # sent a field like any other.
+            options["extra"] = {**options.get("extra", {}), "model": form.model}
     if form.tools is None and "tools" not in chosen and "tools" in options:
         del options["tools"]
         explain["tools"] = {"declared": 0, "inferred": [], "source": "recorded (none)"}
     return RenderDefaults(options=options, explain=explain)
+
+
+def explain_round_trip(
+    meta: Mapping[str, Any], form: NativeForm, commit: ContextCommit
+) -> dict[str, Any]:
+    """What ``--explain`` says of a replayed recording: how many recorded elements went
+    out as recorded and, for each that did not, why — the nodes of that element whose
+    items a rule changed (their state and the rule's reason), or left out of the
+    request (summarized, or not in the commit); an element none of whose items changed
+    was rewritten in the canonical form for the renderer's own reasons (a repeated
+    call id made unique, a prefill trimmed)."""
+    found = meta.get("round_trip")
+    if not isinstance(found, Mapping):
+        return {"recorded_for": form.wire, "as_recorded": False}
+    items = {it.source_node_id: it for it in commit.items if it.attached_from is None}
+    owners: dict[int, list[str]] = {}
+    for node_id, m in form.nodes.items():
+        for part in (m.el, m.call):
+            if part is not None:
+                for e in range(*part):
+                    owners.setdefault(e, []).append(node_id)
+    changes: list[dict[str, Any]] = []
+    for e in found.get("rewritten", []):
+        why = []
+        for node_id in sorted(set(owners.get(e, []))):
+            it = items.get(node_id)
+            if it is None:
+                why.append({"node": node_id, "change": "not in the request"})
+            elif it.state != "full" or it.reason not in ("new", "anchor"):
+                why.append({"node": node_id, "state": it.state, "reason": it.reason})
+        changes.append(
+            {"element": e, "changed": why}
+            if why
+            else {"element": e, "changed": [], "note": "rewritten by the renderer"}
+        )
+    elements = int(found.get("elements", 0))
+    return {
+        "recorded_for": form.wire,
+        "elements": elements,
+        "as_recorded": elements - len(changes),
+        "system_as_recorded": bool(found.get("system_as_recorded")),
+        "rewritten": changes,
+    }
