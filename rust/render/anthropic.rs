@@ -164,12 +164,7 @@ pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     w.str(h.model);
     w.raw(",\"max_tokens\":");
     w.uint(h.max_tokens.unwrap_or(4096));
-    if let Some((key, value)) = h.native_sys.as_ref().and_then(|n| n.field) {
-        w.raw(",");
-        w.str(key);
-        w.raw(":");
-        w.raw(value);
-    } else if !sys.is_empty() {
+    if !super::native::write_system_field(w, h) && !sys.is_empty() {
         w.raw(",\"system\":[");
         let mut first = true;
         for (i, s) in sys.iter().enumerate() {
@@ -225,10 +220,7 @@ pub fn unit(
 /// the extra fields.
 pub fn tail(w: &mut Json, opts: &Options<'_>, tool_bp: bool) {
     w.raw("]");
-    if let Some(tools) = opts.native_for("anthropic").and_then(|n| n.tools) {
-        w.raw(",\"tools\":");
-        w.raw(tools.get());
-    } else if !opts.tools.is_empty() {
+    if !super::native::write_tools(w, opts, Wire::Anthropic) && !opts.tools.is_empty() {
         w.raw(",\"tools\":[");
         let mut first = true;
         let last = opts.tools.len() - 1;

@@ -193,19 +193,11 @@ pub fn system_instruction(w: &mut Json, sys: &[Sys<'_>]) {
 /// tools (the recorded ones when the options carry them), the extra fields.
 pub fn tail(w: &mut Json, opts: &Options<'_>, sys: &[Sys<'_>], h: &Head<'_>) {
     w.raw("]");
-    if let Some((key, value)) = h.native_sys.as_ref().and_then(|n| n.field) {
-        w.raw(",");
-        w.str(key);
-        w.raw(":");
-        w.raw(value);
-    } else if !sys.is_empty() {
+    if !super::native::write_system_field(w, h) && !sys.is_empty() {
         w.raw(",\"systemInstruction\":");
         system_instruction(w, sys);
     }
-    if let Some(tools) = opts.native_for("gemini").and_then(|n| n.tools) {
-        w.raw(",\"tools\":");
-        w.raw(tools.get());
-    } else if !opts.tools.is_empty() {
+    if !super::native::write_tools(w, opts, Wire::Gemini) && !opts.tools.is_empty() {
         w.raw(",\"tools\":[{\"functionDeclarations\":[");
         let mut first = true;
         for t in &opts.tools {

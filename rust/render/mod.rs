@@ -274,11 +274,24 @@ impl<'a> Plan<'a> {
         };
         if let Some(nat) = opts.native_for(wire.name()) {
             plan.head.native_sys = native::system(nat, &plan.sys);
-            let from = plan.head.native_sys.as_ref().map_or(0, |n| n.elements.len());
+            let from = plan
+                .head
+                .native_sys
+                .as_ref()
+                .map_or(0, |n| n.elements.len());
             native::mark_units(&mut plan, nat, from as u32);
             plan.native = Some(nat);
         }
         plan
+    }
+
+    /// Whether the core estimates the body from this plan: not when the body replays a
+    /// recording (`native`), whose recorded parts have shapes the plan does not hold
+    /// (several text blocks of one item, a system string, tools as declared): the
+    /// specification estimates that body from its bytes (`estimate_body`), so the
+    /// estimate is always of the body sent.
+    pub fn estimable(&self) -> bool {
+        self.native.is_none()
     }
 
     /// The recorded elements of unit `i` when it is written as recorded.
@@ -428,7 +441,8 @@ impl<'a> Plan<'a> {
             && self.tool_bp == other.tool_bp
             && self.head.input_text == other.head.input_text
             && (self.wire != Wire::Gemini
-                || (same_sys(&self.sys, &other.sys) && self.head.native_sys == other.head.native_sys))
+                || (same_sys(&self.sys, &other.sys)
+                    && self.head.native_sys == other.head.native_sys))
     }
 }
 
@@ -688,7 +702,9 @@ pub fn write_request_estimated(
     Ok(Rendered {
         body,
         meta: meta.finish(),
-        estimate: frame.map(|f| estimate::estimate(&plan, f)),
+        estimate: frame
+            .filter(|_| plan.estimable())
+            .map(|f| estimate::estimate(&plan, f)),
     })
 }
 

@@ -13,9 +13,9 @@
 //! from the neutral messages as always; the recorded bytes only replace a unit whose
 //! content they are.
 
-use super::input::{Member, Native};
+use super::input::{Member, Native, Options};
 use super::neutral::{NBlock, Txt};
-use super::{Plan, State, Sys};
+use super::{Head, Plan, State, Sys, Wire};
 use crate::commit::Item;
 use crate::json::Json;
 
@@ -166,14 +166,23 @@ pub fn mark_units<'a>(plan: &mut Plan<'a>, nat: &'a Native<'a>, from: u32) {
             }
         }
     }
-    if plan.units.first().and_then(|u| u.native).is_some_and(|(a, _)| a == from) {
+    if plan
+        .units
+        .first()
+        .and_then(|u| u.native)
+        .is_some_and(|(a, _)| a == from)
+    {
         plan.head.opening = false;
     }
     // Responses: an input recorded as one string is written as that string.
     if let Some(text) = nat.input_text {
         let mut written = plan.units.iter().map(|u| u.native);
         let whole = written.clone().all(|r| r.is_some())
-            && written.by_ref().flatten().filter(|(a, b)| a < b).eq([(0, 1)]);
+            && written
+                .by_ref()
+                .flatten()
+                .filter(|(a, b)| a < b)
+                .eq([(0, 1)]);
         if whole && from == 0 && end == 1 {
             plan.head.input_text = Some(text.get());
         }
@@ -309,4 +318,28 @@ pub fn recorded_breakpoints(
         }
     }
     (sys_bps, msg_bps)
+}
+
+/// Write `,"key":value` of the system field as recorded, when the head says it goes
+/// out so (`NativeSys::field`); returns whether it did.
+pub fn write_system_field(w: &mut Json, h: &Head<'_>) -> bool {
+    let Some((key, value)) = h.native_sys.as_ref().and_then(|n| n.field) else {
+        return false;
+    };
+    w.raw(",");
+    w.str(key);
+    w.raw(":");
+    w.raw(value);
+    true
+}
+
+/// Write `,"tools":…` as recorded, when the options replay a recording of `wire` that
+/// carries its tools; returns whether it did.
+pub fn write_tools(w: &mut Json, opts: &Options<'_>, wire: Wire) -> bool {
+    let Some(tools) = opts.native_for(wire.name()).and_then(|n| n.tools) else {
+        return false;
+    };
+    w.raw(",\"tools\":");
+    w.raw(tools.get());
+    true
 }

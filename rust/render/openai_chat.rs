@@ -58,11 +58,7 @@ pub fn finish(
     max_key: &str,
     wire: super::Wire,
 ) {
-    if let Some(tools) = opts.native_for(wire.name()).and_then(|n| n.tools) {
-        // The recorded declarations, as the request sent them.
-        w.raw(",\"tools\":");
-        w.raw(tools.get());
-    } else if !opts.tools.is_empty() {
+    if !super::native::write_tools(w, opts, wire) && !opts.tools.is_empty() {
         w.raw(",\"tools\":[");
         let mut first = true;
         for t in &opts.tools {

@@ -46,12 +46,7 @@ pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     match &h.native_sys {
         Some(n) => {
             // As recorded: the instructions field, system items leading the input.
-            if let Some((key, value)) = n.field {
-                w.raw(",");
-                w.str(key);
-                w.raw(":");
-                w.raw(value);
-            }
+            super::native::write_system_field(w, h);
             if let Some(text) = h.input_text {
                 w.raw(",\"input\":");
                 w.raw(text);

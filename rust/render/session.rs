@@ -146,7 +146,9 @@ impl<'a> Session<'a> {
             write_meta(&mut m, &plan, &n, st, len);
             *meta = m.finish();
         }
-        let estimate = frame.map(|f| estimate::estimate(&plan, f));
+        let estimate = frame
+            .filter(|_| plan.estimable())
+            .map(|f| estimate::estimate(&plan, f));
         self.prev = Some(Prev {
             plan,
             opts,

@@ -432,9 +432,8 @@ fn native_opts() -> Vec<u8> {
 
 #[test]
 fn a_recorded_request_is_written_as_recorded_where_unchanged() {
-    let recorded: Value = serde_json::from_slice::<Value>(&native_opts()).unwrap()["native"]
-        ["elements"]
-        .clone();
+    let recorded: Value =
+        serde_json::from_slice::<Value>(&native_opts()).unwrap()["native"]["elements"].clone();
     let c = commit(tool_turn());
     let r = render_request(Wire::OpenAiChat, &c, &native_opts()).unwrap();
     let b: Value = serde_json::from_slice(&r.body).unwrap();
@@ -466,7 +465,10 @@ fn a_recorded_request_is_written_as_recorded_where_unchanged() {
     items[2]["tool_input"] = "{}".into();
     let r = render_request(Wire::OpenAiChat, &commit(items), &native_opts()).unwrap();
     let b: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(b["messages"][1]["tool_calls"][0]["function"]["arguments"], "{}");
+    assert_eq!(
+        b["messages"][1]["tool_calls"][0]["function"]["arguments"],
+        "{}"
+    );
     assert_eq!(b["messages"][0], recorded[0]);
     // A member missing (the result summarized away): no element half written.
     let mut items = tool_turn();
