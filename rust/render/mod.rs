@@ -756,8 +756,8 @@ pub fn write_meta(m: &mut Json, plan: &Plan<'_>, n: &Neutral<'_>, st: State, bod
         // recorded; the rest were rewritten (or left out) because a rule changed them.
         let mut written = vec![false; nat.elements.len()];
         let sys = plan.head.native_sys.as_ref();
-        for e in 0..sys.map_or(0, |n| n.elements.len()) {
-            written[e] = true;
+        for w in written.iter_mut().take(sys.map_or(0, |n| n.elements.len())) {
+            *w = true;
         }
         for u in &plan.units {
             if let Some((a, b)) = u.native {

@@ -453,7 +453,8 @@ fn a_recorded_request_is_written_as_recorded_where_unchanged() {
     items[2]["reason"] = "result_cap:4".into();
     let r = render_request(Wire::OpenAiChat, &commit(items.clone()), &native_opts()).unwrap();
     let b: Value = serde_json::from_slice(&r.body).unwrap();
-    assert_eq!(b["messages"][..2], recorded.as_array().unwrap()[..2]);
+    assert_eq!(b["messages"][0], recorded[0]);
+    assert_eq!(b["messages"][1], recorded[1]);
     assert_eq!(
         b["messages"][2],
         serde_json::json!({"role": "tool", "tool_call_id": "call_1", "content": "a.t…"})
