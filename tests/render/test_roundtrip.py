@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 from tests.corpus import CORPUS, entries
 
+from ctxrules.cli import main
 from ctxrules.commit import make_commit
 from ctxrules.config import PipelineConfig
 from ctxrules.errors import EmptyTranscriptError
@@ -213,3 +214,20 @@ def test_the_incremental_renderer_writes_the_same_bodies(tmp_path: Path):
         assert [r.body for r in together[0]] == alone, rel
         assert json.loads(alone[-1]).get("messages", json.loads(alone[-1]).get("contents"))
     store.close()
+
+
+def test_explain_says_what_went_out_as_recorded(tmp_path: Path, capsys):
+    """``ctxrules render --explain`` of a replayed recording with no rules: every
+    recorded message as recorded, the system as recorded, said in one line."""
+    store_dir = tmp_path / "store"
+    store = open_store(store_dir)
+    sid = import_paths(store, [str(CORPUS / TOOL_VARIATIONS)], format="cassette-all")[-1].id
+    elements = len(json.loads(store.get_session(sid).metadata["request_body"])["messages"])
+    store.close()
+    argv = ["render", sid, "--store", str(store_dir), "--provider", "anthropic"]
+    assert main([*argv, "--preset", "off", "--explain"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert (
+        f"round-trip (recorded for anthropic): {elements} of {elements} recorded messages "
+        "as recorded, system as recorded"
+    ) in out

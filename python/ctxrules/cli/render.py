@@ -323,6 +323,25 @@ def _print_explain(b: dict) -> None:
         + ("; ".join(params) or "none"),
         markup=False,
     )
+    rt = b.get("round_trip")
+    if rt and "elements" in rt:
+        # A replayed recording: what went out as recorded, and what a rule rewrote.
+        console.print(
+            f"round-trip (recorded for {rt['recorded_for']}): {rt['as_recorded']} of "
+            f"{rt['elements']} recorded messages as recorded, system "
+            + ("as recorded" if rt["system_as_recorded"] else "canonical"),
+            markup=False,
+        )
+        for c in rt["rewritten"]:
+            why = "; ".join(
+                f"{x['node']} {x['state']} ({x['reason']})"
+                if "state" in x
+                else f"{x['node']} {x['change']}"
+                for x in c["changed"]
+            )
+            console.print(
+                f"  message {c['element']} rewritten: {why or c.get('note', '')}", markup=False
+            )
     e = b["estimate"]
     console.print(
         f"billed prompt (estimate): {b['input_tokens']:,} tokens ({e['tokenizer']} x "
