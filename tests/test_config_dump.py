@@ -87,7 +87,11 @@ def test_any_text_and_numbers_round_trip(text, ratio, cap):
     config = config.with_params("idle_clearing", placeholder=text)
     parsed = tomllib.loads(dump_config(config))
     assert parsed["rules"]["idle_clearing"]["placeholder"] == text
-    assert parsed["rules"]["result_cap"] == {"head_ratio": ratio, "max_tool_result_chars": cap}
+    assert parsed["rules"]["result_cap"] == {
+        "head_ratio": ratio,
+        "max_tool_result_chars": cap,
+        "cache_aware": True,  # the preset's
+    }
 
 
 def test_values_toml_cannot_hold_are_config_errors():

@@ -120,7 +120,10 @@ def test_recorded_usage_does_not_inflate_the_rules_request():
     # hundred tokens.  The usage measured the agent's requests, with the log: fused with
     # the rules' own estimate of those requests (today's code) it made the engine see
     # 5,000 tokens and compact a request that had shrunk to a few hundred.
-    record = _replay(_big_log(), tool_aging={"tail_turns": 1, "step_turns": 1})
+    # (Not cache-aware: the default's aging waits for a rewrite that pays, and this
+    # test is about what the engine sees once the log is aged.)
+    aging = {"tail_turns": 1, "step_turns": 1, "cache_aware": False}
+    record = _replay(_big_log(), tool_aging=aging)
     rules = record["rules"]
     assert rules["compactions"] == 0
     assert set(rules["levels"]) <= {"ok", "warn"}  # the log itself is newest input once
