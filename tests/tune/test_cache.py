@@ -12,7 +12,8 @@ from ctxrules.tune import _batch, tune
 from ctxrules.tune.cache import ResultCache, inputs_hash
 
 PARAMS = ["tool_aging.tail_turns=1..2", "result_cap.max_tool_result_chars=1000,4000"]
-BASE = PipelineConfig.preset("default")
+# the default preset with a three-turn tail: a sweep of 1..2 measures the base's 3 too
+BASE = PipelineConfig.preset("default").with_params("tool_aging", tail_turns=3)
 
 
 @pytest.fixture

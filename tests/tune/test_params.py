@@ -59,7 +59,11 @@ def test_a_single_value_fixes_the_parameter():
 
 
 def test_the_default_is_the_tuned_configuration_s_value():
-    assert parse_param("tool_aging.tail_turns=1..2", BASE).default == ToolAging.params["tail_turns"]
+    assert parse_param("tool_aging.tail_turns=1..2", BASE).default == 1  # the preset's tail
+    three = BASE.with_params("tool_aging", tail_turns=3)
+    assert parse_param("tool_aging.tail_turns=1..2", three).default == 3
+    bare = PipelineConfig(pipeline=("tool_aging",))
+    assert parse_param("tool_aging.tail_turns=1..2", bare).default == ToolAging.params["tail_turns"]
     aggressive = PipelineConfig.preset("aggressive")
     assert parse_param("tool_aging.tail_turns=1..2", aggressive).default == 1
     capped = parse_param("result_cap.max_tool_result_chars=2000", aggressive)

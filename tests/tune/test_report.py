@@ -109,7 +109,8 @@ def test_violations_and_dropped_settings_are_marked(sources, tmp_path, monkeypat
         return out
 
     monkeypatch.setattr(_batch, "measure", broken)
-    base = PipelineConfig.preset("default")
+    # a base whose own tail (3) is not the broken setting
+    base = PipelineConfig.preset("default").with_params("tool_aging", tail_turns=3)
 
     def rows_of(res, folder):
         files = write_report(res, folder)
