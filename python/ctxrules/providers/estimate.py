@@ -77,6 +77,7 @@ __all__ = [
     "strip_cache_control",
     "tool_unit",
     "wire_tools",
+    "without_key",
 ]
 
 #: A request's estimate as the core makes it with the body (``_core.Estimate``): its
@@ -195,13 +196,18 @@ def cache_key(obj: Any) -> str:
     return hashlib.blake2b(_MARKER.sub(b"", msgspec.json.encode(obj)), digest_size=16).hexdigest()
 
 
+def without_key(obj: Any, key: str) -> Any:
+    """``obj`` without any ``key`` in its mappings, at any depth."""
+    if isinstance(obj, Mapping):
+        return {k: without_key(v, key) for k, v in obj.items() if k != key}
+    if isinstance(obj, list):
+        return [without_key(v, key) for v in obj]
+    return obj
+
+
 def strip_cache_control(obj: Any) -> Any:
     """``obj`` without any ``cache_control`` key, at any depth."""
-    if isinstance(obj, Mapping):
-        return {k: strip_cache_control(v) for k, v in obj.items() if k != "cache_control"}
-    if isinstance(obj, list):
-        return [strip_cache_control(v) for v in obj]
-    return obj
+    return without_key(obj, "cache_control")
 
 
 def compact_json(obj: Any) -> str:

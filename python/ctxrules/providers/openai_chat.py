@@ -25,6 +25,7 @@ from .estimate import (
     estimate_frame,
     tool_unit,
     wire_tools,
+    without_key,
 )
 from .images import OPENAI_IMAGE_RULE, core_image_rule, decoded_image_size
 from .models import ModelProfile
@@ -386,15 +387,7 @@ def _schema_json(schema: Any) -> str:
     set against the TypeScript type tools are read as (which left 18 … 86 tokens
     unexplained per request) and the JSON with or without titles: this form left the
     smallest spread (benches/README.md, "Per-model estimates")."""
-
-    def strip(x: Any) -> Any:
-        if isinstance(x, Mapping):
-            return {k: strip(v) for k, v in x.items() if k != "additionalProperties"}
-        if isinstance(x, list):
-            return [strip(v) for v in x]
-        return x
-
-    return compact_json(strip(schema)) if schema is not None else ""
+    return compact_json(without_key(schema, "additionalProperties")) if schema is not None else ""
 
 
 def _schema_unit(fmt: Any, profile: ModelProfile) -> dict[str, Any] | None:
