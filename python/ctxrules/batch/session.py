@@ -51,7 +51,8 @@ import msgspec
 
 from .. import dag
 from ..commit import Generated, Pipeline, is_boundary, persist, reason_rules, rule_savings
-from ..commit.invariants import InvariantViolation, check_promises, check_step
+from ..commit._chain_check import ChainChecker
+from ..commit.invariants import InvariantViolation, check_promises
 from ..compaction import boundaries
 from ..config import PipelineConfig
 from ..context_sources import SourcesConfig
@@ -163,6 +164,11 @@ class Bill:
         self.input_cost = _add_cost(self.input_cost, profile.cost(prompt_only))
 
 
+#: Commits each replay's store keeps loaded (``commit.persist.keep``); a longer session
+#: rebuilds the older ones, each from its parent, loaded just before.
+_KEPT_COMMITS = 256
+
+
 class _Track:
     """One of the two replays of a session: its store, engine and running figures."""
 
@@ -174,6 +180,9 @@ class _Track:
         provider: Provider,
     ):
         self.store = MemoryStore()
+        # The check of every commit at the end (``violations``) loads them in order:
+        # kept, they are the engine's own objects, not rebuilt from their deltas.
+        persist.keep(self.store, _KEPT_COMMITS)
         # The recorded system prompt is the history's first node (docs/sessions.md):
         # the engine would send the metadata's copy as well.
         meta = {k: v for k, v in data.metadata.items() if k != "system"}
@@ -258,19 +267,14 @@ class _Track:
         """Every commit the replay stored, checked by the test kit: the invariants and
         tool pairing against its parent (``check_step``) and the rules' promises."""
         nodes = {n.id: n for n in self.store.nodes(self.session)}
+        # Each commit through what its delta changed; check_step where that proves nothing.
+        steps = ChainChecker(self.pipeline, nodes, self.pipeline.tokenizer)
         out: list[str] = []
         for row in self.store.session_commits(self.session):
             commit = persist.load(self.store, row.id)
             parent = persist.load(self.store, row.parent_id) if row.parent_id else None
             try:
-                check_step(
-                    parent,
-                    Generated(commit, row.delta),
-                    pipeline=self.pipeline,
-                    node_ids=nodes,
-                    parent_bytes=None,
-                    counter=self.pipeline.tokenizer,
-                )
+                steps.check(parent, Generated(commit, row.delta))
                 check_promises(commit, self.pipeline, nodes)
             except InvariantViolation as exc:
                 out.append(str(exc))

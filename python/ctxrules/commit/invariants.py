@@ -10,7 +10,7 @@ the invariant or promise, the rule set and the item.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 import msgspec
@@ -23,7 +23,14 @@ from .derive import Generated
 from .items import merge_parents
 from .pipeline import Pipeline
 
-__all__ = ["PIPELINE_PROMISE", "InvariantViolation", "check_promises", "check_step", "fail"]
+__all__ = [
+    "PIPELINE_PROMISE",
+    "InvariantViolation",
+    "check_counts",
+    "check_promises",
+    "check_step",
+    "fail",
+]
 
 
 class InvariantViolation(AssertionError):
@@ -118,7 +125,12 @@ def check_step(
     parent_bytes: bytes | None,
     counter: Any,
 ) -> None:
-    """Assert the invariants for one derived commit against its parent."""
+    """Assert the invariants for one derived commit against its parent.
+
+    The specification of ``commit._chain_check.ChainChecker`` (the batch replay's
+    per-change filter in front of this): a check added here must be added there too,
+    or there the commits it concerns must come here (tests/commit/test_chain_check.py).
+    """
     c = gen.commit
     if gen.requests:
         rules = sorted({r.rule for r in gen.requests})
@@ -197,7 +209,14 @@ def check_step(
             pipeline,
             c,
         )
-    changed = msgspec.msgpack.decode(gen.delta, type=Delta)[1]
+    check_counts(c, msgspec.msgpack.decode(gen.delta, type=Delta)[1], counter, pipeline)
+
+
+def check_counts(
+    c: ContextCommit, changed: Sequence[tuple[int, ContextItem]], counter: Any, pipeline: Pipeline
+) -> None:
+    """Assert that every item a commit's delta wrote (``changed``: its ``(position,
+    item)`` pairs) says its exact token count."""
     texts: list[str] = []
     for _, it in changed:
         texts.extend(item_text_for_tokens(it))

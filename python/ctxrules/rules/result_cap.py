@@ -151,9 +151,11 @@ class ResultCap(Rule):
         waiting = self.cache_aware and any(f"result_cap: {WAITING}" in n for n in commit.notes)
         out = []
         for p, it in enumerate(commit.items):
+            if it.role != "tool" or it.locked or it.state != "full":
+                continue
             text = it.rendered
             limit = self._limit(p, newest)
-            if it.role != "tool" or it.locked or it.state != "full" or len(text) <= limit:
+            if len(text) <= limit:
                 continue
             if waiting and p < newest:
                 continue
