@@ -18,6 +18,7 @@ from ctxrules.commit.invariants import InvariantViolation, check_step
 from ctxrules.errors import CtxrulesError
 from ctxrules.ruleapi import RuleContext
 from ctxrules.ruleapi.delta import encode as encode_delta
+from ctxrules.ruleapi.delta import replay
 from ctxrules.rules import Rule, ToolAging
 from ctxrules.testing import Script, Step, drive, pipelines_with, scripts
 
@@ -153,8 +154,6 @@ def _with_delta(runs, at: int, delta):
     """``runs`` with commit ``at`` rebuilt from ``delta`` (so the delta check passes)."""
     parent, gen, nodes = runs[at]
     items = list(parent.items)
-    from ctxrules.ruleapi.delta import replay
-
     data = encode_delta(delta)
     replay(items, data)
     total = sum(it.tokens for it in items if it.state != "summarized")
@@ -165,7 +164,10 @@ def _with_delta(runs, at: int, delta):
 @pytest.mark.parametrize(
     ("corrupt", "message"),
     [
-        (lambda r: _corrupt(r, 3, total_tokens=r[3][1].commit.total_tokens + 1), "invariant tokens"),
+        (
+            lambda r: _corrupt(r, 3, total_tokens=r[3][1].commit.total_tokens + 1),
+            "invariant tokens",
+        ),
         (lambda r: _corrupt(r, 3, parent_ids=("c_elsewhere",)), "invariant 7"),
         (lambda r: _corrupt(r, 3, items={0: {"rendered": "changed"}}), "invariant 2"),
     ],

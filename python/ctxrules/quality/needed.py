@@ -229,9 +229,15 @@ def session_recalls(
             wanted = [i for i, b in enumerate(bodies) if node.id in b]
             if wanted:
                 facts = index.needed(node)
+                # Replays whose requests came out the same (rules that changed nothing
+                # yet) share one score: the same body scores the same.
+                same: dict[bytes, RequestRecall] = {}
                 for i in wanted:
-                    text = request_text(bodies[i][node.id], memo)
-                    scored[i].append(score(facts, text, node.id))
+                    body = bodies[i][node.id]
+                    got = same.get(body)
+                    if got is None:
+                        got = same[body] = score(facts, request_text(body, memo), node.id)
+                    scored[i].append(got)
         index.add(node)
     return [report(session_id, s) for s in scored]
 

@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import EllipsisType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -57,18 +58,18 @@ __all__ = ["PREFIX", "MemoryStore", "exists", "forget"]
 PREFIX = "memory:"
 
 
-@dataclass(frozen=True)
-class _Session:
+class _Session(NamedTuple):
+    # A tuple: a batch replay appends thousands of nodes, each replacing its row.
     info: SessionInfo
     insertion: int
     next_seq: int
 
 
-@dataclass(frozen=True)
-class _Node:
+class _Node(NamedTuple):
     session_id: str
     seq: int
     body: bytes
+    called: bool  # it has a caller: ``calls_since`` decodes only these
 
 
 @dataclass
@@ -244,7 +245,7 @@ class MemoryStore:
                 hint="`ctxrules log SESSION` lists the nodes you can check out",
             )
         row = self._session(sid)
-        self._put_session(sid, replace(row, info=msgspec.structs.replace(row.info, head=node_id)))
+        self._put_session(sid, row._replace(info=msgspec.structs.replace(row.info, head=node_id)))
 
     def set_head(self, session_id: str, node_id: str | None) -> None:
         """Move HEAD to a node visible in the session."""
@@ -259,7 +260,7 @@ class MemoryStore:
             merged = merged_metadata(row.info.metadata, patch)
             kept = msgspec.json.decode(msgspec.json.encode(merged))  # as SQLite keeps it
             info = msgspec.structs.replace(row.info, metadata=kept)
-            self._put_session(session_id, replace(row, info=info))
+            self._put_session(session_id, row._replace(info=info))
             return merged
 
     # -- nodes -----------------------------------------------------------------------
@@ -277,24 +278,28 @@ class MemoryStore:
         row = self._d.sessions.get(sid)
         return None if row is None else (row.info.base_session, row.info.base_seq)
 
-    def _insert(self, sid: str, call: Node, taken: str) -> Node:
+    def _insert(self, sid: str, call: Node, taken: str, *, head: bool = False) -> Node:
         """Store ``call`` as the session's next node (edges checked by the caller);
-        ``taken`` is the error message if its id is stored already."""
+        ``taken`` is the error message if its id is stored already; ``head``: it
+        becomes the session's HEAD."""
         d = self._d
         row = self._session(sid)
         stored = msgspec.structs.replace(call, seq=row.next_seq, session_id=sid)
         body = node_body(stored)
         if stored.id in d.nodes:
             raise DagError(taken)
-        d.nodes[stored.id] = _Node(sid, stored.seq, body)
+        d.nodes[stored.id] = _Node(sid, stored.seq, body, stored.caller is not None)
         d.own.setdefault(sid, []).append(stored.id)
         keys = [(e, t) for e, t in (("predecessor", call.predecessor), ("caller", call.caller))]
         for key in keys:
             if key[1] is not None:
                 d.edges.setdefault(key, []).append(stored.id)  # type: ignore[arg-type]
         calls = row.info.calls + 1
-        info = msgspec.structs.replace(row.info, calls=calls)
-        self._put_session(sid, replace(row, info=info, next_seq=row.next_seq + 1))
+        if head:
+            info = msgspec.structs.replace(row.info, calls=calls, head=stored.id)
+        else:
+            info = msgspec.structs.replace(row.info, calls=calls)
+        self._put_session(sid, _Session(info, row.insertion, row.next_seq + 1))
 
         def undo() -> None:
             d.nodes.pop(stored.id, None)
@@ -316,12 +321,9 @@ class MemoryStore:
                 call = continuing(call, head)
             check_edges(session_id, call, lambda e: self.is_visible(session_id, e))
             check_reads(call, self._d.nodes.__contains__)
-            stored = self._insert(session_id, call, f"node id {call.id!r} exists already")
-            if at_head or set_head:
-                row = self._session(session_id)
-                info = msgspec.structs.replace(row.info, head=stored.id)
-                self._put_session(session_id, replace(row, info=info))
-            return stored
+            return self._insert(
+                session_id, call, f"node id {call.id!r} exists already", head=at_head or set_head
+            )
 
     def _node(self, node_id: str) -> Node:
         return decode_node(self._d.nodes[node_id].body)
@@ -481,11 +483,8 @@ class MemoryStore:
     def calls_since(self, session_id: str, seq: int) -> list[Node]:
         """The session's own caller-children above ``seq``, in ``seq`` order."""
         with self._d.lock:
-            out = []
-            for i in self._d.own.get(session_id, []):
-                node = self._d.nodes[i]
-                if node.seq > seq:
-                    call = decode_node(node.body)
-                    if call.caller is not None:
-                        out.append(call)
-            return out
+            nodes = self._d.nodes
+            own = self._d.own.get(session_id, [])
+            # ``own`` is in seq order: start after ``seq`` rather than walk the session.
+            start = bisect_right(own, seq, key=lambda i: nodes[i].seq)
+            return [decode_node(nodes[i].body) for i in own[start:] if nodes[i].called]
