@@ -11,63 +11,16 @@ import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.testing.test_kit import FoldCallOnly, FoldResultOnly, Loosen, WrongTokens
 
 from ctxrules.commit import Generated, Pipeline
 from ctxrules.commit._chain_check import ChainChecker
 from ctxrules.commit.invariants import InvariantViolation, check_step
 from ctxrules.errors import CtxrulesError
-from ctxrules.ruleapi import RuleContext
 from ctxrules.ruleapi.delta import encode as encode_delta
 from ctxrules.ruleapi.delta import replay
-from ctxrules.rules import Rule, ToolAging
+from ctxrules.rules import ToolAging
 from ctxrules.testing import Script, Step, drive, pipelines_with, scripts
-
-
-class Loosen(Rule):
-    """Broken: turns aged items back to full behind the context's back."""
-
-    name = "test-loosen"
-
-    def apply(self, ctx: RuleContext) -> None:
-        for p, it in enumerate(ctx.items):
-            if it.state == "aged":
-                ctx.items[p] = msgspec.structs.replace(it, state="full")
-
-
-class WrongTokens(Rule):
-    """Broken: new items claim seven tokens more than they have."""
-
-    name = "test-wrong-tokens"
-
-    def apply(self, ctx: RuleContext) -> None:
-        for p in ctx.new_positions():
-            ctx.items[p] = msgspec.structs.replace(ctx.items[p], tokens=ctx.items[p].tokens + 7)
-
-
-class FoldResultOnly(Rule):
-    """Broken: folds a tool result, its call stays shown."""
-
-    name = "test-fold-result-only"
-
-    def apply(self, ctx: RuleContext) -> None:
-        for p, it in enumerate(ctx.items):
-            if it.role == "tool" and it.state == "full":
-                ctx.fold(p, p + 1, "gone", reason="bad")
-                return
-
-
-class FoldCallOnly(Rule):
-    """Broken: folds an assistant turn, its tool result stays shown."""
-
-    name = "test-fold-call-only"
-
-    def apply(self, ctx: RuleContext) -> None:
-        for p in range(1, len(ctx.items) - 1):
-            it, nxt = ctx.items[p], ctx.items[p + 1]
-            if it.role == "assistant" and it.state == "full" and nxt.caller == it.source_node_id:
-                ctx.fold(p, p + 1, "gone", reason="bad")
-                return
-
 
 BROKEN = [Loosen(), WrongTokens(), FoldResultOnly(), FoldCallOnly()]
 PIPELINES = [

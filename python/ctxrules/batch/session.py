@@ -197,6 +197,7 @@ class _Track:
         self.levels: Counter[str] = Counter()
         #: Every request accounted: (point, prep, prefix, output tokens, priced as).
         self.accounted: list[tuple[RequestPoint, TurnPrep, int, int, str | None]] = []
+        self._nodes: dict[str, Node] | None = None
 
     def append(self, node: Node, measured_estimate: int | None = None) -> None:
         """Append a recorded node; an answer gets ``measured_estimate``, our estimate of
@@ -263,10 +264,17 @@ class _Track:
             "degraded_tool_items": self.degraded,
         }
 
+    def stored_nodes(self) -> dict[str, Node]:
+        """The nodes the replay stored, by id, read once (after the replay: they no
+        longer change)."""
+        if self._nodes is None:
+            self._nodes = {n.id: n for n in self.store.nodes(self.session)}
+        return self._nodes
+
     def violations(self) -> list[str]:
         """Every commit the replay stored, checked by the test kit: the invariants and
         tool pairing against its parent (``check_step``) and the rules' promises."""
-        nodes = {n.id: n for n in self.store.nodes(self.session)}
+        nodes = self.stored_nodes()
         # Each commit through what its delta changed; check_step where that proves nothing.
         steps = ChainChecker(self.pipeline, nodes, self.pipeline.tokenizer)
         out: list[str] = []
@@ -452,7 +460,8 @@ def _replay(
                 priced = _priced_as(wpoint, provider, options.model)
                 plain.account(wp, wpoint, prefix or 0, wout, priced)
                 rules.account(wr, wpoint, prefix or 0, wout, priced)
-    plain_recall, rules_recall = _recall(data, [plain, rules], points)
+    memo: dict[bytes, str] = {}  # every message's text, read once (recall, checks)
+    plain_recall, rules_recall = _recall(data, [plain, rules], points, memo)
     record = _record(
         data,
         options,
@@ -468,7 +477,7 @@ def _replay(
     record["plain"]["quality"] = recall_figures(plain_recall, lost=0)
     record["rules"]["quality"] = {
         **recall_figures(rules_recall, lost=None if detail else LOST_SHOWN),
-        "checks": _checks(rules, plain, setup) if rules.preps else None,
+        "checks": _checks(rules, plain, setup, memo) if rules.preps else None,
     }
     if detail:
         record["rules"]["quality"]["requests"] = [
@@ -486,7 +495,7 @@ LOST_SHOWN = 20
 
 
 def _recall(
-    data: SessionData, tracks: list[_Track], points: list[RequestPoint]
+    data: SessionData, tracks: list[_Track], points: list[RequestPoint], memo: dict[bytes, str]
 ) -> list[RecallReport]:
     """Needed-fact recall of each replay's requests (``ctxrules.quality.needed``), in one
     walk of the branch."""
@@ -498,7 +507,7 @@ def _recall(
         }
         for track in tracks
     ]
-    return session_recalls(data.id, data.nodes, bodies)
+    return session_recalls(data.id, data.nodes, bodies, memo=memo)
 
 
 def _share(value: float | None) -> float | None:
@@ -603,13 +612,13 @@ def _record(
     }
 
 
-def _checks(rules: _Track, plain: _Track, setup: _Setup) -> dict[str, Any]:
+def _checks(rules: _Track, plain: _Track, setup: _Setup, memo: dict[bytes, str]) -> dict[str, Any]:
     """The second line of quality: the key facts of the folded history (task statement,
     constraints, identifiers, files, todos; ``ctxrules.quality.assess``) found in the
     last request under the rules, where the rules have folded the most."""
     prep = rules.preps[-1]
     commit = prep.commit
-    nodes = {n.id: n for n in rules.store.nodes(rules.session)}
+    nodes = rules.stored_nodes()
     branch = dag.branch_path(rules.store, rules.session, commit.head_node_id)
     report = assess(
         commit,
@@ -620,6 +629,7 @@ def _checks(rules: _Track, plain: _Track, setup: _Setup) -> dict[str, Any]:
         provider=prep.provider,
         model=prep.model,
         anchor_skip=setup.pipeline.anchor_skip,
+        memo=memo,
     )
     return {
         "found": report.found,

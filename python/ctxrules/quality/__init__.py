@@ -122,6 +122,7 @@ def assess(
     provider: str = "",
     model: str = "",
     anchor_skip: AnchorSkip | None = None,
+    memo: dict[bytes, str] | None = None,
 ) -> QualityReport:
     """Score one rendered request: the facts of the commit's folded nodes looked up in
     ``body``.
@@ -131,7 +132,9 @@ def assess(
     root to head (``dag.branch_path`` order), for the task statement and the latest
     todo states; ``body`` the request body bytes (``render(...).body``);
     ``baseline_tokens`` the tokens of that branch with no rules (``baseline_tokens``);
-    ``anchor_skip`` the pipeline's (which node is the task statement).
+    ``anchor_skip`` the pipeline's (which node is the task statement); ``memo``
+    ``request_text``'s memo, when the caller read the session's requests with one
+    (``session_recalls``): the body's messages are not read again.
     Pure: the same inputs give the same report.
     """
     folded: list[Node] = []
@@ -144,7 +147,7 @@ def assess(
                 hint="pass every node of the branch (and of attached sessions) in nodes",
             )
         folded.append(node)
-    text = request_text(body)
+    text = request_text(body, memo)
     facts = tuple(
         msgspec.structs.replace(f, found=f.text in text)
         for f in extract_facts(folded, branch, anchor_skip)

@@ -215,15 +215,22 @@ def session_recall(
 
 
 def session_recalls(
-    session_id: str, branch: Sequence[Node], bodies: Sequence[Mapping[str, bytes]]
+    session_id: str,
+    branch: Sequence[Node],
+    bodies: Sequence[Mapping[str, bytes]],
+    *,
+    memo: dict[bytes, str] | None = None,
 ) -> list[RecallReport]:
     """``session_recall`` of one branch for several sets of bodies (the requests of
     several replays of the session), in one walk: each answer's needed facts are found
-    once, and a message the requests share is read once."""
+    once, and a message the requests share is read once.
+
+    ``memo``: ``request_text``'s memo to read the bodies with, for a caller that reads
+    some of them again (it holds every message's text afterwards)."""
     index = FactIndex()
     scored: list[list[RequestRecall]] = [[] for _ in bodies]
     # The requests of a session repeat the messages before them: each is read once.
-    memo: dict[bytes, str] = {}
+    memo = {} if memo is None else memo
     for node in branch:
         if node.role == "assistant" and node.caller is None:
             wanted = [i for i, b in enumerate(bodies) if node.id in b]
