@@ -54,6 +54,9 @@ pub struct Framing {
     pub reply: f64,
     pub tool_call: f64,
     pub name: f64,
+    /// OpenAI Chat: added to the system message's framing (negative where the tool
+    /// declarations join it: the frame states it only when tools are declared).
+    pub system: f64,
     /// Gemini: per functionCall / functionResponse part; a thought signature's tokens
     /// from its length, `slope × chars − offset` (at least 0).
     pub function_part: f64,

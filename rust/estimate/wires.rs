@@ -194,7 +194,8 @@ fn openai_system(s: &mut Segments<'_>, plan: &Plan<'_>, role: &str, write: impl 
     }
     let key = s.key(b"", write);
     let prose = s.role(role) + joined(s, plan.sys.iter().map(|x| &x.text));
-    s.add(key, prose, 0, s.f.framing.message, 0, 0, None);
+    let framing = s.f.framing.message + s.f.framing.system;
+    s.add(key, prose, 0, framing, 0, 0, None);
 }
 
 /// Chat Completions: the tools (one declaration), each message with its framing (the

@@ -103,14 +103,21 @@ def test_openai_tool_calls_and_results():
             {"role": "tool", "tool_call_id": "c1", "content": "42"},
         ],
     }
-    expected = (
-        (3 + count("user") + count("q"))
-        + (3 + count("assistant") + count('f{"a":1}') + OPENAI_TOOL_CALL_TOKENS)
-        + (3 + count("tool") + count("42"))
-        + 3
-    )
-    assert _estimate("openai-chat", "gpt-4o", body).input_tokens == expected
-    # The Responses API form of the same conversation counts the same.
+    def expected(per_call: int) -> int:
+        return (
+            (3 + count("user") + count("q"))
+            + (3 + count("assistant") + count('f{"a":1}') + per_call)
+            + (3 + count("tool") + count("42"))
+            + 3
+        )
+
+    # On Chat, gpt-4o's call with its result costs 16 when the request declares no
+    # tools (fitted); the default model's costs OPENAI_TOOL_CALL_TOKENS either way.
+    assert _estimate("openai-chat", "gpt-4o", body).input_tokens == expected(16)
+    assert _estimate("openai-chat", "gpt-5", body).input_tokens == expected(
+        OPENAI_TOOL_CALL_TOKENS
+    ) - 1  # gpt-5 primes the reply with 2
+    # The Responses API form of the same conversation counts the cookbook's call.
     responses = {
         "model": "gpt-4o",
         "input": [
@@ -119,7 +126,9 @@ def test_openai_tool_calls_and_results():
             {"type": "function_call_output", "call_id": "c1", "output": "42"},
         ],
     }
-    assert _estimate("openai-responses", "gpt-4o", responses).input_tokens == expected
+    assert _estimate("openai-responses", "gpt-4o", responses).input_tokens == expected(
+        OPENAI_TOOL_CALL_TOKENS
+    )
 
 
 def test_anthropic_tool_prompt_follows_tool_choice():
@@ -261,3 +270,88 @@ def test_unrecorded_prefix_leads_the_segments():
     assert e.segments[0].tokens == 5000 and e.rules["unrecorded_prefix_tokens"] == 5000
     with pytest.raises(ValidationError, match="prefix_tokens must be >= 0"):
         prov.estimate_prompt(body, profile, prefix_tokens=-1)
+
+
+def test_chat_tool_section_of_the_gpt4_models():
+    """GPT-4 / 4o / 3.5 on Chat: the tool section is 9 beyond the declarations, 4 fewer
+    with a system message (the declarations join it), 2 more with parallel calls off
+    and 9 more for a named tool choice; gpt-4.1 keeps the cookbook's 12 throughout."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    user = {"role": "user", "content": "weather?"}
+    system = {"role": "system", "content": "be brief"}
+    bare = {"model": "gpt-4o", "messages": [user]}
+    tools = {**bare, "tools": [tool]}
+
+    def tokens(body: dict, model: str = "gpt-4o") -> int:
+        return _estimate("openai-chat", model, {**body, "model": model}).input_tokens
+
+    declared = count(openai_tool_namespace([tool]))
+    assert tokens(tools) - tokens(bare) == declared + 9
+    with_system = {**tools, "messages": [system, user]}
+    system_alone = {**bare, "messages": [system, user]}
+    assert tokens(with_system) - tokens(system_alone) == declared + 9 - 4
+    assert tokens({**tools, "parallel_tool_calls": False}) - tokens(tools) == 2
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    assert tokens({**tools, "tool_choice": named}) - tokens(tools) == 9
+    assert tokens({**tools, "tool_choice": "required"}) == tokens(tools)
+    assert tokens({**tools, "tool_choice": {"type": "auto"}}) == tokens(tools)
+    # gpt-4.1: no rule of the GPT-4 models carries over.
+    assert tokens(with_system, "gpt-4.1") - tokens(system_alone, "gpt-4.1") == declared + 12
+    assert tokens({**tools, "tool_choice": named}, "gpt-4.1") == tokens(tools, "gpt-4.1")
+
+
+def test_chat_tool_call_costs_less_where_tools_are_declared():
+    """A call with its result: 7 on gpt-4o where the request declares tools, 16 where it
+    declares none (fitted); other models keep OPENAI_TOOL_CALL_TOKENS both ways."""
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+    result = {"role": "tool", "tool_call_id": "c1", "content": "42"}
+    tool = {"type": "function", "function": {"name": "f"}}
+    first = [{"role": "user", "content": "q"}]
+    for model, declared, undeclared in (
+        ("gpt-4o", 7, 16),
+        ("gpt-4.1", OPENAI_TOOL_CALL_TOKENS, OPENAI_TOOL_CALL_TOKENS),
+    ):
+        def tokens(messages: list, tools: list | None) -> int:
+            body = {"model": model, "messages": messages, **({"tools": tools} if tools else {})}
+            return _estimate("openai-chat", model, body).input_tokens
+
+        call_part = 3 + count("assistant") + count("f{}") + 3 + count("tool") + count("42")
+        assert tokens([*first, call, result], [tool]) - tokens(first, [tool]) == (
+            call_part + declared
+        ), model
+        assert tokens([*first, call, result], None) - tokens(first, None) == (
+            call_part + undeclared
+        ), model
+
+
+def test_a_default_is_read_as_a_comment_after_its_property():
+    """OpenAI's TypeScript rendering of a tool writes a property's default as
+    ``// default: value`` after it (strings as they are, other values as JSON)."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "f",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "unit": {"type": "string", "default": "celsius"},
+                    "n": {"type": "integer", "default": 1},
+                },
+            },
+        },
+    }
+    text = openai_tool_namespace([tool])
+    assert "unit?: string, // default: celsius" in text
+    assert "n?: number, // default: 1" in text

@@ -49,7 +49,16 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
         Parameter("output_format", 1, 100, rule=True),
         Parameter("thinking_prompt", 1, 50, rule=True),
     ),
+    # Chat reads a call's tokens from ``chat_tool_call`` where the request declares
+    # tools (the GPT-4 models' differs from ``tool_call``); Responses from ``tool_call``.
     "openai-chat": (
+        Parameter("calibration", 0.01, 0.05),
+        Parameter("tool_prompt_tokens", 10, 60),
+        Parameter("message", 1, 2, rule=True),
+        Parameter("chat_tool_call", 1, 6, rule=True),
+        Parameter("response_format", 1, 30, rule=True),
+    ),
+    "openai-responses": (
         Parameter("calibration", 0.01, 0.05),
         Parameter("tool_prompt_tokens", 10, 60),
         Parameter("message", 1, 2, rule=True),
@@ -64,7 +73,6 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
         Parameter("response_schema", 1, 30, rule=True),
     ),
 }
-PARAMETERS["openai-responses"] = PARAMETERS["openai-chat"]
 #: The ridge's weight: moving a parameter by its ``scale`` costs as much as a 1 %
 #: error on one request.
 RIDGE = 1e-4

@@ -37,6 +37,8 @@ __all__ = [
     "OPENAI_RESPONSE_FORMAT_TOKENS",
     "OPENAI_TOOL_CALL_TOKENS",
     "OpenAIChatProvider",
+    "chat_framing",
+    "chat_tool_prompt",
     "estimate_openai_chat",
     "openai_chat_frame",
     "openai_frame",
@@ -199,12 +201,19 @@ def _ts_type(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0)
         for name, sub in props.items():
             if isinstance(sub, Mapping) and sub.get("description"):
                 lines.append(f"// {sub['description']}")
-            lines.append(
-                f"{name}{'' if name in required else '?'}: {_ts_type(sub, defs, depth + 1)},"
-            )
+            line = f"{name}{'' if name in required else '?'}: {_ts_type(sub, defs, depth + 1)},"
+            if isinstance(sub, Mapping) and "default" in sub:
+                line += f" // default: {_ts_default(sub['default'])}"
+            lines.append(line)
         lines.append("}")
         return "\n".join(lines)
     return "any"
+
+
+def _ts_default(value: Any) -> str:
+    """A property's default as its comment shows it: a string as it is, other values as
+    JSON."""
+    return value if isinstance(value, str) else compact_json(value)
 
 
 def _defs(schema: Any) -> Mapping[str, Any] | None:
@@ -320,8 +329,49 @@ def openai_chat_frame(options: RequestOptions, profile: ModelProfile) -> Estimat
         for t in wire_tools(options.tools)
     ]
     return openai_frame(
-        tools, profile, wire="openai-chat", output_format=options.extra.get("response_format")
+        tools,
+        profile,
+        wire="openai-chat",
+        framing=chat_framing(profile, bool(tools)),
+        tool_prompt=chat_tool_prompt(profile, tools, options.extra),
+        output_format=options.extra.get("response_format"),
     )
+
+
+def chat_tool_prompt(
+    profile: ModelProfile, tools: Sequence[Mapping[str, Any]], body: Mapping[str, Any]
+) -> int:
+    """The Chat tool section's tokens beyond the declarations: the profile's tool prompt,
+    plus ``tool_forced`` when ``tool_choice`` names a function and ``parallel_off`` when
+    ``parallel_tool_calls`` is false (both 0 unless the model's entry states them)."""
+    if not tools:
+        return profile.tool_prompt_tokens
+    choice = body.get("tool_choice") or body.get("function_call")
+    # A named function (``{"type": "function", "function": {"name": …}}``, the legacy
+    # ``{"name": …}``); "auto", "required" and "none" leave the section as it is.
+    forced = isinstance(choice, Mapping) and (
+        choice.get("type") == "function" or "function" in choice or "name" in choice
+    )
+    parallel_off = body.get("parallel_tool_calls") is False
+    return int(
+        profile.tool_prompt_tokens
+        + (profile.rule("tool_forced", 0) if forced else 0)
+        + (profile.rule("parallel_off", 0) if parallel_off else 0)
+    )
+
+
+def chat_framing(profile: ModelProfile, declared: bool) -> dict[str, float]:
+    """Chat's framing numbers for a request that declares tools (``declared``) or not: a
+    tool call costs ``chat_tool_call`` where tools are declared and
+    ``tool_call_undeclared`` where none are (each defaulting to ``tool_call``); when
+    tools are declared the system message costs ``tool_system_saving`` less (the
+    declarations join it; ``system`` in the frame, 0 unless the model's entry states
+    it)."""
+    framing = openai_framing(profile)
+    key = "chat_tool_call" if declared else "tool_call_undeclared"
+    framing["tool_call"] = profile.rule(key, framing["tool_call"])
+    framing["system"] = -profile.rule("tool_system_saving", 0) if declared else 0
+    return framing
 
 
 def openai_parts(content: Any, u: SegmentBuilder, profile: ModelProfile) -> tuple[list[str], int]:
@@ -427,15 +477,19 @@ def estimate_openai_chat(
         for f in body.get("functions") or []
         if isinstance(f, Mapping)
     ]
-    openai_tools(u, tools, profile)
+    openai_tools(u, tools, profile, chat_tool_prompt(profile, tools, body))
     openai_output_schema(u, body.get("response_format"), profile)
-    per_message = profile.rule("message", OPENAI_MESSAGE_TOKENS)
-    per_call = profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS)
+    rules = chat_framing(profile, bool(_tool_texts(tools)))
+    per_message, per_call = rules["message"], rules["tool_call"]
+    system_extra = rules["system"]
     for m in body.get("messages") or []:
         if not isinstance(m, Mapping):
             continue
         texts, images = openai_parts(m.get("content"), u, profile)
         framing = per_message + (profile.rule("name", 1) if m.get("name") else 0)
+        if m.get("role") in ("system", "developer") and system_extra:
+            framing += system_extra  # once: the declarations join the first system message
+            system_extra = 0
         structured: list[str] = []
         if m.get("role") == "tool":
             structured, texts = texts, []
