@@ -41,6 +41,7 @@ from .providers.base import NativeForm
 from .render import RenderDefaults, explain, render_context, render_sessions, session_defaults
 from .render.native import native_form, replays_recording, with_native
 from .situation import commit_situation
+from .plugins import registry
 from .store import CommitStore
 
 __all__ = [
@@ -276,6 +277,7 @@ class _Recorded:
         session: str,
         used_tools: list[str] | None = None,
         models: dict[str, str | None] | None = None,
+        reuse: dict[str, Any] | None = None,
     ) -> None:
         info = store.get_session(session)
         self.store = store
@@ -287,6 +289,8 @@ class _Recorded:
         self._models: dict[str, str | None] = {} if models is None else models
         # The recorded form per (provider, tools recorded), made once.
         self._native: dict[tuple[str, bool], NativeForm | None] = {}
+        # The last ``session_defaults`` answer with its inputs (``render_defaults``).
+        self._reuse = reuse
 
     def model(self, request: Request) -> str | None:
         """The model recorded on the nearest assistant node at or before the request's
@@ -330,14 +334,22 @@ class _Recorded:
         """``render_defaults`` of ``request``, one of this session's: with, for the wire
         the session's request was recorded on, its recorded form (``native``)."""
         chosen = {k: v for k, v in overrides.items() if v is not None}
-        out = session_defaults(
-            self.metadata,
-            provider,
-            used_tools=self.used_tools,
-            # A model given takes precedence: the answer's is not looked for then.
-            answer_model=None if chosen.get("model") else self.model(request),
-            **chosen,
-        )
+        # A model given takes precedence: the answer's is not looked for then.
+        answer = None if chosen.get("model") else self.model(request)
+        # ``session_defaults`` is a function of these inputs alone: while they compare
+        # equal, its last answer is the answer (a session's requests mostly share it).
+        # (The registries too: a model or provider registered since may choose otherwise.)
+        kinds = (registry("models"), registry("providers"))
+        inputs = (self.metadata, provider, self.used_tools, answer, chosen, kinds)
+        last = self._reuse
+        if last is not None and last.get("inputs") == inputs:
+            out: RenderDefaults = last["out"]
+        else:
+            out = session_defaults(
+                self.metadata, provider, used_tools=self.used_tools, answer_model=answer, **chosen
+            )
+            if last is not None:
+                last.update(inputs=inputs, out=out)
         name = provider if isinstance(provider, str) else provider.name
         if not replays_recording(self.metadata, name):
             return out
@@ -360,6 +372,7 @@ def render_defaults(
     *,
     used_tools: list[str] | None = None,
     models: dict[str, str | None] | None = None,
+    reuse: dict[str, Any] | None = None,
     **overrides: Any,
 ) -> RenderDefaults:
     """The render options of ``request`` (``ctxrules.render.session_defaults``).
@@ -371,11 +384,14 @@ def render_defaults(
     (``session_tool_names``; pass ``used_tools`` to reuse a list).  ``models`` is a
     memo of the models found (node id → model) that a caller asking about many
     requests of one session keeps between calls (the turn engine), so each asks only
-    about the nodes added since.  ``overrides`` are the options of
+    about the nodes added since; ``reuse``, a dict such a caller keeps per session
+    too, holds the last ``session_defaults`` answer with its inputs (the session's
+    metadata, the tools called, the answer's model, the overrides), given again while
+    they compare equal: treat the result as read-only then.  ``overrides`` are the options of
     ``session_defaults`` (model, system, tools, max_tokens, extra) and take precedence.
     What ``render`` / ``explain`` / the CLI send for a stored session.
     """
-    recorded = _Recorded(store, request.session_id, used_tools, models)
+    recorded = _Recorded(store, request.session_id, used_tools, models, reuse)
     return recorded.defaults(request, provider, **overrides)
 
 

@@ -71,6 +71,8 @@ def remember_setup(
 ) -> None:
     """Write the request's setup into ``session``'s metadata where it changed — unless the
     session's setup is a recording's (see the module docstring)."""
+    if not engine_made(store.get_session(session).metadata):
+        return  # a recording's setup: nothing to read out of the body
     remember(store, session, setup_of(provider, rendered, system))
 
 

@@ -62,6 +62,7 @@ from ..providers import (
     ModelResponse,
     Provider,
     RenderedRequest,
+    RequestOptions,
     get_provider,
     model_in_family,
 )
@@ -116,6 +117,17 @@ class _Composed(msgspec.Struct, frozen=True, kw_only=True):
     tool_tokens: int
 
 
+class _Layer(msgspec.Struct, frozen=True, kw_only=True):
+    """The part of a request that stays while its setup does (``Engine._layer``): the
+    model's profile, the render options, the tools and the header's estimates."""
+
+    profile: ModelProfile
+    request: RequestOptions
+    tools: tuple[ToolSpec, ...]
+    system_tokens: int
+    tool_tokens: int
+
+
 class Engine(UsageFusion, AsyncTwins):
     """Prepares requests and records responses for sessions of one store.
 
@@ -156,6 +168,11 @@ class Engine(UsageFusion, AsyncTwins):
         self._called: dict[str, tuple[set[str], int]] = {}
         # Per session, the models its answers name (``render_defaults``' memo).
         self._models: dict[str, dict[str, str | None]] = {}
+        # Per session, the last render defaults and request layer with what they were
+        # made from (``render_defaults``' ``reuse``, ``_layer``): consecutive requests
+        # of a session mostly share them, and any change of an input makes them again.
+        self._reuse: dict[str, dict[str, Any]] = {}
+        self._layers: dict[str, tuple[tuple[Any, ...], _Layer]] = {}
         # Per session, the core's renderer of its successive requests: each request is
         # rendered from the previous one's body (the same bytes as a full render; a
         # prefix a rule rewrote, a fork or another model is simply written again).
@@ -582,6 +599,7 @@ class Engine(UsageFusion, AsyncTwins):
             self.provider,
             used_tools=self._tool_names(request.session_id),
             models=self._models.setdefault(request.session_id, {}),
+            reuse=self._reuse.setdefault(request.session_id, {}),
             model=cfg.model,
             tools=list(cfg.tools) or None,
             max_tokens=cfg.max_tokens,
@@ -616,16 +634,45 @@ class Engine(UsageFusion, AsyncTwins):
         info = self.store.get_session(session)
         commit = make_commit(session, head, now=now, store=self.store, config=self.pipeline)
         system = self._system(session, commit, info.metadata, now)
-        model, options = self._defaults(
-            Request(session_id=session, commit=commit, situation="", sent_at=now)
+        layer = self._layer(
+            Request(session_id=session, commit=commit, situation="", sent_at=now), system
         )
+        rendered = self.provider.render(
+            commit, layer.request, estimate=True, renderer=self._renderer(session)
+        )
+        self._count("requests")
+        # Made by the core with the body, in the same crossing (RenderedRequest.estimate).
+        estimate = rendered.estimate.input_tokens if rendered.estimate is not None else 0
+        return _Composed(
+            commit=commit,
+            system=system,
+            tools=layer.tools,
+            rendered=rendered,
+            profile=layer.profile,
+            estimate=estimate,
+            system_tokens=min(layer.system_tokens, estimate),
+            tool_tokens=min(layer.tool_tokens, max(0, estimate - layer.system_tokens)),
+        )
+
+    def _layer(self, request: Request, system: SystemPrompt) -> _Layer:
+        """The render options, tools, model profile and header estimates of ``request``
+        with ``system``: those of the session's previous request while what they are
+        made of compares equal (the configuration, the provider, the model and its
+        profile, the render defaults, the system prompt), else made now."""
+        model, options = self._defaults(request)
+        profile = self.provider.model_profile(model)  # the registry's: a new one if reset
+        texts = system.texts()
+        key = (self.config, self.provider, model, profile, options, texts, system.situation)
+        last = self._layers.get(request.session_id)
+        if last is not None and last[0] == key:
+            return last[1]
+        options = dict(options)
         tools: tuple[ToolSpec, ...] = tuple(options.pop("tools", ()))
-        profile = self.provider.model_profile(model)
         reserve = output_reserve(profile, self.config)
-        request = request_options(
+        made = request_options(
             self.provider,
             model,
-            system=system.texts(),
+            system=texts,
             situation=system.situation or None,
             tools=tools,
             max_tokens=options.pop("max_tokens", None) or min(reserve, profile.max_output_tokens),
@@ -633,26 +680,15 @@ class Engine(UsageFusion, AsyncTwins):
             cache_ttl=self.config.cache_ttl,
             **options,
         )
-        rendered = self.provider.render(
-            commit, request, estimate=True, renderer=self._renderer(session)
-        )
-        self._count("requests")
-        # Made by the core with the body, in the same crossing (RenderedRequest.estimate).
-        estimate = rendered.estimate.input_tokens if rendered.estimate is not None else 0
-        system_tokens = header_tokens(
-            self.provider, model, system=[*system.texts(), system.situation]
-        )
-        tool_tokens = header_tokens(self.provider, model, tools=tools)
-        return _Composed(
-            commit=commit,
-            system=system,
-            tools=tuple(tools),
-            rendered=rendered,
+        layer = _Layer(
             profile=profile,
-            estimate=estimate,
-            system_tokens=min(system_tokens, estimate),
-            tool_tokens=min(tool_tokens, max(0, estimate - system_tokens)),
+            request=made,
+            tools=tools,
+            system_tokens=header_tokens(self.provider, model, system=[*texts, system.situation]),
+            tool_tokens=header_tokens(self.provider, model, tools=tools),
         )
+        self._layers[request.session_id] = (key, layer)
+        return layer
 
     def _renderer(self, session: str) -> SessionRenderer | None:
         """The renderer ``session``'s requests are rendered with (None: the provider has
