@@ -67,6 +67,7 @@ from ..providers import (
     model_in_family,
 )
 from ..render import (
+    RenderDefaults,
     SessionRenderer,
     header_tokens,
     render_side_request,
@@ -172,6 +173,7 @@ class Engine(UsageFusion, AsyncTwins):
         # made from (``render_defaults``' ``reuse``, ``_layer``): consecutive requests
         # of a session mostly share them, and any change of an input makes them again.
         self._reuse: dict[str, dict[str, Any]] = {}
+        self._chosen: dict[str, tuple[RenderDefaults, EngineConfig, str, dict[str, Any]]] = {}
         self._layers: dict[str, tuple[tuple[Any, ...], _Layer]] = {}
         # Per session, the core's renderer of its successive requests: each request is
         # rendered from the previous one's body (the same bytes as a full render; a
@@ -607,11 +609,17 @@ class Engine(UsageFusion, AsyncTwins):
             # What this engine recorded is its own earlier choice, not a recording's.
             recorded_params=not own,
         )
+        last = self._chosen.get(request.session_id)
+        if last is not None and last[0] is chosen and last[1] is cfg:
+            # The same defaults as the session's previous request (``reuse``: the same
+            # inputs, the registries included) under the same configuration.
+            return last[2], dict(last[3])
         options = dict(chosen.options)
         options.pop("system", None)  # the engine composes its own (``_system``)
         model = options.pop("model", None) or self.provider.default_model
         if not cfg.model and not resolve_model_ok(self.provider, model):
             model = self.provider.default_model
+        self._chosen[request.session_id] = (chosen, cfg, model, dict(options))
         return model, options
 
     def _tool_names(self, session: str) -> list[str]:
