@@ -36,12 +36,12 @@ from .commit import Pipeline, derive_commit, is_boundary, make_commit
 from .config import PipelineConfig, find_config
 from .errors import DagError, RenderError
 from .model import ContextCommit, Node
+from .plugins import registry
 from .providers import Provider, RenderedRequest, Usage, get_provider
 from .providers.base import NativeForm
 from .render import RenderDefaults, explain, render_context, render_sessions, session_defaults
 from .render.native import native_form, replays_recording, with_native
 from .situation import commit_situation
-from .plugins import registry
 from .store import CommitStore
 
 __all__ = [

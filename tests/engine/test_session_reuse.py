@@ -61,9 +61,7 @@ def _answer(store: MemoryStore, sid: str, model: str, text: str, call: str | Non
 @pytest.fixture
 def session() -> tuple[MemoryStore, str]:
     store = MemoryStore()
-    sid = store.create_session(
-        metadata={"provider": "anthropic", "model": "claude-sonnet-4-5"}
-    ).id
+    sid = store.create_session(metadata={"provider": "anthropic", "model": "claude-sonnet-4-5"}).id
     dag.append(store, sid, "user", "look at the project")
     return store, sid
 
