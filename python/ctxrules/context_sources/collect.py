@@ -110,6 +110,12 @@ class SourceMemo:
                 self._memo[request.session_id] = found
             return found
 
+    def kept(self, session_id: str) -> CollectedSources | None:
+        """The session's collection if one is kept (``None``: the next ``get`` collects):
+        a caller holding it needs no ``SourceRequest`` to ask again."""
+        with self._lock:
+            return self._memo.get(session_id)
+
     def refresh(self, session_id: str) -> None:
         """Forget ``session_id``'s collection: the next ``get`` collects the sources again."""
         with self._lock:

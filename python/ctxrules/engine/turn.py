@@ -173,6 +173,7 @@ class Engine(UsageFusion, AsyncTwins):
         # made from (``render_defaults``' ``reuse``, ``_layer``): consecutive requests
         # of a session mostly share them, and any change of an input makes them again.
         self._reuse: dict[str, dict[str, Any]] = {}
+        self._owned: dict[str, tuple[Mapping[str, Any], bool]] = {}
         self._chosen: dict[str, tuple[RenderDefaults, EngineConfig, str, dict[str, Any]]] = {}
         self._layers: dict[str, tuple[tuple[Any, ...], _Layer]] = {}
         # Per session, the core's renderer of its successive requests: each request is
@@ -569,16 +570,20 @@ class Engine(UsageFusion, AsyncTwins):
                 f"- {s.name}: {s.description}" if s.description else f"- {s.name}"
                 for s in cfg.skills
             )
-        collected = self.sources.get(
-            SourceRequest(
-                session_id=session,
-                working_directory=self._workdir(),
-                now=now,
-                added_directories=cfg.added_directories,
-                metadata=metadata,
-                config=cfg.sources,
+        # Collected once per session (until a compaction refreshes them): the request
+        # to collect them is only made then.
+        collected = self.sources.kept(session)
+        if collected is None:
+            collected = self.sources.get(
+                SourceRequest(
+                    session_id=session,
+                    working_directory=self._workdir(),
+                    now=now,
+                    added_directories=cfg.added_directories,
+                    metadata=metadata,
+                    config=cfg.sources,
+                )
             )
-        )
         situation = commit_situation(self.store, commit) if cfg.situation else ""
         return SystemPrompt(
             identity=identity,
@@ -594,7 +599,7 @@ class Engine(UsageFusion, AsyncTwins):
         replay make too): its model when it belongs to the provider (and we can count
         it), its tool declarations (or the tools it called), its parameters."""
         cfg = self.config
-        own = engine_made(self.store.get_session(request.session_id).metadata)
+        own = self._own(request.session_id)
         chosen = render_defaults(
             self.store,
             request,
@@ -621,6 +626,17 @@ class Engine(UsageFusion, AsyncTwins):
             model = self.provider.default_model
         self._chosen[request.session_id] = (chosen, cfg, model, dict(options))
         return model, options
+
+    def _own(self, session: str) -> bool:
+        """``engine_made`` of the session's metadata, read again only when the metadata
+        changed (a store replaces it on every update)."""
+        metadata = self.store.get_session(session).metadata
+        last = self._owned.get(session)
+        if last is not None and last[0] == metadata:
+            return last[1]
+        own = engine_made(metadata)
+        self._owned[session] = (metadata, own)
+        return own
 
     def _tool_names(self, session: str) -> list[str]:
         """The tools ``session`` called (with what a fork inherits), kept up to date from
