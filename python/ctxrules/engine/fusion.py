@@ -43,6 +43,9 @@ class UsageFusion:
     _prepared: OrderedDict[tuple[str, str], int]
     #: What each node says to the walk for a measurement (``_step``): nodes never change.
     _steps: dict[str, tuple[Node, int] | str | None]
+    #: Where the walk back for a measurement ends from each node: what it finds there and
+    #: how many nodes back (``_last_measurement``).
+    _walks: dict[str, tuple[tuple[Node, int] | None, int]]
 
     def _defaults(self, request: Any) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
@@ -109,16 +112,35 @@ class UsageFusion:
 
     def _last_measurement(self, session: str, head: str) -> tuple[Node, int] | None:
         """The newest answer at or before ``head`` on its branch whose request the provider
-        measured, and that measurement (within ``MEASUREMENT_LOOKBACK`` nodes)."""
-        at: str | None = head
-        for _ in range(MEASUREMENT_LOOKBACK):
-            if at is None:
-                return None
+        measured, and that measurement (within ``MEASUREMENT_LOOKBACK`` nodes).
+
+        The walk back ends at the first node whose ``_step`` is not a node to go on to;
+        where it ends and how far that is from each node it passed is remembered
+        (``_walks``: nodes never change), so a turn walks only the nodes added since."""
+        walks = self._walks
+        passed: list[str] = []  # nodes the walk went through, newest first
+        at = head
+        end: tuple[tuple[Node, int] | None, int] | None = None  # (what it found, distance)
+        while len(passed) < MEASUREMENT_LOOKBACK:
+            end = walks.get(at)
+            if end is not None:
+                break
             step = self._step(at)
             if not isinstance(step, str):
-                return step
+                end = (step, 0)
+                break
+            passed.append(at)
             at = step
-        return None
+        if len(walks) >= _STEPS_KEPT:
+            walks.clear()
+        if end is None:  # nothing within reach of ``head``, so of any node after it either
+            walks[head] = (None, 0)
+            return None
+        found, distance = end
+        walks[at] = end
+        for k, node in enumerate(reversed(passed), 1):
+            walks[node] = (found, distance + k)
+        return found if distance + len(passed) < MEASUREMENT_LOOKBACK else None
 
     def _fuse(self, session: str, head: str, estimate: int) -> TokenFigures:
         found = self._last_measurement(session, head)

@@ -159,6 +159,7 @@ class Engine(UsageFusion, AsyncTwins):
         # answer to it is measured against (usage fusion), never estimated again.
         self._prepared: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._steps: dict[str, tuple[Node, int] | str | None] = {}
+        self._walks: dict[str, tuple[tuple[Node, int] | None, int]] = {}
         # Guards what sessions share: the prepared estimates and the counters.
         self._kept = threading.Lock()
         #: What the engine did: ``requests`` composed (each estimated once, with its
