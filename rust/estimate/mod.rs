@@ -54,6 +54,9 @@ pub struct Framing {
     pub reply: f64,
     pub tool_call: f64,
     pub name: f64,
+    /// Anthropic: tokens a line break in a text block or the system text adds beyond the
+    /// tokenizer's count.
+    pub line_break: f64,
     /// OpenAI Chat: added to the system message's framing (negative where the tool
     /// declarations join it: the frame states it only when tools are declared).
     pub system: f64,

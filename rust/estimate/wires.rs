@@ -36,6 +36,11 @@ fn joined<'t, 'c: 't>(s: &Segments<'_>, texts: impl Iterator<Item = &'t Txt<'c>>
 
 // -- Anthropic Messages ---------------------------------------------------------------
 
+/// The line breaks of a text (Anthropic bills each beyond the tokenizer's count).
+fn line_breaks(t: &Txt<'_>) -> f64 {
+    t.raw().bytes().filter(|&c| c == b'\n').count() as f64
+}
+
 /// Tools, then system blocks, then every content block of the messages (a segment
 /// each).  Thinking counts in the last assistant message only; a request that starts
 /// at a compaction block does not read the opening placeholder before it; a top-level
@@ -54,8 +59,9 @@ fn anthropic_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
             w.raw("}");
         });
         let prose = s.txt(&sys.text);
+        let breaks = s.f.framing.line_break * line_breaks(&sys.text);
         let bp = plan.head.sys_bps.contains(&i).then_some(ttl);
-        s.add(key, prose, 0, 0.0, 0, 0, bp);
+        s.add(key, prose, 0, breaks, 0, 0, bp);
     }
     let compacted = matches!(plan.blocks.first(), Some(NBlock::Compaction(_)));
     if plan.head.opening && !compacted {
@@ -101,7 +107,8 @@ fn anthropic_block(
     match b {
         NBlock::Text(t) => {
             let prose = s.txt(t);
-            s.add(key, prose, 0, 0.0, 0, 0, bp);
+            let breaks = s.f.framing.line_break * line_breaks(t);
+            s.add(key, prose, 0, breaks, 0, 0, bp);
         }
         NBlock::Image(img) => {
             let src = img.image();

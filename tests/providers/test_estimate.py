@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import struct
+from typing import Any
 
 import pytest
 
@@ -372,3 +373,25 @@ def test_claude_3_frames_a_request_one_token_less():
     for model in ("claude-3-haiku-20240307", "claude-3-opus-20240229", "claude-3-sonnet-20240229"):
         assert tokens(model) == later - 1, model
     assert tokens("claude-3-5-sonnet-20241022") == later
+
+
+def test_anthropic_line_breaks_in_prose_cost_two_tokens_more():
+    """Each line break of a text block or the system text adds 2 tokens beyond the
+    tokenizer's count (fitted); a tool result's line breaks do not."""
+    text = "first line of the note\nsecond line\nthird line"
+    profile = resolve_model("anthropic:claude-sonnet-4-5")
+
+    def tokens(**body: Any) -> int:
+        return _estimate(
+            "anthropic", "claude-sonnet-4-5", {"max_tokens": 9, "model": "m", **body}
+        ).input_tokens
+
+    def message(content: Any) -> list[dict]:
+        return [{"role": "user", "content": content}]
+
+    empty = tokens(messages=message("x"))
+    prose = round(count(text) * profile.calibration)
+    assert tokens(messages=message("x"), system=text) - empty == prose + 2 * 2
+    two_blocks = [{"type": "text", "text": "x"}, {"type": "text", "text": text}]
+    assert tokens(messages=message(two_blocks)) - empty == prose + 2 * 2
+    assert profile.rule("line_break") == 2

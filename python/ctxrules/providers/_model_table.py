@@ -45,6 +45,7 @@ their residuals, are in benches/README.md ("Fidelity").
 from __future__ import annotations
 
 from .anthropic import (
+    ANTHROPIC_LINE_BREAK_TOKENS,
     ANTHROPIC_MESSAGE_TOKENS,
     ANTHROPIC_OUTPUT_FORMAT_TOKENS,
     ANTHROPIC_PDF_PAGE_TOKENS,
@@ -194,6 +195,7 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
             "thinking_prompt": ANTHROPIC_THINKING_PROMPT_TOKENS,
             "output_format": ANTHROPIC_OUTPUT_FORMAT_TOKENS,
             "pdf_page": ANTHROPIC_PDF_PAGE_TOKENS,
+            "line_break": ANTHROPIC_LINE_BREAK_TOKENS,
             "thinking": "last",
             "image": ANTHROPIC_IMAGE_RULE,
         },
@@ -206,6 +208,7 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
             "thinking_prompt": _FIT,
             "output_format": _FIT,
             "pdf_page": "doc: Anthropic PDF support (1,500-3,000 text tokens per page)",
+            "line_break": _FIT,
             "thinking": _THINKING_DOC,
             "image": _VISION_DOC,
         },
