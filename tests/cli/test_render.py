@@ -154,12 +154,22 @@ def test_json_and_explain(imported, capsys, corpus):
     # The estimate states its rules; the previous request is the previous answer's.
     assert ex["estimate"]["tokenizer"] == "o200k_base"
     # Framing: each tool_use and tool_result block, each message's turn marker, the
-    # request's own.
+    # request's own, and the line breaks of the text blocks and the system text.
     a = resolve_model(f"anthropic:{ex['model']}")
+    body = doc["body"]
+    system = body.get("system") or []
+    texts = [system] if isinstance(system, str) else [b.get("text", "") for b in system]
+    for m in body["messages"]:
+        content = m["content"]
+        if isinstance(content, str):
+            texts.append(content)
+        else:
+            texts += [b["text"] for b in content if b.get("type") == "text"]
     assert ex["estimate"]["framing_tokens"] == round(
         a.rule("tool_block") * body_results * 2
-        + a.rule("message") * len(doc["body"]["messages"])
+        + a.rule("message") * len(body["messages"])
         + a.rule("request")
+        + a.rule("line_break") * sum(t.count("\n") for t in texts)
     )
     assert ex["previous_request"]["for_node"] == _answers(store_dir, sid)[-2]
     assert ex["cache"]["warm"] is True and 0 < ex["cache"]["elapsed_seconds"] < 300
