@@ -743,7 +743,10 @@ class Engine(UsageFusion, AsyncTwins):
         attempt: int,
         compaction: CompactResult | None = None,
     ) -> TurnPrep:
-        remember_setup(self.store, session, self.provider.name, composed.rendered, composed.system)
+        if self._own(session):  # a recording's setup stays the recording's
+            remember_setup(
+                self.store, session, self.provider.name, composed.rendered, composed.system
+            )
         tokens = self._fuse(session, head, composed.estimate)
         with self._kept:
             self._prepared[(session, head)] = composed.estimate
