@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "AgentRunActiveError",
     "AmbiguousIdError",
+    "CompactionDeclined",
     "CompactionError",
     "ConfigError",
     "CtxrulesError",
@@ -124,6 +125,13 @@ class SummarizerError(CtxrulesError):
 class CompactionError(CtxrulesError):
     """A compaction could not be made (its summary failed, nothing could be folded, or
     the result was no smaller); nothing of the history was folded or lost."""
+
+
+class CompactionDeclined(CompactionError):
+    """A compaction was summarised but not made: the request it leaves would not be
+    smaller by the saving asked (``compact``'s ``min_saving_tokens``: what paying for
+    the cache rewrite takes).  Not a failure: nothing is recorded or stored and a
+    circuit breaker does not count it."""
 
 
 class RenderError(CtxrulesError):

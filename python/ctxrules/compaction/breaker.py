@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import CompactionError, CtxrulesError
+from ..errors import CompactionDeclined, CompactionError, CtxrulesError
 from ..providers import Provider, prompt_too_long_of
 from .types import CompactResult
 
@@ -30,8 +30,9 @@ class CircuitBreaker:
 
     The engine holds one per session.  ``call(run)`` runs a compaction (``run``
     returns the ``CompactResult``): a ``CtxrulesError`` counts as a failure and is
-    raised again, success resets the count.  While ``open`` (``failures >= limit``)
-    ``call`` raises ``CompactionError`` without running anything.
+    raised again (a ``CompactionDeclined`` is raised without counting: a compaction
+    that would not pay is no failure), success resets the count.  While ``open``
+    (``failures >= limit``) ``call`` raises ``CompactionError`` without running anything.
     """
 
     def __init__(self, limit: int = 3):
@@ -57,6 +58,8 @@ class CircuitBreaker:
             )
         try:
             result = run()
+        except CompactionDeclined:
+            raise  # a compaction that would not pay is no failure
         except CtxrulesError as exc:
             self.failures += 1
             self.last_error = str(exc)

@@ -51,6 +51,7 @@ from ..commit.items import find_native
 from ..config import PipelineConfig
 from ..dag import branch_path
 from ..errors import (
+    CompactionDeclined,
     CompactionError,
     ConfigError,
     DagError,
@@ -180,6 +181,7 @@ def compact(
     model: str | None = None,
     working_directory: str | os.PathLike[str] | None = None,
     answer: Answer | None = None,
+    min_saving_tokens: int = 0,
 ) -> CompactResult:
     """Compact ``session_id`` at its HEAD; returns the stored compaction.
 
@@ -192,7 +194,10 @@ def compact(
     ``model`` what the tokens are measured for (default: the commit's item tokens),
     ``working_directory`` where restored files are re-read from, ``answer`` the
     summary answer function (default ``run_summarizer``; the store's kept answers are
-    asked first either way).
+    asked first either way).  ``min_saving_tokens`` > 0 asks the compaction to leave
+    the request (restore message included) at least that many tokens smaller, else
+    ``CompactionDeclined`` and nothing is stored or recorded (what the engine asks
+    for a compaction to pay for its cache rewrite).
 
     ``CompactionError`` when the summary failed or was empty, nothing could be folded
     or the fold leaves the request no smaller (recorded: ``failures``); ``DagError``
@@ -322,6 +327,17 @@ def compact(
             )
         )
     tokens_after = measure(derive(nodes))
+    if min_saving_tokens > 0 and tokens_before - tokens_after < min_saving_tokens:
+        saved = tokens_before - tokens_after
+        raise CompactionDeclined(
+            f"not compacted: it would leave the request no smaller ({tokens_before:,} → "
+            f"{tokens_after:,} tokens with the restore message)"
+            if saved <= 0
+            else f"not compacted: it would take {saved:,} tokens off the request "
+            f"({tokens_before:,} → {tokens_after:,}), less than the {min_saving_tokens:,} "
+            "that pay for rewriting the cached prompt",
+            where=f"session {session_id} at {head}",
+        )
     record = msgspec.structs.replace(record, tokens_after=tokens_after)
     nodes[0] = boundary = _with_record(boundary, record)
     # The boundary, the restore message, HEAD and the commit land in one transaction:

@@ -46,12 +46,11 @@ from ..commit import Pipeline, make_commit
 from ..compaction import CircuitBreaker, CompactResult, boundaries, compact, is_prompt_too_long
 from ..config import PipelineConfig
 from ..context_sources import SourceMemo, SourceRequest
-from ..errors import CompactionError, DagError, RenderError, ValidationError
+from ..errors import CompactionDeclined, CompactionError, DagError, RenderError, ValidationError
 from ..limits import check_now
 from ..model import (
     Content,
     ContextCommit,
-    ContextItem,
     Node,
     TextBlock,
     ToolSpec,
@@ -66,6 +65,7 @@ from ..providers import (
     get_provider,
     model_in_family,
 )
+from ..providers.cache import TTL_SECONDS as VENDOR_TTLS
 from ..render import (
     RenderDefaults,
     SessionRenderer,
@@ -74,12 +74,13 @@ from ..render import (
     request_options,
 )
 from ..requests import Request, render_defaults, session_tool_names
-from ..ruleapi import COMPACTION_REASON
+from ..ruleapi.cache import CachePricing
 from ..situation import commit_situation
 from ..store import CommitStore
 from .aio import AsyncTwins
 from .budget import budget, output_reserve
 from .calls import append_results, settle
+from .compacting import Sent, compaction_price, futile
 from .config import EngineConfig
 from .fusion import UsageFusion, sent_count
 from .references import Reference, find_references, reference_block
@@ -181,6 +182,9 @@ class Engine(UsageFusion, AsyncTwins):
         # rendered from the previous one's body (the same bytes as a full render; a
         # prefix a rule rewrote, a fork or another model is simply written again).
         self._renderers: OrderedDict[str, SessionRenderer] = OrderedDict()
+        # Per session, the last request prepared (its time, model and estimate): what
+        # the provider has cached when the next one is due.
+        self._sent: OrderedDict[str, Sent] = OrderedDict()
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -263,17 +267,32 @@ class Engine(UsageFusion, AsyncTwins):
                     where=f"session {session}",
                     hint="pass the user's next message (user_input) or the tool results",
                 )
+        with self._kept:  # read before ``_prep`` records this request in its place
+            previous = self._sent.get(session)
         prep = self._prep(session, head, tuple(appended), refs, composed, now, attempt=0)
         if not_run:
             prep = msgspec.structs.replace(prep, not_run=not_run)
         trigger = self._due(prep.level)
         if trigger is None:
             return prep
-        futile = _futile_compaction(prep)
-        if futile:
-            return msgspec.structs.replace(prep, compaction_error=futile)
+        why = futile(prep)
+        if why:
+            return msgspec.structs.replace(prep, compaction_error=why)
+        # Past the threshold a compaction must pay for its cache rewrite; past the
+        # critical level the hard limit forces it (engine/compacting.py).
+        need, why = (
+            (1, "") if prep.level == "critical" else self._compaction_price(prep, previous, now)
+        )
+        history = max(0, prep.tokens.estimate - prep.budget.system - prep.budget.tools)
+        if need > history:  # even folding everything would not pay: no summary asked
+            return msgspec.structs.replace(
+                prep, compaction_error=f"not compacted: {why}; the history holds {history:,}"
+            )
         try:
-            result = self._compact(session, trigger, prep.model, now)
+            result = self._compact(session, trigger, prep.model, now, min_saving=max(1, need))
+        except CompactionDeclined as exc:
+            said = f"{exc} ({why})" if why else str(exc)
+            return msgspec.structs.replace(prep, compaction_error=said)
         except CompactionError as exc:
             # The request still goes: a failed automatic compaction must not stop the
             # turn (the breaker stops trying after its limit; stats and the prep say so).
@@ -478,6 +497,38 @@ class Engine(UsageFusion, AsyncTwins):
             return "auto"
         return None
 
+    def _compaction_price(
+        self, prep: TurnPrep, previous: Sent | None, now: float
+    ) -> tuple[int, str]:
+        """What a compaction before ``prep`` must save to pay for its cache rewrite, and
+        why (``engine.compacting.compaction_price``, at the model's cache prices);
+        ``previous`` is the session's request before it, if this engine prepared it."""
+        profile = self.provider.model_profile(prep.model)
+        ttl = VENDOR_TTLS.get(self.config.cache_ttl or "5m", VENDOR_TTLS["5m"])
+        pricing = CachePricing.of(profile, self.provider.cache_rule, ttl_seconds=ttl)
+        last = None
+        if previous is None or previous.at > now:
+            previous = None
+            last = self._last_answer(prep.commit)
+        return compaction_price(
+            prep,
+            previous,
+            last,
+            pricing=pricing,
+            now=now,
+        )
+
+    def _last_answer(self, commit: ContextCommit) -> tuple[float, str | None] | None:
+        """The time of the branch's last answer and the model its request was made for
+        (``None`` when the engine did not record it)."""
+        for it in reversed(commit.items):
+            if it.role == "assistant" and it.state not in ("summarized", "summary"):
+                node = self.store.get_node(it.source_node_id)
+                request = node.metadata.get("request")
+                model = request.get("model") if isinstance(request, dict) else None
+                return node.created_at, model if isinstance(model, str) else None
+        return None
+
     def _compact(
         self,
         session: str,
@@ -488,6 +539,7 @@ class Engine(UsageFusion, AsyncTwins):
         instructions: str = "",
         direction: str = "full",
         pivot: str | None = None,
+        min_saving: int = 0,
     ) -> CompactResult:
         """One compaction of ``session`` at its HEAD through its circuit breaker."""
         return self.breaker(session).call(
@@ -504,6 +556,7 @@ class Engine(UsageFusion, AsyncTwins):
                 provider=self.provider,
                 model=model,
                 working_directory=self._workdir(),
+                min_saving_tokens=min_saving,
             )
         )
 
@@ -753,6 +806,11 @@ class Engine(UsageFusion, AsyncTwins):
             self._prepared.move_to_end((session, head))
             if len(self._prepared) > _PREPARED_KEPT:
                 self._prepared.popitem(last=False)
+            # What the provider caches from this request (engine/compacting.py).
+            self._sent[session] = Sent(now, composed.rendered.model, composed.rendered.estimate)
+            self._sent.move_to_end(session)
+            if len(self._sent) > _RENDERERS_KEPT:
+                self._sent.popitem(last=False)
         plan = budget(
             composed.profile,
             self.config,
@@ -814,49 +872,6 @@ class Engine(UsageFusion, AsyncTwins):
             {"node": node.id, **msgspec.to_builtins(record)}
             for node, record in boundaries(self.store, session, head)
         ]
-
-
-#: A compaction is not made when the history the engine holds is less than this share
-#: of the measured request: folding it could not make the request much smaller.
-MIN_COMPACTABLE_SHARE = 0.1
-#: Nor before the conversation after the last compaction holds this share of the
-#: compaction threshold: compacting again sooner rewrites the whole cached prompt to
-#: save little (a threshold under what a compaction leaves would compact every turn).
-MIN_REGROWTH_SHARE = 0.5
-
-
-def _since_compaction(items: Sequence[ContextItem]) -> int | None:
-    """Tokens shown after the summary of the last compaction (``None``: none on the
-    branch)."""
-    for p in range(len(items) - 1, -1, -1):
-        it = items[p]
-        if it.state == "summary" and it.reason.startswith(COMPACTION_REASON):
-            return sum(i.tokens for i in items[p + 1 :] if i.state != "summarized")
-    return None
-
-
-def _futile_compaction(prep: TurnPrep) -> str:
-    """Why compacting before ``prep`` would not pay (``""``: it would): the history the
-    engine holds (our estimate less the system prompt and tools) is under
-    ``MIN_COMPACTABLE_SHARE`` of the measured request — what makes the request large is
-    text the engine does not hold (a harness's, or a conversation from before the
-    recording) — or too little came since the last compaction
-    (``MIN_REGROWTH_SHARE``); either way a compaction would mostly rewrite the cached
-    prompt, and again at the next request."""
-    plan, tokens = prep.budget, prep.tokens
-    history = max(0, tokens.estimate - plan.system - plan.tools)
-    if history < MIN_COMPACTABLE_SHARE * tokens.fused:
-        return (
-            f"not compacted: the request is {tokens.fused:,} tokens and the history the "
-            f"engine holds only {history:,}: the rest is text the engine does not hold"
-        )
-    since = _since_compaction(prep.commit.items)
-    if since is not None and since < MIN_REGROWTH_SHARE * plan.compact_tokens:
-        return (
-            f"not compacted: only {since:,} tokens came since the last compaction (less "
-            f"than {MIN_REGROWTH_SHARE:.0%} of the threshold {plan.compact_tokens:,})"
-        )
-    return ""
 
 
 def resolve_model_ok(provider: Provider, model: str) -> bool:

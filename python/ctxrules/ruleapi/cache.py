@@ -31,8 +31,11 @@ the answers of the epoch), so a commit reads it without scanning the history.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, MutableMapping, Sequence
-from typing import Any
+from typing import Any, Literal
+
+import msgspec
 
 from ..model import ContextItem
 
@@ -43,7 +46,9 @@ __all__ = [
     "REQUESTS",
     "TTL_SECONDS",
     "CacheLedger",
+    "CachePricing",
     "advance",
+    "min_saving",
     "reset",
 ]
 
@@ -57,6 +62,73 @@ TTL_SECONDS = 300.0
 #: The ledger's cursors (plain values, not positions).
 AT = "cache.at"
 REQUESTS = "cache.requests"
+
+Layout = Literal["breakpoints", "prefix", "none"]
+
+
+class CachePricing(msgspec.Struct, frozen=True, kw_only=True):
+    """A model's prompt cache as the ledger prices it: a cache ``read`` and a ``write``
+    relative to the uncached input price, how long an entry lives unused
+    (``ttl_seconds``) and its ``layout``.
+
+    ``"breakpoints"`` (Anthropic): a request finds an entry only at its breakpoints, so
+    a change to any cached message rewrites the whole cached conversation;
+    ``"prefix"`` (OpenAI, Gemini): the provider caches the longest shared prefix by
+    itself, with no write premium; ``"none"``: nothing is cached, every change is
+    free.  The default is Anthropic's (0.1 / 1.25, five minutes).
+    """
+
+    read: float = CACHE_READ
+    write: float = CACHE_WRITE
+    ttl_seconds: float = TTL_SECONDS
+    layout: Layout = "breakpoints"
+
+    @classmethod
+    def of(cls, profile: Any, cache_rule: str, *, ttl_seconds: float | None = None) -> CachePricing:
+        """The pricing of a model: its ``ModelProfile`` (``prices``: cache read and write
+        per uncached input token) under its provider's ``cache_rule``
+        (``Provider.cache_rule``).  A model without prices keeps the default ratios of
+        its layout."""
+        if cache_rule == "none":
+            return cls(read=1.0, write=1.0, layout="none")
+        layout: Layout = "breakpoints" if cache_rule == "anthropic-breakpoints" else "prefix"
+        read, write = (CACHE_READ, CACHE_WRITE) if layout == "breakpoints" else (0.5, 1.0)
+        prices = getattr(profile, "prices", None)
+        if prices is not None and prices.input > 0:
+            read, write = prices.cache_read / prices.input, prices.cache_write / prices.input
+        return cls(
+            read=read,
+            write=max(write, read),
+            ttl_seconds=ttl_seconds if ttl_seconds is not None else TTL_SECONDS,
+            layout=layout,
+        )
+
+    def signature(self) -> str:
+        """The pricing in a line, for a pipeline's version (``""`` for the default:
+        the versions of pipelines priced as Anthropic's do not change)."""
+        if self == DEFAULT_PRICING:
+            return ""
+        return f"cache={self.layout}:{self.read:.4g}/{self.write:.4g}/{self.ttl_seconds:g}"
+
+
+DEFAULT_PRICING = CachePricing()
+
+
+def min_saving(rewrite: int, horizon: int, pricing: CachePricing = DEFAULT_PRICING) -> int:
+    """The fewest tokens a change must take off the prompt to pay for making the provider
+    write ``rewrite`` cached tokens again instead of reading them, when each of the
+    next ``horizon`` requests reads the saving fewer.
+
+    This request: without the change it reads ``R`` (``rewrite``); with it, it writes
+    ``R − S`` (``S`` the saving): ``(write − read)·R − write·S`` more.  Later requests:
+    ``read·S·horizon`` less.  So ``S ≥ (write − read)·R / (read·horizon + write)``; 0
+    when nothing cached is rewritten."""
+    if rewrite <= 0 or pricing.layout == "none":
+        return 0
+    extra = (pricing.write - pricing.read) * rewrite
+    if extra <= 0:
+        return 0
+    return math.ceil(extra / (pricing.read * max(1, horizon) + pricing.write))
 
 
 def _answers(items: Sequence[ContextItem], positions: Sequence[int]) -> int:
@@ -84,7 +156,8 @@ class CacheLedger:
 
     ``cached_tokens``: the parent commit's tokens, what the provider holds (0 without a
     parent); ``rewritten``: whether a cached item already changed in this commit
-    (then further changes cost nothing more); ``cold``: whether the cache expired.
+    (then further changes cost nothing more); ``cold``: whether the cache expired;
+    ``pricing``: the model's cache prices and TTL (``CachePricing``; the pipeline's).
     """
 
     def __init__(
@@ -95,14 +168,16 @@ class CacheLedger:
         cached_tokens: int,
         has_parent: bool,
         rewritten: Any,
+        pricing: CachePricing = DEFAULT_PRICING,
     ) -> None:
         self.now = now
-        self.cached_tokens = cached_tokens if has_parent else 0
+        self.pricing = pricing
+        self.cached_tokens = cached_tokens if has_parent and pricing.layout != "none" else 0
         self._rewritten = rewritten  # a callable: whether a cached item changed so far
         at = cursors.get(AT)
         # Without a record of the previous commit (a parent made before the ledger, or
         # under other rules) the cache is taken as warm: the ledger errs on waiting.
-        self.cold = has_parent and at is not None and now - at > TTL_SECONDS
+        self.cold = has_parent and at is not None and now - at > pricing.ttl_seconds
         self.requests = int(cursors.get(REQUESTS, 0))
 
     @property
@@ -137,8 +212,9 @@ class CacheLedger:
         rewrite = self.rewrite_tokens()
         if rewrite == 0:
             return True
-        extra = max(0, rewrite - saved) * CACHE_WRITE - rewrite * CACHE_READ
-        return saved * CACHE_READ * self.horizon(payback) >= extra
+        read, write = self.pricing.read, self.pricing.write
+        extra = max(0, rewrite - saved) * write - rewrite * read
+        return saved * read * self.horizon(payback) >= extra
 
     def why_not(self, saved: int, *, payback: int) -> str:
         """In words, why a change saving ``saved`` tokens does not pay (for notes)."""

@@ -17,11 +17,12 @@ quality checker counts by).  Sections, in this order:
   each failed tool call (``name: line``);
 - ``Open todos``: the todos of the latest todo list not completed;
 - ``Index (exact identifiers)``: every path, id, hash, URL, date and number the user,
-  the assistant and the tool arguments stated, and every exact identifier of the tool
-  results (paths, symbols, flags, ids: ``facts.exact_identifiers`` but numbers and
-  dates, what an agent reuses from a result), grouped by kind, each exactly once and
-  left out when a section above already holds it — so an id stated once in passing
-  (a reservation code, a commit hash, a price) survives the fold;
+  the assistant and the tool arguments stated, and the exact identifiers of the tool
+  results (``facts.exact_identifiers``: paths, symbols, flags, ids, then, in the room
+  those leave, numbers and dates — what an agent reuses from a result), grouped by
+  kind, each exactly once and left out when a section above already holds it — so an
+  id stated once in passing (a reservation code, a commit hash, a price) survives the
+  fold;
 - ``Outline``: the first line of each assistant message (at most 100 characters).
 
 A previous summary in the run is parsed back into its sections and merged, so facts
@@ -136,6 +137,7 @@ class _Run:
         self.sec: dict[str, dict[str, None]] = {name: {} for name in SECTIONS}
         self.index: dict[tuple[str, str], None] = {}  # (label, token)
         self.output_index: dict[tuple[str, str], None] = {}  # only in tool outputs
+        self.output_minor: dict[tuple[str, str], None] = {}  # their numbers and dates
         self.tools: dict[str, int] = {}
         self.todos: Todos = {}
         self.errors_seen: set[str] = set()
@@ -146,13 +148,16 @@ class _Run:
 
     def identifier(self, kind: str, token: str, *, output: bool = False) -> None:
         """Index a token; one only a tool's output showed (``output``) is cut before
-        those the user, the assistant or a tool's arguments stated."""
+        those the user, the assistant or a tool's arguments stated, and of those its
+        numbers and dates before its names."""
         key = (_INDEX_LABELS.get(kind, "ids"), token)
         if output:
-            if key not in self.index:
-                self.output_index.setdefault(key, None)
+            if key not in self.index and key not in self.output_index:
+                minor = kind in ("number", "date")
+                (self.output_minor if minor else self.output_index).setdefault(key, None)
         else:
             self.output_index.pop(key, None)
+            self.output_minor.pop(key, None)
             self.index.setdefault(key, None)
 
     def error(self, line: str, tool: str = "") -> None:
@@ -211,10 +216,11 @@ class _Run:
                         self.identifier(kind, token)
                 # What the agent reuses from a result is its exact identifiers: the
                 # paths, symbols, flags and numbers it printed (error lines below).
-                # (Bare numbers and dates of a result are mostly line numbers and
-                # timestamps: left out, they would crowd the index.)
+                # Bare numbers and dates (line numbers and timestamps, but also the
+                # prices, flight numbers and dates a booking agent quotes next) take
+                # only the room the names leave (``index_tokens``).
                 for kind, token in exact_identifiers(it.rendered):
-                    if kind not in ("error", "number", "date"):
+                    if kind != "error":
                         self.identifier(kind, token, output=True)
                 lines = error_lines(it.rendered, failed=it.is_error)
                 for n, line in enumerate(lines):
@@ -256,18 +262,22 @@ class _Run:
                 for v in sec[name]
             )
         )
-        outputs: list[tuple[str, str]] = []
-        for label, token in reversed(list(self.output_index)):
-            if token in kept:
-                continue
-            room -= len(token) + 2
-            if room < 0:
-                break
-            outputs.append((label, token))
-        outputs.reverse()
-        # Cut oldest first: the outputs' tokens go before any token a message stated.
+        tiers: list[list[tuple[str, str]]] = []
+        for found in (self.output_index, self.output_minor):
+            tier: list[tuple[str, str]] = []
+            for label, token in reversed(list(found)):
+                if token in kept:
+                    continue
+                if room < len(token) + 2:
+                    break
+                room -= len(token) + 2
+                tier.append((label, token))
+            tier.reverse()
+            tiers.append(tier)
+        # Cut oldest first: the outputs' numbers and dates go first, then their names,
+        # then any token a message stated.
         stated = [(label, token) for label, token in self.index if token not in kept]
-        return outputs + stated
+        return tiers[1] + tiers[0] + stated
 
 
 class ExtractiveSummarizer:
