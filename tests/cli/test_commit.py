@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from tests.presets import EVERY_RULE, every_rule_file
 
 from ctxrules.cli import main
-from ctxrules.config import PRESETS
 from ctxrules.store import open_store
 
 FILE = "claude-code-jsonl/ccviewer_1af7fc5e-8455-4414-9ccd-011d40f70b2a.jsonl"
@@ -64,10 +64,12 @@ def test_json_has_items_totals_and_every_field(session, capsys, corpus):
     assert items[1]["role"] == "user" and items[1]["reason"] == "anchor"
 
 
-def test_aggressive_preset_ages_and_a_later_now_clears(session, capsys):
+def test_every_rule_ages_and_a_later_now_clears(session, capsys, tmp_path):
+    # aggressive's budgets without the cache ledger (tests/presets.py): aging on the
+    # session's seconds-apart requests, not only once a rewrite pays.
     store, sid = session
-    idle = PRESETS["aggressive"]["rules"]["idle_clearing"]["idle_minutes"]
-    args = ["commit", sid, "--store", store, "--preset", "aggressive", "--json"]
+    idle = EVERY_RULE.rules["idle_clearing"]["idle_minutes"]
+    args = ["commit", sid, "--store", store, "--config", every_rule_file(tmp_path), "--json"]
     t0 = 4102444800
     first = run_json(capsys, *args, "--now", str(t0))
     aged = {it["source_node_id"] for it in first["items"] if it["state"] == "aged"}
@@ -87,17 +89,18 @@ def _key(item):
     return item["source_node_id"] + (f"@{item['attached_from']}" if item["attached_from"] else "")
 
 
-def test_table_shows_items_and_tokens_by_state(session, capsys):
+def test_table_shows_items_and_tokens_by_state(session, capsys, tmp_path):
     store, sid = session
-    out = run_json(capsys, "commit", sid, "--store", store, "--preset", "aggressive", "--json")
-    assert main(["commit", sid, "--store", store, "--preset", "aggressive"]) == 0
+    every = every_rule_file(tmp_path)  # every rule fires (tests/presets.py)
+    out = run_json(capsys, "commit", sid, "--store", store, "--config", every, "--json")
+    assert main(["commit", sid, "--store", store, "--config", every]) == 0
     text = capsys.readouterr().out
     expected: dict[str, list[int]] = {}
     for it in out["items"]:
         expected.setdefault(it["state"], [0, 0])
         expected[it["state"]][0] += 1
         expected[it["state"]][1] += it["tokens"]
-    assert len(expected) >= 2  # the aggressive preset changed something
+    assert len(expected) >= 2  # the rules changed something
     for state, (n, tokens) in expected.items():
         assert re.search(rf"│ {state}\s*│\s*{n} │\s*{tokens} │", text), state
     assert re.search(rf"│ sent\s*│\s*│\s*{out['total_tokens']} │", text)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from tests.presets import EVERY_RULE
 
 import ctxrules
 from ctxrules import dag
@@ -184,9 +185,7 @@ def test_ids_are_content_addressed_across_stores_and_backends(tmp_path):
 def test_loading_replays_deltas_to_the_same_commit(store):
     s = dag.create_session(store)
     made = []
-    aggressive = Pipeline.from_config(
-        PipelineConfig.preset("aggressive").with_params("summarize", threshold_tokens=800)
-    )
+    aggressive = Pipeline.from_config(EVERY_RULE.with_params("summarize", threshold_tokens=800))
     for i in range(12):
         add_turn(store, s.id, i, tools=2, size=1500)
         made.append(ctxrules.make_commit(s.id, now=600.0 * i, store=store, config=aggressive))
@@ -296,8 +295,7 @@ def test_a_rule_set_never_inherits_another_rule_sets_compression(store):
     s = dag.create_session(store)
     for i in range(6):
         add_turn(store, s.id, i)
-    aggressive = PipelineConfig.preset("aggressive")
-    squeezed = ctxrules.make_commit(s.id, now=1.0, store=store, config=aggressive)
+    squeezed = ctxrules.make_commit(s.id, now=1.0, store=store, config=EVERY_RULE)
     plain = ctxrules.make_commit(s.id, now=1.0, store=store, config=PipelineConfig.preset("off"))
     assert any(it.state == "aged" for it in squeezed.items)
     assert {it.state for it in plain.items} == {"full"}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from tests.corpus import FIRST
+from tests.presets import EVERY_RULE
 
 from ctxrules.commit import Pipeline
 from ctxrules.config import PRESETS, PipelineConfig
@@ -16,6 +17,8 @@ from ctxrules.store import open_store
 from ctxrules.testing import check_commits, drive_branch
 
 PIPELINES = {name: Pipeline.from_config(PipelineConfig.preset(name)) for name in PRESETS}
+#: aggressive's budgets without the cache ledger: every rule fires (tests/presets.py).
+EVERY = Pipeline.from_config(EVERY_RULE)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,7 @@ def test_aggressive_rules_really_fire_on_the_corpus(corpus_store):
     store, results = corpus_store
     states: dict[str, int] = {}
     for res in results:
-        _, runs = _replay(store, res.id, PIPELINES["aggressive"])
+        _, runs = _replay(store, res.id, EVERY)
         if runs:
             for it in runs[-1][1].commit.items:
                 states[it.state] = states.get(it.state, 0) + 1
@@ -71,7 +74,7 @@ def test_store_path_turn_by_turn_follows_branch_path(corpus_store):
     import ctxrules
 
     store, results = corpus_store
-    pipeline = PIPELINES["aggressive"]
+    pipeline = EVERY
     picked = [r for r in results if r.format in ("claude-code", "swe-agent", "openhands")]
     assert len(picked) >= 5
     for res in picked:

@@ -1,7 +1,8 @@
 """What never folds, on real sessions: system prompts are locked and survive the
-aggressive preset word for word, and the task anchor is the first real instruction —
-not SWE-agent's demonstration, not Claude Code's slash-command line.  The expected
-texts come from plain JSON parsing of the corpus files, not from our importers."""
+aggressive budgets (without the cache ledger: every rule fires) word for word, and the
+task anchor is the first real instruction — not SWE-agent's demonstration, not Claude
+Code's slash-command line.  The expected texts come from plain JSON parsing of the
+corpus files, not from our importers."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.presets import every_rule
 
 from ctxrules.commit import Pipeline, make_commit
 from ctxrules.config import PipelineConfig
@@ -27,7 +29,8 @@ CC_PLAIN = "claude-code-jsonl/reliability_coverage-test-fix.jsonl"
 OPENHANDS = "openhands-trajectory/basic_gui_mode.json"
 TAU = "openai-chat-json/taubench_gpt-4o-airline.json"
 
-AGGRESSIVE = PipelineConfig.preset("aggressive")
+#: aggressive's budgets without the cache ledger: every rule fires (tests/presets.py).
+AGGRESSIVE = every_rule()
 #: The default preset with a summarize threshold low enough for these sessions.
 LOW = PipelineConfig.preset("default").with_params("summarize", threshold_tokens=1500)
 
@@ -62,7 +65,7 @@ def _lines(path: Path) -> list[dict]:
 # -- system prompts -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", [AGGRESSIVE, LOW], ids=["aggressive", "default-low"])
+@pytest.mark.parametrize("config", [AGGRESSIVE, LOW], ids=["every-rule", "default-low"])
 @pytest.mark.parametrize("name", [SWE_GPT4, SWE_FC])
 def test_swe_agent_system_prompt_survives_intact(tmp_path, corpus, name, config):
     history = json.loads((corpus / name).read_text(encoding="utf-8"))["history"]
@@ -79,7 +82,7 @@ def test_swe_agent_system_prompt_survives_intact(tmp_path, corpus, name, config)
 
 def test_unlocked_by_config_the_system_prompt_folds(tmp_path, corpus):
     store, (sid,) = _import(tmp_path, corpus / SWE_GPT4)
-    unlocked = PipelineConfig.preset("aggressive", lock_system=False)
+    unlocked = every_rule(lock_system=False)
     commit = _final(store, sid, unlocked)
     (item,) = [it for it in commit.items if it.role == "system"]
     assert not item.locked and item.state == "summarized"
@@ -89,9 +92,7 @@ def test_unlocked_by_config_the_system_prompt_folds(tmp_path, corpus):
 def test_a_commit_under_other_lock_settings_is_not_reused(tmp_path, corpus):
     store, (sid,) = _import(tmp_path, corpus / SWE_GPT4)
     locked = make_commit(sid, now=2e9, store=store, config=AGGRESSIVE)
-    unlocked = make_commit(
-        sid, now=2e9, store=store, config=PipelineConfig.preset("aggressive", lock_system=False)
-    )
+    unlocked = make_commit(sid, now=2e9, store=store, config=every_rule(lock_system=False))
     assert locked.id != unlocked.id and locked.rules_version != unlocked.rules_version
     assert [it.locked for it in locked.items if it.role == "system"] == [True]
     assert [it.locked for it in unlocked.items if it.role == "system"] == [False]
@@ -262,17 +263,14 @@ def test_with_no_skip_kinds_the_first_user_line_is_the_anchor(tmp_path, corpus):
     # The documented switch back: anchor_skip = [] anchors the first user line.
     path, _ = _claude_code_with_preamble(corpus, tmp_path)
     store, (sid,) = _import(tmp_path, path)
-    commit = _final(store, sid, PipelineConfig.preset("aggressive", anchor_skip=()))
+    commit = _final(store, sid, every_rule(anchor_skip=()))
     (anchor,) = _anchors(commit)
     assert anchor.rendered.startswith("Caveat: The messages below")
     # a pattern skips a line no built-in kind knows
-    mine = PipelineConfig.preset(
-        "aggressive", anchor_skip=("caveat", "command", "local_command"), anchor_skip_patterns=()
-    )
+    mine = every_rule(anchor_skip=("caveat", "command", "local_command"), anchor_skip_patterns=())
     (anchor,) = _anchors(_final(store, sid, mine))
     assert anchor.rendered.startswith("<system-reminder>")
-    more = PipelineConfig.preset(
-        "aggressive",
+    more = every_rule(
         anchor_skip=("caveat", "command", "local_command"),
         anchor_skip_patterns=(r"\A<system-reminder>", r"^\[Request interrupted", "hook feedback:"),
     )
@@ -282,5 +280,5 @@ def test_with_no_skip_kinds_the_first_user_line_is_the_anchor(tmp_path, corpus):
 
 def test_anchor_task_off_anchors_nothing(tmp_path, corpus):
     store, (sid,) = _import(tmp_path, corpus / SWE_GPT4)
-    commit = _final(store, sid, PipelineConfig.preset("aggressive", anchor_task=False))
+    commit = _final(store, sid, every_rule(anchor_task=False))
     assert not _anchors(commit) and not any(it.is_anchor for it in commit.items)

@@ -5,6 +5,7 @@ wrote each item reason, the store keeps that map beside the commit (not in its i
 from __future__ import annotations
 
 import pytest
+from tests.presets import EVERY_RULE
 
 from ctxrules import dag
 from ctxrules.commit import (
@@ -16,7 +17,6 @@ from ctxrules.commit import (
     reason_rules,
     rule_savings,
 )
-from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
 from ctxrules.model import ContextCommit, ContextItem
 from ctxrules.ruleapi import RuleContext
@@ -101,7 +101,7 @@ def test_one_rule_alone_is_credited_with_the_whole_saving(imported, rules):
 
 def test_the_map_is_kept_beside_the_commit_not_in_it(imported, corpus, monkeypatch):
     store, sid = imported
-    config = PipelineConfig.preset("aggressive")
+    config = EVERY_RULE  # every rule fires (tests/presets.py)
     commit = make_commit(sid, now=1e10, store=store, config=config)
     reasons = reason_rules(store, sid)
     changed = {it.reason for it in commit.items if it.state != "full"}

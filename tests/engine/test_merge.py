@@ -8,6 +8,7 @@ way from its fifth answer (peer ``alt``) and another real session (peer ``init``
 from __future__ import annotations
 
 import pytest
+from tests.presets import EVERY_RULE
 
 from ctxrules import dag
 from ctxrules.commit import derive_with_summaries, load_commit, make_commit
@@ -147,10 +148,11 @@ def test_merge_turn_commit_and_marks(scene, store):
 
 
 def test_the_base_stays_full_while_another_peer_folds(store, corpus):
-    # Under the aggressive preset the merge request is far over the 2,000-token
+    # Under aggressive's budgets the merge request is far over the 2,000-token
     # threshold: summarize folds the other peer's block whole in the merge commit
     # itself, while the base's block, locked, is sent as the base commit shows it.
-    engine, target, alt, init = make_scene(store, corpus, "aggressive")
+    # (Without the cache ledger: the fold is made at once, not when it pays.)
+    engine, target, alt, init = make_scene(store, corpus, EVERY_RULE)
     result = merge(engine, target, [alt, init], instruction=INSTRUCTION, base=alt, now=T0 + 5)
     merged = load_commit(result.commit, store=store)
     base_commit = load_commit(result.peers[-1].commit, store=store)

@@ -3,6 +3,8 @@ rules the adapters' tests shape with."""
 
 from __future__ import annotations
 
+from tests.presets import EVERY_RULE
+
 from ctxrules.config import PipelineConfig
 from engine.conftest import store  # noqa: F401 - a fixture, found here by pytest
 
@@ -13,5 +15,6 @@ AGING = PipelineConfig(
     pipeline=("tool_aging",),
     rules={"tool_aging": {"tail_turns": 1, "step_turns": 1, "stub_identifier_chars": 0}},
 )
-#: Everything at once (``aggressive``): a long past is folded into a summary.
-FOLDING = "aggressive"
+#: Everything at once (``aggressive``'s budgets without the cache ledger, so folding
+#: does not wait for a paying rewrite: tests/presets.py): a long past is folded.
+FOLDING = EVERY_RULE

@@ -118,8 +118,10 @@ def test_every_corpus_session_is_checked(corpus_store, config_name):
         # session, so only about half of them can get under 50 % (earlier summaries are
         # kept as they are, cache-stable, and count against the half too).
         # Summaries also name the identifiers of the tool results they fold (issue 21),
-        # so a few more tau-bench sessions stay just over half.
-        assert folded >= 200 and compacted >= 80, (folded, compacted)
+        # and the numbers and dates of those results in the room the names leave (the
+        # flight numbers, prices and dates a booking agent quotes again: 77 sessions
+        # under half, 80 before), so a few more tau-bench sessions stay just over half.
+        assert folded >= 200 and compacted >= 75, (folded, compacted)
     else:
         assert folded > 0
 
@@ -130,7 +132,7 @@ def test_the_offline_summarizer_meets_the_targets_when_folding_to_half(corpus_st
     compacted = [
         r for _, r in reports(corpus_store, "half") if r.folded_nodes and r.retained_ratio <= 0.5
     ]
-    assert len(compacted) >= 80  # as test_every_corpus_session_is_checked says why
+    assert len(compacted) >= 75  # as test_every_corpus_session_is_checked says why
     share = {}
     for name in CATEGORIES:
         found = sum(r.categories[name].found for r in compacted)

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.corpus import FIRST
+from tests.presets import EVERY_RULE
 
 from ctxrules.commit import Pipeline, make_commit
 from ctxrules.config import PRESETS, PipelineConfig
@@ -88,8 +89,9 @@ def test_every_rendered_request_is_valid(corpus_sessions, preset, data, idle_hou
 
 
 def test_rules_really_fire_and_stay_valid(corpus_sessions):
-    """The aggressive preset at every session's HEAD: rules change items, requests stay valid."""
-    pipeline = Pipeline.from_config(PipelineConfig.preset("aggressive"))
+    """aggressive's budgets without the cache ledger (every rule fires: tests/presets.py)
+    at every session's HEAD: rules change items, requests stay valid."""
+    pipeline = Pipeline.from_config(EVERY_RULE)
     states: set[str] = set()
     for sid, _metadata, nodes in corpus_sessions.sessions:
         last = max(n.created_at for n in nodes)

@@ -43,10 +43,16 @@ DEMO_THRESHOLD = 900
 
 
 def demo_config() -> PipelineConfig:
-    """The configuration of every commit the demo shows."""
-    return PipelineConfig.preset(DEMO_PRESET).with_params(
+    """The configuration of every commit the demo shows: the preset's budgets with every
+    rule acting at once (the shipped preset waits until a cache rewrite pays, which on
+    a short session may be never: the demo is there to show each rule at work)."""
+    config = PipelineConfig.preset(DEMO_PRESET).with_params(
         "summarize", threshold_tokens=DEMO_THRESHOLD
     )
+    for rule in config.pipeline:
+        if "cache_aware" in config.rules.get(rule, {}):
+            config = config.with_params(rule, cache_aware=False)
+    return config
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,7 +63,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         run,
         description="Import a bundled Claude Code session (created in the store if "
         "missing, found if imported already), count its tokens, make its commits turn by "
-        "turn under the aggressive preset and render each turn for every built-in provider.",
+        "turn under the aggressive preset's budgets (every rule acting at once, not waiting "
+        "for a cache rewrite to pay) and render each turn for every built-in provider.",
         examples="""
 ctxrules demo                       # into ./.ctxrules (or $CTXRULES_STORE)
 ctxrules demo --store memory:demo   # leave nothing on disk

@@ -127,6 +127,7 @@ def derive_commit(
         full_pass=full_pass,
         positions=pipeline.position_cursors,
         summaries=answers,
+        pricing=pipeline.cache,
     )
     # The task anchor is chosen once per branch: the first real instruction
     # (``task_anchor``), looked for until a commit on the branch has found it.

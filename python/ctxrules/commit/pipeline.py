@@ -4,12 +4,14 @@ commit looks up nothing)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..config import PipelineConfig, find_config
 from ..ruleapi import Rule
+from ..ruleapi.cache import DEFAULT_PRICING, CachePricing
 from ..tokenizers import Tokenizer, get_tokenizer
 from .anchor import SKIP_KINDS, AnchorSkip
 
@@ -50,7 +52,11 @@ class Pipeline:
     locked.  ``tokenizer`` is the counter of ``encoding``, looked up when the pipeline
     is built (pass one to count with something else: its ``name`` should then be
     ``encoding``).  ``position_cursors`` is the union of the rules' position cursors:
-    the cursor keys that ``RuleContext.insert`` shifts.
+    the cursor keys that ``RuleContext.insert`` shifts.  ``cache`` is how the cache
+    ledger prices a rewrite of the provider's cached prompt (``CachePricing``; default
+    Anthropic's): the engine sets its model's (``priced``).  It is not part of the
+    version: it decides when a cache-aware rule acts, not what the rules are, and a
+    commit's id covers what it holds.
     """
 
     rules: tuple[Rule, ...]
@@ -61,6 +67,7 @@ class Pipeline:
     lock_system: bool = True
     anchor_skip: AnchorSkip = field(default_factory=AnchorSkip)
     position_cursors: frozenset[str] = field(init=False, compare=False, repr=False)
+    cache: CachePricing = field(default=DEFAULT_PRICING, compare=False)
 
     def __post_init__(self) -> None:
         if self.tokenizer is None:
@@ -86,15 +93,20 @@ class Pipeline:
             anchor_skip=skip,
         )
 
+    def priced(self, cache: CachePricing) -> Pipeline:
+        """This pipeline with the cache ledger pricing rewrites as ``cache`` says."""
+        return self if cache == self.cache else dataclasses.replace(self, cache=cache)
+
     def with_rules(self, rules: Sequence[Rule]) -> Pipeline:
-        """This pipeline's options (encoding, anchor, locks) with other ``rules``."""
+        """This pipeline's options (encoding, anchor, locks, cache prices) with other
+        ``rules``."""
         return Pipeline.of(
             rules,
             encoding=self.encoding,
             anchor_task=self.anchor_task,
             lock_system=self.lock_system,
             anchor_skip=self.anchor_skip,
-        )
+        ).priced(self.cache)
 
     @classmethod
     def of(

@@ -46,7 +46,14 @@ from ..commit import Pipeline, make_commit
 from ..compaction import CircuitBreaker, CompactResult, boundaries, compact, is_prompt_too_long
 from ..config import PipelineConfig
 from ..context_sources import SourceMemo, SourceRequest
-from ..errors import CompactionDeclined, CompactionError, DagError, RenderError, ValidationError
+from ..errors import (
+    CompactionDeclined,
+    CompactionError,
+    CtxrulesError,
+    DagError,
+    RenderError,
+    ValidationError,
+)
 from ..limits import check_now
 from ..model import (
     Content,
@@ -149,9 +156,9 @@ class Engine(UsageFusion, AsyncTwins):
         self.store = store
         self.config = config if config is not None else EngineConfig()
         self.provider: Provider = get_provider(self.config.provider)
-        self.pipeline = (
-            pipeline if isinstance(pipeline, Pipeline) else Pipeline.from_config(pipeline)
-        )
+        built = pipeline if isinstance(pipeline, Pipeline) else Pipeline.from_config(pipeline)
+        # The cache-aware rules price a rewrite at the cache of the model sent to.
+        self.pipeline = built.priced(self.pricing(self.config.model or self.provider.default_model))
         self.sources = SourceMemo()
         self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
@@ -503,9 +510,7 @@ class Engine(UsageFusion, AsyncTwins):
         """What a compaction before ``prep`` must save to pay for its cache rewrite, and
         why (``engine.compacting.compaction_price``, at the model's cache prices);
         ``previous`` is the session's request before it, if this engine prepared it."""
-        profile = self.provider.model_profile(prep.model)
-        ttl = VENDOR_TTLS.get(self.config.cache_ttl or "5m", VENDOR_TTLS["5m"])
-        pricing = CachePricing.of(profile, self.provider.cache_rule, ttl_seconds=ttl)
+        pricing = self.pricing(prep.model)
         last = None
         if previous is None or previous.at > now:
             previous = None
@@ -517,6 +522,18 @@ class Engine(UsageFusion, AsyncTwins):
             pricing=pricing,
             now=now,
         )
+
+    def pricing(self, model: str) -> CachePricing:
+        """How the provider's prompt cache bills ``model`` (``CachePricing``: its cache
+        read and write prices, TTL — ``cache_ttl`` — and layout), what the cache ledger
+        of the rules and of automatic compaction prices a rewrite with; Anthropic's
+        when the model has no profile."""
+        try:
+            profile = self.provider.model_profile(model)
+        except CtxrulesError:
+            return CachePricing()
+        ttl = VENDOR_TTLS.get(self.config.cache_ttl or "5m", VENDOR_TTLS["5m"])
+        return CachePricing.of(profile, self.provider.cache_rule, ttl_seconds=ttl)
 
     def _last_answer(self, commit: ContextCommit) -> tuple[float, str | None] | None:
         """The time of the branch's last answer and the model its request was made for

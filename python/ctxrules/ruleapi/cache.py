@@ -2,21 +2,23 @@
 
 Every request reads the part of its prompt the previous request left in the provider's
 cache (at a tenth of the input price, Anthropic's) and writes the rest (at 1.25 times
-it).  A rule that shortens an old item saves its tokens on every later request, but the
-request that first shows the change cannot read what came after the change from the
-cache: it writes it again.  The ledger prices that trade for the rules of one commit:
+it; each model's prices and cache layout: ``CachePricing``, from its profile).  A rule
+that shortens an old item saves its tokens on every later request, but the request
+that first shows the change cannot read what came after the change from the cache: it
+writes it again.  The ledger prices that trade for the rules of one commit:
 
 - **rewrite cost** — what the change makes the provider write again instead of read.
   Rendered requests carry cache breakpoints at the end of the system layers and at the
   end of the request (``ctxrules.render``), and a request finds an entry only at one of
   those, so a change to any cached message rewrites the whole cached conversation (the
-  parent commit's tokens).  For an automatic prefix cache (OpenAI) that overestimates,
-  so the ledger errs on the side of waiting.  The cost is nothing when the cache is
-  **cold** (the previous request is older than ``TTL_SECONDS``: everything is written
-  anyway), when there was no previous request, and when something earlier in this
-  commit already changed a cached item: the edits of one commit are one rewrite, so
-  the rules that run later batch their own edits into it for free (the spirit of
-  Anthropic's ``clear_at_least``: clear rarely, and then a lot).
+  parent commit's tokens).  An automatic prefix cache (OpenAI, Gemini) rewrites only
+  from the first changed item on, and bills the write at the input price.  The cost is
+  nothing when the cache is **cold** (the previous request is older than the TTL:
+  everything is written anyway), when there was no previous request, and when
+  something earlier in this commit already changed a cached item: the edits of one
+  commit are one rewrite, so the rules that run later batch their own edits into it
+  for free (the spirit of Anthropic's ``clear_at_least``: clear rarely, and then a
+  lot).
 - **payback** — what the change saves: its tokens, read on each later request.  The
   requests to come are not known; the ledger takes as many as the requests of the
   current cache epoch so far (a session that has lasted n requests tends to last about
@@ -52,8 +54,8 @@ __all__ = [
     "reset",
 ]
 
-#: Prompt-cache prices relative to uncached input (Anthropic's: a read 0.1, a 5-minute
-#: write 1.25).  OpenAI and Gemini bill no writes, so these overstate a rewrite there.
+#: Prompt-cache prices relative to uncached input, Anthropic's (a read 0.1, a 5-minute
+#: write 1.25): the default ``CachePricing``; a model's own come from its profile.
 CACHE_READ = 0.1
 CACHE_WRITE = 1.25
 #: How long the previous request's cache entry lives without use (Anthropic's default
@@ -169,9 +171,11 @@ class CacheLedger:
         has_parent: bool,
         rewritten: Any,
         pricing: CachePricing = DEFAULT_PRICING,
+        tokens_from: Any = None,
     ) -> None:
         self.now = now
         self.pricing = pricing
+        self._tokens_from = tokens_from  # a callable: cached tokens from a position on
         self.cached_tokens = cached_tokens if has_parent and pricing.layout != "none" else 0
         self._rewritten = rewritten  # a callable: whether a cached item changed so far
         at = cursors.get(AT)
@@ -185,12 +189,18 @@ class CacheLedger:
         """Whether this commit already changed a cached item (the rewrite is paid)."""
         return bool(self._rewritten())
 
-    def rewrite_tokens(self) -> int:
-        """The tokens a change to a cached item makes the provider write again instead
-        of reading them: nothing when the cache is cold, there is none, or the rewrite
-        is already paid for by an earlier change of this commit."""
+    def rewrite_tokens(self, at: int | None = None) -> int:
+        """The tokens a change to a cached item (the first at position ``at``) makes the
+        provider write again instead of reading them: nothing when the cache is cold,
+        there is none, or the rewrite is already paid for by an earlier change of this
+        commit.  With breakpoints, the whole cached conversation; with a prefix cache,
+        what comes from ``at`` on (all of it when ``at`` is not given).  (With a prefix
+        cache an earlier change after ``at`` is taken as paying for this one too, which
+        errs on acting; rules change the oldest items first.)"""
         if self.cold or not self.cached_tokens or self.rewritten:
             return 0
+        if self.pricing.layout == "prefix" and at is not None and self._tokens_from is not None:
+            return min(self.cached_tokens, int(self._tokens_from(at)))
         return self.cached_tokens
 
     def horizon(self, payback: int) -> int:
@@ -198,28 +208,29 @@ class CacheLedger:
         far, at most ``payback`` (at least 1)."""
         return max(1, min(self.requests, payback))
 
-    def pays(self, saved: int, *, payback: int) -> bool:
+    def pays(self, saved: int, *, payback: int, at: int | None = None) -> bool:
         """Whether changing cached items so that the prompt is ``saved`` tokens shorter
         costs less than it saves within ``payback`` later requests.
 
         This request: without the change it would read ``R`` cached tokens; with it, it
         writes ``R − saved`` (``R``: ``rewrite_tokens``).  Each later request reads
         ``saved`` tokens fewer.  Free changes (cold cache, rewrite already paid) pay
-        whenever they save anything.
+        whenever they save anything.  ``at``: the position of the first cached item
+        the change touches (``rewrite_tokens``).
         """
         if saved <= 0:
             return False
-        rewrite = self.rewrite_tokens()
+        rewrite = self.rewrite_tokens(at)
         if rewrite == 0:
             return True
         read, write = self.pricing.read, self.pricing.write
         extra = max(0, rewrite - saved) * write - rewrite * read
         return saved * read * self.horizon(payback) >= extra
 
-    def why_not(self, saved: int, *, payback: int) -> str:
+    def why_not(self, saved: int, *, payback: int, at: int | None = None) -> str:
         """In words, why a change saving ``saved`` tokens does not pay (for notes)."""
         return (
             f"would not pay yet: ~{saved:,} tokens fewer on each of the next "
-            f"{self.horizon(payback)} request(s) against rewriting ~{self.rewrite_tokens():,} "
-            "cached tokens"
+            f"{self.horizon(payback)} request(s) against rewriting "
+            f"~{self.rewrite_tokens(at):,} cached tokens"
         )

@@ -31,7 +31,7 @@ import msgspec
 from ..errors import RuleError
 from ..model import STATE_RANK, CompactionBlock, ContextItem
 from ..summarizers.request import SummaryRequest, SummaryResult, request_key
-from .cache import CacheLedger
+from .cache import DEFAULT_PRICING, CacheLedger, CachePricing
 from .delta import Delta, folded_item
 
 __all__ = ["RuleContext", "item_text_for_tokens"]
@@ -58,7 +58,7 @@ class RuleContext:
     ``positions`` are the cursor keys that name item positions (the pipeline's
     ``Rule.position_cursors``); ``summaries`` the caller's answers to summary requests.
     ``cache`` is the commit's cache ledger (``ctxrules.ruleapi.cache``): whether
-    changing cached items now pays.
+    changing cached items now pays, at the model's cache prices (``pricing``).
     """
 
     def __init__(
@@ -74,6 +74,7 @@ class RuleContext:
         full_pass: bool,
         positions: Collection[str] = (),
         summaries: Mapping[str, SummaryResult] | None = None,
+        pricing: CachePricing = DEFAULT_PRICING,
     ):
         self.items = items
         self.now = now
@@ -107,6 +108,7 @@ class RuleContext:
         self._cached_changed = False
         self._parent_tokens = total_tokens
         self._cache: CacheLedger | None = None
+        self._pricing = pricing
 
     # -- reading -----------------------------------------------------------------
 
@@ -151,8 +153,19 @@ class RuleContext:
                 cached_tokens=self._parent_tokens,
                 has_parent=self._first_new > 0,
                 rewritten=lambda: self._cached_changed,
+                pricing=self._pricing,
+                tokens_from=self._cached_from,
             )
         return self._cache
+
+    def _cached_from(self, pos: int) -> int:
+        """Tokens of the parent's items (what the provider cached) from ``pos`` on."""
+        items = self.items
+        return sum(
+            items[p].tokens
+            for p in range(max(0, pos), self._first_new)
+            if items[p].state != "summarized"
+        )
 
     def count(self, text: str) -> int:
         """Tokens of a text with the commit's tokenizer (cached by content)."""

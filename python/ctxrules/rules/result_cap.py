@@ -121,8 +121,9 @@ class ResultCap(Rule):
                 ctx.tokens(p) * (len(items[p].rendered) - lim) // len(items[p].rendered)
                 for p, lim in cached
             )
-            if not ctx.cache.pays(saved, payback=self.payback):
-                why = ctx.cache.why_not(saved, payback=self.payback)
+            first = cached[0][0]
+            if not ctx.cache.pays(saved, payback=self.payback, at=first):
+                why = ctx.cache.why_not(saved, payback=self.payback, at=first)
                 ctx.note(f"{WAITING} {len(cached)} old result(s) {why}")
                 todo = [t for t in todo if t not in cached]
                 settled = min(settled, cached[0][0])  # looked at again next commit

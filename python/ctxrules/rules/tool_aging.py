@@ -192,7 +192,7 @@ class ToolAging(Rule):
             pays = (
                 not self.cache_aware
                 or not batch
-                or ctx.cache.pays(self._saving(items, batch), payback=self.payback)
+                or ctx.cache.pays(self._saving(items, batch), payback=self.payback, at=batch[0])
             )
             if pays and (saving >= self.clear_at_least_tokens or free):
                 # The outputs' identifiers in one call of the core, not one per result.
@@ -206,7 +206,9 @@ class ToolAging(Rule):
                 aged += len(batch)
                 pos, turn = end, t
             elif not pays:
-                why = ctx.cache.why_not(self._saving(items, batch), payback=self.payback)
+                why = ctx.cache.why_not(
+                    self._saving(items, batch), payback=self.payback, at=batch[0]
+                )
                 ctx.note(f"waiting: aging {len(batch)} result(s) {why}")
             else:
                 ctx.note(

@@ -100,6 +100,10 @@ OUTPUT_INDEX_SHARE = 0.25
 #: …and at most this share of the characters of the run it summarizes (a summary much
 #: shorter than its run is what makes a fold pay).
 OUTPUT_RUN_SHARE = 0.2
+#: …of which the outputs' bare numbers and dates take what the names leave, at most this
+#: share of the run's characters (a fold's summary stays short; a compaction's budget is
+#: large, so there they fit).
+OUTPUT_MINOR_SHARE = 0.02
 #: The shortest summary, in characters, whatever the budget.
 _MIN_CHARS = 200
 _MAX_FOCUS_CHARS = 1000
@@ -251,10 +255,13 @@ class _Run:
         sec["Open todos"] = [f"[{s}] {text}" for text, s, _ in self.todos.values() if is_open(s)]
         return sec
 
-    def index_tokens(self, sec: dict[str, list[str]], room: int) -> list[tuple[str, str]]:
+    def index_tokens(
+        self, sec: dict[str, list[str]], room: int, minor_room: int
+    ) -> list[tuple[str, str]]:
         """The index, without identifiers a kept section already holds (the cut order
         drops the index before any of them); of the tokens only tool outputs showed,
-        the newest that fit in ``room`` characters."""
+        the newest that fit in ``room`` characters (their numbers and dates in what is
+        left, at most ``minor_room``)."""
         kept = normalize(
             " ".join(
                 v
@@ -264,6 +271,8 @@ class _Run:
         )
         tiers: list[list[tuple[str, str]]] = []
         for found in (self.output_index, self.output_minor):
+            if found is self.output_minor:
+                room = min(room, minor_room)
             tier: list[tuple[str, str]] = []
             for label, token in reversed(list(found)):
                 if token in kept:
@@ -299,7 +308,9 @@ class ExtractiveSummarizer:
         sec = run.sections(limit)
         run_chars = sum(len(it.rendered) for it in items)
         index = run.index_tokens(
-            sec, min(int(limit * OUTPUT_INDEX_SHARE), int(run_chars * OUTPUT_RUN_SHARE))
+            sec,
+            min(int(limit * OUTPUT_INDEX_SHARE), int(run_chars * OUTPUT_RUN_SHARE)),
+            int(run_chars * OUTPUT_MINOR_SHARE),
         )
         focus = normalize(instructions)[:_MAX_FOCUS_CHARS]
         text = _render(sec, index, focus, limit)
