@@ -97,7 +97,9 @@ class CachePricing(msgspec.Struct, frozen=True, kw_only=True):
         read, write = (CACHE_READ, CACHE_WRITE) if layout == "breakpoints" else (0.5, 1.0)
         prices = getattr(profile, "prices", None)
         if prices is not None and prices.input > 0:
-            read, write = prices.cache_read / prices.input, prices.cache_write / prices.input
+            # Rounded: $0.30 / $3.00 is Anthropic's 0.1, not 0.09999999999999999.
+            read = round(prices.cache_read / prices.input, 6)
+            write = round(prices.cache_write / prices.input, 6)
         return cls(
             read=read,
             write=max(write, read),
