@@ -41,9 +41,10 @@ LONG = " ".join(
 
 def _engine(store, **config: Any) -> Engine:
     options = CompactOptions(timeout_seconds=0)
+    config.setdefault("model", "claude-sonnet-4-5")
     return Engine(
         store,
-        EngineConfig(sources=QUIET, model="claude-sonnet-4-5", compaction=options, **config),
+        EngineConfig(sources=QUIET, compaction=options, **config),
         pipeline=PipelineConfig.preset("off"),
     )
 
@@ -130,3 +131,17 @@ def test_compacting_past_the_threshold_bills_no_more_than_no_rules(paused):
         assert k == 0 or point.now - times[k - 1] > 300  # only once the cache went cold
     plain_cost = done.record["plain"]["input_cost_usd"]
     assert 0 < done.record["rules"]["input_cost_usd"] <= plain_cost
+
+
+@pytest.mark.parametrize(
+    ("model", "compacts"), [("claude-sonnet-4-5", False), ("claude-opus-4-5", True)]
+)
+def test_another_model_has_nothing_cached(store, corpus, model, compacts):
+    engine, sid = _started(store, corpus, **LOW)
+    engine.record(engine.prepare(sid, LONG, now=NOW + 5), _answer(), now=NOW + 6)
+    # Another engine (another process) goes on seconds later: what the provider has
+    # cached is the last answer's request, made for claude-sonnet-4-5.
+    other = _engine(store, **{**LOW, "model": model})
+    prep = other.prepare(sid, "And now the tests.", now=NOW + 8)
+    assert prep.level == "compact"
+    assert (prep.compaction is not None) is compacts, prep.compaction_error
