@@ -61,6 +61,8 @@ CACHE_WRITE = 1.25
 #: How long the previous request's cache entry lives without use (Anthropic's default
 #: ``5m``; OpenAI's automatic cache about as long).
 TTL_SECONDS = 300.0
+#: Anthropic's price of a one-hour cache write (``cache_control.ttl = "1h"``).
+ANTHROPIC_LONG_WRITE = 2.0
 #: The ledger's cursors (plain values, not positions).
 AT = "cache.at"
 REQUESTS = "cache.requests"
@@ -89,8 +91,10 @@ class CachePricing(msgspec.Struct, frozen=True, kw_only=True):
     def of(cls, profile: Any, cache_rule: str, *, ttl_seconds: float | None = None) -> CachePricing:
         """The pricing of a model: its ``ModelProfile`` (``prices``: cache read and write
         per uncached input token) under its provider's ``cache_rule``
-        (``Provider.cache_rule``).  A model without prices keeps the default ratios of
-        its layout."""
+        (``Provider.cache_rule``), entries living ``ttl_seconds`` (longer than five
+        minutes with breakpoints: Anthropic's one-hour entries, whose writes cost twice
+        the input price).  A model without prices keeps the default ratios of its
+        layout."""
         if cache_rule == "none":
             return cls(read=1.0, write=1.0, layout="none")
         layout: Layout = "breakpoints" if cache_rule == "anthropic-breakpoints" else "prefix"
@@ -100,12 +104,12 @@ class CachePricing(msgspec.Struct, frozen=True, kw_only=True):
             # Rounded: $0.30 / $3.00 is Anthropic's 0.1, not 0.09999999999999999.
             read = round(prices.cache_read / prices.input, 6)
             write = round(prices.cache_write / prices.input, 6)
-        return cls(
-            read=read,
-            write=max(write, read),
-            ttl_seconds=ttl_seconds if ttl_seconds is not None else TTL_SECONDS,
-            layout=layout,
-        )
+        ttl = ttl_seconds if ttl_seconds is not None else TTL_SECONDS
+        if layout == "breakpoints" and ttl > TTL_SECONDS:
+            # Anthropic bills a one-hour entry's write at twice the input price, not at
+            # the 1.25 times of the profile's (five-minute) cache_write.
+            write = round(write * ANTHROPIC_LONG_WRITE / CACHE_WRITE, 6)
+        return cls(read=read, write=max(write, read), ttl_seconds=ttl, layout=layout)
 
     def signature(self) -> str:
         """The pricing in a line, for a pipeline's version (``""`` for the default:
