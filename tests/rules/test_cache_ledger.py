@@ -51,6 +51,11 @@ def test_a_change_pays_when_its_savings_over_the_horizon_exceed_the_rewrite(
     assert ledger.horizon(payback) == horizon
     assert ledger.rewrite_tokens() == cached
     assert ledger.pays(saved, payback=payback) == (saved * CACHE_READ * horizon >= extra)
+    # One reckoning for a rule's note: empty exactly when it pays, else why_not's words.
+    why = ledger.refusal(saved, payback=payback)
+    assert (why == "") == (saved * CACHE_READ * horizon >= extra)
+    assert why in ("", ledger.why_not(saved, payback=payback))
+    assert ledger.refusal(0, payback=payback) == ledger.why_not(0, payback=payback)
 
 
 def test_the_payback_horizon_bounds_the_requests_counted():

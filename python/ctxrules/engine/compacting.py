@@ -80,6 +80,12 @@ def since_compaction(items: Sequence[ContextItem]) -> tuple[int | None, int]:
     return tokens, answers
 
 
+def _held(prep: Any, tokens: int) -> int:
+    """The part of ``tokens`` (a request's, or a prefix of it) that is the history the
+    engine holds: what is left past ``prep``'s system prompt and tools."""
+    return max(0, tokens - prep.budget.system - prep.budget.tools)
+
+
 def futile(prep: Any) -> str:
     """Why compacting before ``prep`` (a ``TurnPrep``) could not help (``""``: it could):
     the history the engine holds (our estimate less the system prompt and tools) is
@@ -89,7 +95,7 @@ def futile(prep: Any) -> str:
     (``MIN_REGROWTH_SHARE``); either way a compaction would mostly rewrite the cached
     prompt, and again at the next request."""
     plan, tokens = prep.budget, prep.tokens
-    history = max(0, tokens.estimate - plan.system - plan.tools)
+    history = _held(prep, tokens.estimate)
     if history < MIN_COMPACTABLE_SHARE * tokens.fused:
         return (
             f"not compacted: the request is {tokens.fused:,} tokens and the history the "
@@ -133,8 +139,7 @@ def compaction_price(
         return 0, f"the cache went cold ({elapsed:,.0f} s since the previous request)"
     if model != prep.model:
         return 0, f"the model changed ({model} → {prep.model}): nothing of it is cached"
-    plan = prep.budget
-    history = max(0, prep.tokens.estimate - plan.system - plan.tools)
+    history = _held(prep, prep.tokens.estimate)
     cached = history
     current = prep.request.estimate
     if previous is not None and previous.estimate is not None and current is not None:
@@ -142,9 +147,8 @@ def compaction_price(
         # predict it reads: a request under the model's cache minimum by our count may
         # carry text we do not hold (a harness's), so the shared prefix errs on waiting.
         _, shared = current.shared_prefix(previous.estimate)
-        cached = min(history, max(0, shared - plan.system - plan.tools))
-        held = max(0, previous.estimate.input_tokens - plan.system - plan.tools)
-        if cached < MIN_COMPACTABLE_SHARE * held:
+        cached = min(history, _held(prep, shared))
+        if cached < MIN_COMPACTABLE_SHARE * _held(prep, previous.estimate.input_tokens):
             return 0, "this request rewrites the cached prefix already"
     _, answers = since_compaction(prep.commit.items)
     horizon = max(1, min(answers, COMPACTION_PAYBACK))

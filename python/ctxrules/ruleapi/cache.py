@@ -224,19 +224,27 @@ class CacheLedger:
         whenever they save anything.  ``at``: the position of the first cached item
         the change touches (``rewrite_tokens``).
         """
-        if saved <= 0:
-            return False
+        return not self.refusal(saved, payback=payback, at=at)
+
+    def refusal(self, saved: int, *, payback: int, at: int | None = None) -> str:
+        """``""`` when the change pays (``pays``), else why not in words (``why_not``):
+        one reckoning of the rewrite for a rule that notes why it waits."""
         rewrite = self.rewrite_tokens(at)
-        if rewrite == 0:
-            return True
-        read, write = self.pricing.read, self.pricing.write
-        extra = max(0, rewrite - saved) * write - rewrite * read
-        return saved * read * self.horizon(payback) >= extra
+        if saved > 0:
+            if rewrite == 0:
+                return ""
+            read, write = self.pricing.read, self.pricing.write
+            extra = max(0, rewrite - saved) * write - rewrite * read
+            if saved * read * self.horizon(payback) >= extra:
+                return ""
+        return self._words(saved, payback, rewrite)
 
     def why_not(self, saved: int, *, payback: int, at: int | None = None) -> str:
         """In words, why a change saving ``saved`` tokens does not pay (for notes)."""
+        return self._words(saved, payback, self.rewrite_tokens(at))
+
+    def _words(self, saved: int, payback: int, rewrite: int) -> str:
         return (
             f"would not pay yet: ~{saved:,} tokens fewer on each of the next "
-            f"{self.horizon(payback)} request(s) against rewriting "
-            f"~{self.rewrite_tokens(at):,} cached tokens"
+            f"{self.horizon(payback)} request(s) against rewriting ~{rewrite:,} cached tokens"
         )

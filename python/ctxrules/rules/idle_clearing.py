@@ -93,8 +93,8 @@ class IdleClearing(Rule):
         if idle and self.cache_aware:
             shown = ctx.count(self.placeholder)
             saved = sum(max(0, ctx.tokens(p) - shown) for p in idle)
-            if not ctx.cache.pays(saved, payback=self.payback, at=idle[0]):
-                why = ctx.cache.why_not(saved, payback=self.payback, at=idle[0])
+            why = ctx.cache.refusal(saved, payback=self.payback, at=idle[0])
+            if why:
                 ctx.note(f"{WAITING} {len(idle)} idle result(s) {why}")
                 ctx.cursors["idle_clearing.pos"] = pos  # looked at again next commit
                 return

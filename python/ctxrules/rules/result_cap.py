@@ -122,8 +122,8 @@ class ResultCap(Rule):
                 for p, lim in cached
             )
             first = cached[0][0]
-            if not ctx.cache.pays(saved, payback=self.payback, at=first):
-                why = ctx.cache.why_not(saved, payback=self.payback, at=first)
+            why = ctx.cache.refusal(saved, payback=self.payback, at=first)
+            if why:
                 ctx.note(f"{WAITING} {len(cached)} old result(s) {why}")
                 todo = [t for t in todo if t not in cached]
                 settled = min(settled, cached[0][0])  # looked at again next commit

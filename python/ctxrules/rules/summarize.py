@@ -253,8 +253,8 @@ class Summarize(Rule):
                 # A summary is at most its budget: what folding saves at least.  (A free
                 # rewrite folds whenever the summary comes out shorter, as without it.)
                 saved = run_tokens - self.summary_budget_tokens
-                if not ctx.cache.pays(saved, payback=self.payback, at=run_start):
-                    why = ctx.cache.why_not(saved, payback=self.payback, at=run_start)
+                why = ctx.cache.refusal(saved, payback=self.payback, at=run_start)
+                if why:
                     blocked_by = f"a fold that {why}"
                     break
             answer = ctx.summary(

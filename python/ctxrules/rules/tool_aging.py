@@ -189,11 +189,12 @@ class ToolAging(Rule):
                     batch.append(end)
                 end += 1
             saving = sum(items[p].tokens for p in batch)
-            pays = (
-                not self.cache_aware
-                or not batch
-                or ctx.cache.pays(self._saving(items, batch), payback=self.payback, at=batch[0])
+            why = (
+                ctx.cache.refusal(self._saving(items, batch), payback=self.payback, at=batch[0])
+                if self.cache_aware and batch
+                else ""
             )
+            pays = not why
             if pays and (saving >= self.clear_at_least_tokens or free):
                 # The outputs' identifiers in one call of the core, not one per result.
                 found: Sequence[Sequence[tuple[str, str]] | None] = (
@@ -206,9 +207,6 @@ class ToolAging(Rule):
                 aged += len(batch)
                 pos, turn = end, t
             elif not pays:
-                why = ctx.cache.why_not(
-                    self._saving(items, batch), payback=self.payback, at=batch[0]
-                )
                 ctx.note(f"waiting: aging {len(batch)} result(s) {why}")
             else:
                 ctx.note(
