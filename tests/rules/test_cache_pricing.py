@@ -76,5 +76,6 @@ def test_the_engine_prices_its_pipeline_for_its_model():
     assert anthropic.pipeline.cache.layout == "breakpoints"
     assert anthropic.pipeline.cache.ttl_seconds == 3600.0
     assert anthropic.pipeline.cache.write == pytest.approx(2.0)  # a one-hour write
-    # The price is not part of the rules' version: it decides when, not what.
-    assert openai.pipeline.version == anthropic.pipeline.version
+    # The prices decide when the cache-aware rules act: each pricing has its version
+    # (tests/engine/test_priced_commits.py).
+    assert openai.pipeline.version != anthropic.pipeline.version

@@ -25,12 +25,19 @@ def rules_version(
     anchor_task: bool,
     lock_system: bool = True,
     anchor_skip: AnchorSkip | None = None,
+    cache: CachePricing = DEFAULT_PRICING,
 ) -> str:
     """The id of a rule set: a hash of every rule's name, version and parameters, in
     order, and of the options that decide what a rule may touch (which item is the task
     anchor, whether system items are locked): a commit made under other options is
-    never a parent."""
+    never a parent, and never reused.
+
+    ``cache`` — the model's cache prices — is part of it when a rule decides by them
+    (``Rule.reads_cache``): a cache-aware rule that waits under one model's prices acts
+    under another's, so a commit made for one model is not the other's.  The default
+    prices (Anthropic's) add nothing: those versions are what they were before."""
     skip = anchor_skip if anchor_skip is not None else AnchorSkip()
+    priced = cache.signature() if any(r.reads_cache() for r in rules) else ""
     text = "\n".join(
         [
             f"encoding={encoding}",
@@ -38,6 +45,7 @@ def rules_version(
             f"lock_system={lock_system}",
             f"anchor_skip={skip.signature()}",
         ]
+        + ([priced] if priced else [])
         + [r.signature() for r in rules]
     )
     return "rv_" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -54,9 +62,9 @@ class Pipeline:
     ``encoding``).  ``position_cursors`` is the union of the rules' position cursors:
     the cursor keys that ``RuleContext.insert`` shifts.  ``cache`` is how the cache
     ledger prices a rewrite of the provider's cached prompt (``CachePricing``; default
-    Anthropic's): the engine sets its model's (``priced``).  It is not part of the
-    version: it decides when a cache-aware rule acts, not what the rules are, and a
-    commit's id covers what it holds.
+    Anthropic's): the engine sets its model's (``priced``).  It is part of the version
+    when a rule decides by it (``rules_version``): a commit made at one model's prices
+    is not reused at another's.
     """
 
     rules: tuple[Rule, ...]
@@ -94,8 +102,19 @@ class Pipeline:
         )
 
     def priced(self, cache: CachePricing) -> Pipeline:
-        """This pipeline with the cache ledger pricing rewrites as ``cache`` says."""
-        return self if cache == self.cache else dataclasses.replace(self, cache=cache)
+        """This pipeline with the cache ledger pricing rewrites as ``cache`` says (and
+        the version of those prices)."""
+        if cache == self.cache:
+            return self
+        version = rules_version(
+            self.rules,
+            encoding=self.encoding,
+            anchor_task=self.anchor_task,
+            lock_system=self.lock_system,
+            anchor_skip=self.anchor_skip,
+            cache=cache,
+        )
+        return dataclasses.replace(self, cache=cache, version=version)
 
     def with_rules(self, rules: Sequence[Rule]) -> Pipeline:
         """This pipeline's options (encoding, anchor, locks, cache prices) with other

@@ -114,6 +114,14 @@ class Rule:
         body = msgspec.json.encode({k: self.values[k] for k in sorted(self.values)})
         return f"{self.name}@{self.version}:{body.decode()}"
 
+    def reads_cache(self) -> bool:
+        """Whether this rule decides by the cache ledger (``ctx.cache``), and so by the
+        model's cache prices: then ``rules_version`` holds the prices, and a commit made
+        at one model's prices is not reused at another's.  The rule's ``cache_aware``
+        parameter when it has one; else ``True``, since any rule may read ``ctx.cache``
+        (override it to say ``False`` for a rule that never does)."""
+        return bool(self.values.get("cache_aware", True))
+
     def apply(self, ctx: RuleContext) -> None:
         """Change items of ``ctx``; must only use ``ctx.replace`` / ``ctx.fold``."""
         raise NotImplementedError

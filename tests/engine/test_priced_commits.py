@@ -1,0 +1,109 @@
+"""A commit is reused only under the cache prices it was decided at.
+
+The cache-aware rules of the default preset change what the provider cached only when
+that pays at the model's cache prices (``ctxrules.ruleapi.cache``), so one session at
+the same HEAD can call for different commits for two models: OpenAI's gpt-4o reads its
+cache at half the input price, gpt-5 at a tenth, and aging old results pays sooner at
+the dearer read.  Two engines sharing a store must each get the commits they would make
+alone, not the ones the other stored first."""
+
+from __future__ import annotations
+
+from ctxrules import dag
+from ctxrules.commit import Pipeline
+from ctxrules.config import PipelineConfig
+from ctxrules.engine import Engine, EngineConfig
+from ctxrules.model import TextBlock, ToolUseBlock
+from ctxrules.ruleapi.cache import CachePricing
+from ctxrules.store import MemoryStore
+
+from .conftest import QUIET
+
+NOW = 1_767_225_600.0
+TURNS = 6
+
+
+def _result(k: int) -> str:
+    """A grep output of some 1,300 tokens, distinct in each turn."""
+    return "\n".join(
+        f"src/pkg{k}/module_{i}.py:{i}: def handler_{k}_{i}(request): return {i}"
+        for i in range(60)
+    )
+
+
+def _engine(store: MemoryStore, model: str, preset: str = "default") -> Engine:
+    config = EngineConfig(provider="openai-chat", model=model, sources=QUIET)
+    return Engine(store, config, pipeline=PipelineConfig.preset(preset))
+
+
+def _play(store: MemoryStore, engines: list[Engine]) -> list[list[tuple[str, ...]]]:
+    """A session of ``TURNS`` tool calls seconds apart (the cache stays warm), every
+    engine preparing each request in turn; per engine, the states of the tool results
+    in each of its commits."""
+    store.create_session(session_id="s1", metadata={})
+    dag.append(store, "s1", "user", "Where are the handlers?", node_id="u0", created_at=NOW)
+    seen: list[list[tuple[str, ...]]] = [[] for _ in engines]
+    for k in range(TURNS):
+        t = NOW + 10 * k
+        call = ToolUseBlock(id=f"t{k}", name="grep", input={"pattern": f"pkg{k}"})
+        dag.append(
+            store,
+            "s1",
+            "assistant",
+            [TextBlock(text=f"Looking at pkg{k}."), call],
+            node_id=f"a{k}",
+            created_at=t + 1,
+        )
+        dag.append(
+            store,
+            "s1",
+            "tool",
+            _result(k),
+            name="grep",
+            caller=f"a{k}",
+            metadata={"tool_use_id": f"t{k}"},
+            node_id=f"r{k}",
+            created_at=t + 2,
+        )
+        for e, engine in enumerate(engines):
+            prep = engine.prepare("s1", now=t + 3)
+            seen[e].append(tuple(it.state for it in prep.commit.items if it.role == "tool"))
+    return seen
+
+
+def _alone(model: str) -> list[tuple[str, ...]]:
+    store = MemoryStore()
+    (states,) = _play(store, [_engine(store, model)])
+    return states
+
+
+def test_two_models_sharing_a_store_each_get_their_own_decisions():
+    dear, cheap = _alone("gpt-4o"), _alone("gpt-5")
+    # The premise: at gpt-4o's prices aging pays within the session, at gpt-5's it
+    # does not, so the two models call for different commits at the same HEAD.
+    assert "aged" in dear[-1] and "aged" not in cheap[-1]
+    store = MemoryStore()
+    both = _play(store, [_engine(store, "gpt-4o"), _engine(store, "gpt-5")])
+    assert both == [dear, cheap]
+    # Either order: the second engine does not take the first one's commits either.
+    store = MemoryStore()
+    assert _play(store, [_engine(store, "gpt-5"), _engine(store, "gpt-4o")]) == [cheap, dear]
+
+
+def test_the_version_holds_the_prices_only_where_a_rule_decides_by_them():
+    gpt4o = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-4o"))
+    gpt5 = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-5"))
+    assert gpt4o.pipeline.cache != gpt5.pipeline.cache
+    assert gpt4o.pipeline.version != gpt5.pipeline.version
+    # Anthropic's prices are the default: the versions stored before stay valid.
+    default = Pipeline.from_config(PipelineConfig.preset("default"))
+    assert default.priced(CachePricing()).version == default.version
+    assert default.priced(gpt4o.pipeline.cache).version == gpt4o.pipeline.version
+    # No rule waits for the cache: nothing depends on the prices.
+    blind = PipelineConfig(
+        pipeline=("result_cap",), rules={"result_cap": {"cache_aware": False}}
+    )
+    for config in (PipelineConfig.preset("off"), blind):
+        a = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-4o"), pipeline=config)
+        b = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-5"), pipeline=config)
+        assert a.pipeline.version == b.pipeline.version == Pipeline.from_config(config).version
