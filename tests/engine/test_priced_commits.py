@@ -26,8 +26,7 @@ TURNS = 6
 def _result(k: int) -> str:
     """A grep output of some 1,300 tokens, distinct in each turn."""
     return "\n".join(
-        f"src/pkg{k}/module_{i}.py:{i}: def handler_{k}_{i}(request): return {i}"
-        for i in range(60)
+        f"src/pkg{k}/module_{i}.py:{i}: def handler_{k}_{i}(request): return {i}" for i in range(60)
     )
 
 
@@ -90,20 +89,22 @@ def test_two_models_sharing_a_store_each_get_their_own_decisions():
     assert _play(store, [_engine(store, "gpt-5"), _engine(store, "gpt-4o")]) == [cheap, dear]
 
 
+def _priced(model: str, config: PipelineConfig | None = None) -> Pipeline:
+    """The pipeline an engine for ``model`` prices its commits with."""
+    engine_config = EngineConfig(provider="openai-chat", model=model)
+    return Engine(MemoryStore(), engine_config, pipeline=config).pipeline
+
+
 def test_the_version_holds_the_prices_only_where_a_rule_decides_by_them():
-    gpt4o = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-4o"))
-    gpt5 = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-5"))
-    assert gpt4o.pipeline.cache != gpt5.pipeline.cache
-    assert gpt4o.pipeline.version != gpt5.pipeline.version
+    gpt4o, gpt5 = _priced("gpt-4o"), _priced("gpt-5")
+    assert gpt4o.cache != gpt5.cache
+    assert gpt4o.version != gpt5.version
     # Anthropic's prices are the default: the versions stored before stay valid.
     default = Pipeline.from_config(PipelineConfig.preset("default"))
     assert default.priced(CachePricing()).version == default.version
-    assert default.priced(gpt4o.pipeline.cache).version == gpt4o.pipeline.version
+    assert default.priced(gpt4o.cache).version == gpt4o.version
     # No rule waits for the cache: nothing depends on the prices.
-    blind = PipelineConfig(
-        pipeline=("result_cap",), rules={"result_cap": {"cache_aware": False}}
-    )
+    blind = PipelineConfig(pipeline=("result_cap",), rules={"result_cap": {"cache_aware": False}})
     for config in (PipelineConfig.preset("off"), blind):
-        a = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-4o"), pipeline=config)
-        b = Engine(MemoryStore(), EngineConfig(provider="openai-chat", model="gpt-5"), pipeline=config)
-        assert a.pipeline.version == b.pipeline.version == Pipeline.from_config(config).version
+        unpriced = Pipeline.from_config(config).version
+        assert _priced("gpt-4o", config).version == _priced("gpt-5", config).version == unpriced
