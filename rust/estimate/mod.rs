@@ -41,7 +41,8 @@ use images::ImageRule;
 pub struct Framing {
     /// Anthropic: around each tool_use and tool_result block.
     pub tool_block: f64,
-    /// OpenAI: per message, priming the reply, per tool call, per name.  Anthropic:
+    /// OpenAI: per message, priming the reply, per tool call, per name.  Gemini:
+    /// `message` on each content's first part.  Anthropic:
     /// `message` on each message's first block, `request` on a last segment (the primed
     /// reply, and the prompt extended thinking adds), `thinking_all` (non-zero: the
     /// thinking of every assistant turn is read, not the last turn's only).

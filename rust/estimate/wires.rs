@@ -341,9 +341,13 @@ fn gemini_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
         let prose = plan.sys.iter().map(|x| s.txt(&x.text)).sum();
         s.add(key, prose, 0, 0.0, 0, 0, None);
     }
+    // Each content's framing (`message`: Gemini 3) rides on its first part, as the
+    // specification adds it once the content's parts are made.
     if plan.head.opening {
         let opening = NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into()));
+        let first = s.count();
         gemini_part(s, NRole::User, &opening, None, true, &f);
+        s.add_framing(first, f.message);
     }
     // The current turn opens at the last user content with a text part: signatures of
     // earlier turns are not billed (unless the frame's `signature_all` says they are).
@@ -357,9 +361,13 @@ fn gemini_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
     for u in 0..plan.units.len() {
         let (role, blocks, merged) = plan.unit(u);
         let current = u >= turn || f.signature_all != 0.0;
+        let first = s.count();
         gemini::for_parts(blocks, merged, |b, signature| {
             gemini_part(s, role, b, signature, current, &f);
         });
+        if s.count() > first {
+            s.add_framing(first, f.message);
+        }
     }
 }
 
