@@ -82,18 +82,18 @@ def interaction_count(path: Path) -> int:
 
 def cassette_cases(misses: dict[str, str] | None = None) -> list[Any]:
     """``(kind, rel, interaction)`` parameters: every interaction of every cassette;
-    the cassettes named in ``misses`` marked as expected (strict) failures, with why."""
+    the cassettes (``name``) or interactions (``name#i``) named in ``misses`` marked as
+    expected (strict) failures, with why."""
     misses = misses or {}
+
+    def param(kind: str, rel: str, i: int) -> Any:
+        name = rel.split("/")[-1]
+        why = misses.get(f"{name}#{i}") or misses.get(name)
+        marks = [pytest.mark.xfail(strict=True, reason=why)] if why else []
+        return pytest.param(kind, rel, i, id=f"{name}#{i}", marks=marks)
+
     return [
-        pytest.param(
-            kind,
-            rel,
-            i,
-            id=f"{rel.split('/')[-1]}#{i}",
-            marks=[pytest.mark.xfail(strict=True, reason=misses[rel.split("/")[-1]])]
-            if rel.split("/")[-1] in misses
-            else [],
-        )
+        param(kind, rel, i)
         for kind, rels in CASSETTES.items()
         for rel in rels
         for i in range(interaction_count(CORPUS_CASSETTES / rel))

@@ -40,7 +40,19 @@ def _billed(kind: str, response: dict) -> int:
     return usage.prompt_tokens
 
 
-@pytest.mark.parametrize(("kind", "rel", "interaction"), cassette_cases(ESTIMATE_MISSES))
+#: Interactions whose re-rendered request differs from the recorded one by more than
+#: the estimate's error (the recorded body itself is within target: the next test).
+RERENDER_MISSES = {
+    "test_google_instructions_only_with_tool_calls.yaml#0": "the recorded request's only "
+    "content is an empty text part, which the importer does not keep: the re-rendered "
+    "request opens with the placeholder user turn instead (7 tokens the recorded body "
+    "does not hold: 91 vs 83 billed; the recorded body is estimated at 84)",
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "rel", "interaction"), cassette_cases({**ESTIMATE_MISSES, **RERENDER_MISSES})
+)
 def test_explain_matches_the_recorded_bill(kind, rel, interaction, cassette_session):
     cs = cassette_session(rel, interaction)
     billed = _billed(kind, cs.response)
