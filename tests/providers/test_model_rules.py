@@ -8,8 +8,10 @@ import json
 import struct
 
 import pytest
+from tests.corpus import CORPUS
 
 from ctxrules import count
+from ctxrules.calibration import estimate_observation, read_observations
 from ctxrules.providers import get_provider, resolve_model
 from ctxrules.providers.images import image_range, image_tokens
 
@@ -369,13 +371,20 @@ def test_gemini_3_5_bills_the_signatures_of_earlier_turns_too():
     )
 
 
-def _recorded(rel: str) -> list[tuple[int, int]]:
-    """(estimate, billed) of every recorded call of a corpus cassette."""
-    from tests.corpus import CORPUS
-
-    from ctxrules.calibration import estimate_observation, read_observations
-
+def _recorded(rel: str, *, after_a_call: bool = False) -> list[tuple[int, int]]:
+    """(estimate, billed) of every recorded call of a corpus cassette (``after_a_call``:
+    only those whose body sends a tool result back, Anthropic)."""
     obs = read_observations([CORPUS / "vcr-cassettes-yaml" / rel])
+    if after_a_call:
+        obs = [
+            o
+            for o in obs
+            if any(
+                isinstance(b, dict) and b.get("type") == "tool_result"
+                for m in o.body["messages"]
+                for b in (m["content"] if isinstance(m["content"], list) else [])
+            )
+        ]
     return [(estimate_observation(o).input_tokens, o.billed) for o in obs]
 
 
@@ -407,3 +416,16 @@ def test_gemini_3_conversations_bill_as_recorded():
     assert len(tools) == 5
     for est, billed in tools:
         assert abs(est - billed) <= 0.015 * billed, (est, billed)
+
+
+def test_haiku_4_5_frames_a_tool_block_with_fewer_tokens():
+    """Haiku 4.5 bills 21 tokens around a tool_use / tool_result block (fitted on its
+    fit-set requests), not the 33 of the Claude Code models: chatlas' tool variations
+    (fit set), each request after a tool call within 1 % of its bill (3.7 … 5.9 % over
+    with 33)."""
+    assert resolve_model("anthropic:claude-haiku-4-5").rule("tool_block") == 21
+    assert resolve_model("anthropic:claude-sonnet-4-5").rule("tool_block") == 33
+    rows = _recorded("anthropic/chatlas__test_anthropic_tool_variations.yaml", after_a_call=True)
+    assert len(rows) == 5
+    for est, billed in rows:
+        assert abs(est - billed) <= 0.01 * billed, (est, billed)
