@@ -109,7 +109,8 @@ def test_the_profile_written_is_loaded_and_changes_the_estimate(tmp_path: Path, 
         after = estimate_observation(obs[5]).input_tokens
         assert abs(after - obs[5].billed) < abs(before - obs[5].billed)
         # Other models keep the built-in rules.
-        assert resolve_model("anthropic:claude-haiku-4-5").rule("tool_block") == 33
+        assert resolve_model("anthropic:claude-opus-4-6").rule("tool_block") == 33
+        assert resolve_model("anthropic:claude-haiku-4-5").rule("tool_block") == 21
     finally:
         reset()
 

@@ -302,8 +302,8 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         tool_prompt_tokens_forced=340,
     ),
     # Haiku 4.5 frames a tool_use / tool_result block with 21 tokens, not the 33 fitted
-    # on the Claude Code transcripts (Opus and Sonnet): every fit-set Haiku 4.5 request
-    # with tool blocks was 17.5 ... 30 tokens a block over the rest, median 21.
+    # on the Claude Code transcripts (Opus and Sonnet): the fit set's Haiku 4.5 requests
+    # with tool blocks were 17.5 ... 30 tokens a block over the rest, median 21.
     ModelInfo(
         name="claude-haiku-4-5",
         pattern=_A + "claude-haiku-4-5*",
