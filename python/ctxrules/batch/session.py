@@ -179,7 +179,8 @@ class _Track:
         config: EngineConfig,
         provider: Provider,
     ):
-        self.store = MemoryStore()
+        # Nodes read are shared between the replay's readers (none changes one).
+        self.store = MemoryStore(shared_nodes=True)
         # The check of every commit at the end (``violations``) loads them in order:
         # kept, they are the engine's own objects, not rebuilt from their deltas.
         persist.keep(self.store, _KEPT_COMMITS)

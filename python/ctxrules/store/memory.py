@@ -3,7 +3,8 @@ workers and tests.
 
 It accepts and refuses exactly what the SQLite store does (the checks are shared,
 ``_shared``), keeps node bodies as the same JSON bytes (a read returns a fresh
-``Node``, never an object another caller holds) and its transactions are all or
+``Node``, never an object another caller holds, unless the handle was opened with
+``shared_nodes``: a batch replay's reader of its own nodes) and its transactions are all or
 nothing: every write records how to undo itself, and a failed transaction undoes them
 in reverse.  One lock serialises writers and readers of the same data, across threads.
 Nothing survives the process.
@@ -115,10 +116,18 @@ def _data_for(name: str) -> _Data:
 class MemoryStore:
     """A ``CommitStore`` held in memory (see the module docstring)."""
 
-    def __init__(self, name: str = ""):
+    def __init__(self, name: str = "", *, shared_nodes: bool = False):
+        """A handle on the data named ``name`` (``""``: private data).  With
+        ``shared_nodes`` each node this handle reads is decoded once and the same
+        ``Node`` is handed to every later reader, who must treat it as read-only (a
+        batch replay reads the same recent nodes several times per request); without,
+        every read decodes a fresh one."""
         self.location = PREFIX + name
         self._d = _data_for(name)
         self._chains: dict[str, list[tuple[str, int | None]]] = {}
+        # node id -> (the row it was decoded from, the node): a row replaced or undone
+        # is not the one kept, so the node is decoded again.
+        self._decoded: dict[str, tuple[_Node, Node]] | None = {} if shared_nodes else None
 
     # -- transactions and schema -------------------------------------------------
     @contextmanager
@@ -326,7 +335,16 @@ class MemoryStore:
             )
 
     def _node(self, node_id: str) -> Node:
-        return decode_node(self._d.nodes[node_id].body)
+        row = self._d.nodes[node_id]
+        kept = self._decoded
+        if kept is None:
+            return decode_node(row.body)
+        found = kept.get(node_id)
+        if found is not None and found[0] is row:
+            return found[1]
+        node = decode_node(row.body)
+        kept[node_id] = (row, node)
+        return node
 
     def get_node(self, node_id: str) -> Node:
         """A node by id; ``NotFoundError`` if unknown."""
@@ -487,4 +505,4 @@ class MemoryStore:
             own = self._d.own.get(session_id, [])
             # ``own`` is in seq order: start after ``seq`` rather than walk the session.
             start = bisect_right(own, seq, key=lambda i: nodes[i].seq)
-            return [decode_node(nodes[i].body) for i in own[start:] if nodes[i].called]
+            return [self._node(i) for i in own[start:] if nodes[i].called]
