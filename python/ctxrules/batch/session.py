@@ -71,6 +71,7 @@ from ..quality import assess
 from ..quality.needed import RecallReport, session_recalls
 from ..render import check_model, estimate_request, recorded_request, session_defaults
 from ..store import MemoryStore
+from ..store.memory import SharedNodes
 from .requests import RequestPoint, SessionData, family_provider, render_provider, request_points
 
 __all__ = [
@@ -178,9 +179,11 @@ class _Track:
         pipeline: Pipeline,
         config: EngineConfig,
         provider: Provider,
+        shared: SharedNodes,
     ):
-        # Nodes read are shared between the replay's readers (none changes one).
-        self.store = MemoryStore(shared_nodes=True)
+        # The replay's two stores hold the same recorded nodes: each decoded and
+        # checked once for both (none of the replay's readers changes a node).
+        self.store = MemoryStore(shared_nodes=shared)
         # The check of every commit at the end (``violations``) loads them in order:
         # kept, they are the engine's own objects, not rebuilt from their deltas.
         persist.keep(self.store, _KEPT_COMMITS)
@@ -200,12 +203,9 @@ class _Track:
         self.accounted: list[tuple[RequestPoint, TurnPrep, int, int, str | None]] = []
         self._nodes: dict[str, Node] | None = None
 
-    def append(self, node: Node, measured_estimate: int | None = None) -> None:
-        """Append a recorded node; an answer gets ``measured_estimate``, our estimate of
-        the request its usage measured (see ``_replay``), unless it records one."""
-        metadata = dict(node.metadata)
-        if measured_estimate is not None and "request" not in metadata:
-            metadata["request"] = {"estimate": measured_estimate}
+    def append(self, node: Node, metadata: dict[str, Any]) -> None:
+        """Append a recorded node with ``metadata`` (``_metadata``: the same dict for
+        both replays, so the node is checked and encoded once)."""
         dag.append(
             self.store,
             self.session,
@@ -288,6 +288,16 @@ class _Track:
             except InvariantViolation as exc:
                 out.append(str(exc))
         return out
+
+
+def _metadata(node: Node, measured_estimate: int | None) -> dict[str, Any]:
+    """A recorded node's metadata as both replays store it: an answer gets
+    ``measured_estimate``, our estimate of the request its usage measured (see
+    ``_replay``), unless it records one."""
+    metadata = dict(node.metadata)
+    if measured_estimate is not None and "request" not in metadata:
+        metadata["request"] = {"estimate": measured_estimate}
+    return metadata
 
 
 def _profile(provider: Provider, model: str) -> ModelProfile | None:
@@ -391,14 +401,15 @@ def _replay(
         references=False,
     )
     recording = msgspec.structs.replace(base, auto_compact=False, emergency_compact=False)
-    plain = _Track(data, setup.plain, recording, provider)
+    shared = SharedNodes()
+    plain = _Track(data, setup.plain, recording, provider, shared)
     # With no rules the replay is the recording: the engine does not compact either
     # (the recording holds the agent's own compactions), so ``off`` changes nothing,
     # unless the options set a compaction policy.
     chosen = base if setup.pipeline.rules or options.engine else recording
     if options.engine:
         chosen = msgspec.convert({**msgspec.to_builtins(chosen), **options.engine}, EngineConfig)
-    rules = _Track(data, setup.pipeline, chosen, provider)
+    rules = _Track(data, setup.pipeline, chosen, provider, shared)
     rec = recorded_request(data.metadata)
     first_recorded = (
         next((k for k, p in enumerate(points) if p.usage is not None), None)
@@ -446,8 +457,9 @@ def _replay(
                 measured[i] = p.tokens.estimate
                 k += 1
             if i < len(data.nodes):
-                plain.append(data.nodes[i], measured.get(i))
-                rules.append(data.nodes[i], measured.get(i))
+                metadata = _metadata(data.nodes[i], measured.get(i))
+                plain.append(data.nodes[i], metadata)
+                rules.append(data.nodes[i], metadata)
     except Exception as exc:
         if detail:
             raise

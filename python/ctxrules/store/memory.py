@@ -3,8 +3,8 @@ workers and tests.
 
 It accepts and refuses exactly what the SQLite store does (the checks are shared,
 ``_shared``), keeps node bodies as the same JSON bytes (a read returns a fresh
-``Node``, never an object another caller holds, unless the handle was opened with
-``shared_nodes``: a batch replay's reader of its own nodes) and its transactions are all or
+``Node``, never an object another caller holds, unless the handle shares its nodes
+with others: ``SharedNodes``, a batch replay's) and its transactions are all or
 nothing: every write records how to undo itself, and a failed transaction undoes them
 in reverse.  One lock serialises writers and readers of the same data, across threads.
 Nothing survives the process.
@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from .base import CommitRow, Edge, NewSession, RunInfo, SessionInfo
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["PREFIX", "MemoryStore", "exists", "forget"]
+__all__ = ["PREFIX", "MemoryStore", "SharedNodes", "exists", "forget"]
 
 #: Store locations starting with this name in-memory data.
 PREFIX = "memory:"
@@ -113,21 +114,87 @@ def _data_for(name: str) -> _Data:
         return _named.setdefault(name, _Data())
 
 
+class SharedNodes:
+    """Nodes decoded and node bodies encoded once for the ``MemoryStore`` handles given
+    it: a batch replay's two stores, which append the same recorded nodes and read
+    the same recent ones several times per request.
+
+    A read through such a handle returns the node decoded from the same bytes before
+    (by any of them): every reader must treat it as read-only.  An append stores the
+    body checked for the node appended just before through another handle when the
+    node is the same one (the same field objects: an unchanged node handed to each;
+    equal values of another type, ``1`` and ``True``, encode differently and are
+    checked again).  Nothing is shared with handles not given it."""
+
+    #: The bodies of the last nodes appended that are kept for the other handles.
+    KEPT_BODIES = 8
+
+    def __init__(self) -> None:
+        # Keyed by the bytes themselves: equal bytes decode to equal nodes, so a row
+        # undone or stored differently in another handle (another seq) cannot be
+        # answered with a node of other bytes.
+        self._decoded: dict[bytes, Node] = {}
+        self._bodies: OrderedDict[str, tuple[Node, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def node(self, body: bytes) -> Node:
+        """The node of a stored body, decoded once."""
+        found = self._decoded.get(body)
+        if found is None:
+            found = decode_node(body)
+            with self._lock:
+                self._decoded[body] = found
+        return found
+
+    def body(self, stored: Node) -> bytes:
+        """``node_body(stored)``, or the body made for the same node just before."""
+        with self._lock:
+            kept = self._bodies.get(stored.id)
+        if kept is not None and _same_node(kept[0], stored):
+            return kept[1]
+        body = node_body(stored)
+        with self._lock:
+            self._bodies[stored.id] = (stored, body)
+            self._bodies.move_to_end(stored.id)
+            while len(self._bodies) > self.KEPT_BODIES:
+                self._bodies.popitem(last=False)
+        return body
+
+
+#: Field values compared by value in ``_same_node``: immutable, and of one type each.
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _same_node(a: Node, b: Node) -> bool:
+    """Whether ``a`` and ``b`` encode to the same body for certain: every field the same
+    object, an equal scalar of the same type, or an empty container of the same type."""
+    for x, y in zip(msgspec.structs.astuple(a), msgspec.structs.astuple(b), strict=True):
+        if x is y:
+            continue
+        kind = type(x)
+        if kind is not type(y):
+            return False
+        if kind in _SCALARS:
+            if x != y:
+                return False
+        elif kind in (dict, list, tuple):
+            if x or y:
+                return False
+        else:
+            return False
+    return True
+
+
 class MemoryStore:
     """A ``CommitStore`` held in memory (see the module docstring)."""
 
-    def __init__(self, name: str = "", *, shared_nodes: bool = False):
-        """A handle on the data named ``name`` (``""``: private data).  With
-        ``shared_nodes`` each node this handle reads is decoded once and the same
-        ``Node`` is handed to every later reader, who must treat it as read-only (a
-        batch replay reads the same recent nodes several times per request); without,
-        every read decodes a fresh one."""
+    def __init__(self, name: str = "", *, shared_nodes: SharedNodes | None = None):
+        """A handle on the data named ``name`` (``""``: private data); ``shared_nodes``:
+        see ``SharedNodes`` (without, every read decodes a fresh node)."""
         self.location = PREFIX + name
         self._d = _data_for(name)
         self._chains: dict[str, list[tuple[str, int | None]]] = {}
-        # node id -> (the row it was decoded from, the node): a row replaced or undone
-        # is not the one kept, so the node is decoded again.
-        self._decoded: dict[str, tuple[_Node, Node]] | None = {} if shared_nodes else None
+        self._shared = shared_nodes
 
     # -- transactions and schema -------------------------------------------------
     @contextmanager
@@ -294,7 +361,7 @@ class MemoryStore:
         d = self._d
         row = self._session(sid)
         stored = msgspec.structs.replace(call, seq=row.next_seq, session_id=sid)
-        body = node_body(stored)
+        body = node_body(stored) if self._shared is None else self._shared.body(stored)
         if stored.id in d.nodes:
             raise DagError(taken)
         d.nodes[stored.id] = _Node(sid, stored.seq, body, stored.caller is not None)
@@ -335,16 +402,8 @@ class MemoryStore:
             )
 
     def _node(self, node_id: str) -> Node:
-        row = self._d.nodes[node_id]
-        kept = self._decoded
-        if kept is None:
-            return decode_node(row.body)
-        found = kept.get(node_id)
-        if found is not None and found[0] is row:
-            return found[1]
-        node = decode_node(row.body)
-        kept[node_id] = (row, node)
-        return node
+        body = self._d.nodes[node_id].body
+        return decode_node(body) if self._shared is None else self._shared.node(body)
 
     def get_node(self, node_id: str) -> Node:
         """A node by id; ``NotFoundError`` if unknown."""
