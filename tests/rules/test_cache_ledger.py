@@ -146,6 +146,32 @@ def test_capping_an_old_result_waits_until_it_pays():
     assert tool.reason == "result_cap:1000" and len(tool.rendered) < 3000
 
 
+def test_a_cap_is_priced_at_what_it_takes_off():
+    # A cached result of token-dense output, most of the cached conversation (a short
+    # session's shape): its cut keeps 1,000 characters and names up to 1,000 more of
+    # the cut part's identifiers.  Priced at the text's share alone (9/10 of it) the cut
+    # paid at once; what it really takes off does not pay within these requests.
+    steps = [Step(tools=[("Read", 10_000, False)]), Step(), Step()]
+    rule = ResultCap(max_tool_result_chars=1000, cache_aware=True)
+    runs = [gen.commit for _, gen, _ in drive(Script(steps), Pipeline.of([rule]))]
+    plain = drive(Script(steps), Pipeline.of([ResultCap(max_tool_result_chars=1000)]))
+    (whole,), (cut,) = _tools(runs[0]), _tools(plain[1][1].commit)
+    assert cut.reason == "result_cap:1000"
+    saved = whole.tokens - cut.tokens
+    for parent, commit in zip(runs, runs[1:]):
+        ledger = CacheLedger(
+            now=commit.created_at,
+            cursors=parent.cursors,
+            cached_tokens=parent.total_tokens,
+            has_parent=True,
+            rewritten=lambda: False,
+        )
+        (tool,) = _tools(commit)
+        capped = tool.reason == "result_cap:1000"
+        assert capped == ledger.pays(saved, payback=rule.payback), commit.notes
+        assert capped or any(f"~{saved:,} tokens fewer" in n for n in commit.notes)
+
+
 def test_a_fold_that_would_not_pay_waits_and_says_why():
     # Folding the first answer (~3.6K tokens into a ~1.8K summary) saves too little
     # to pay for rewriting the ~24K cached tokens within the requests so far.
