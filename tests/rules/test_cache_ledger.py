@@ -5,6 +5,8 @@ a new epoch."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from ctxrules.commit import Pipeline
@@ -158,7 +160,7 @@ def test_a_cap_is_priced_at_what_it_takes_off():
     (whole,), (cut,) = _tools(runs[0]), _tools(plain[1][1].commit)
     assert cut.reason == "result_cap:1000"
     saved = whole.tokens - cut.tokens
-    for parent, commit in zip(runs, runs[1:]):
+    for parent, commit in itertools.pairwise(runs):
         ledger = CacheLedger(
             now=commit.created_at,
             cursors=parent.cursors,
