@@ -55,6 +55,9 @@ pub struct Framing {
     pub reply: f64,
     pub tool_call: f64,
     pub name: f64,
+    /// OpenAI (both APIs): what an assistant message with text adds beyond `message`
+    /// (the gpt-5 models: the channel of its final answer).
+    pub assistant_text: f64,
     /// Anthropic: tokens a line break in a text block or the system text adds beyond the
     /// tokenizer's count.
     pub line_break: f64,

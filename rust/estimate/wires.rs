@@ -234,6 +234,9 @@ fn chat_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
                 let key = s.key(b"", |w| openai_chat::assistant_message(w, blocks));
                 let text = joined(s, openai_chat::texts(blocks));
                 let (mut structured, mut framing) = (0, f.message);
+                if openai_chat::texts(blocks).next().is_some() {
+                    framing += f.assistant_text;
+                }
                 for b in blocks {
                     if let NBlock::ToolUse(call) = b {
                         structured += s.call(&call.item, None);
@@ -306,7 +309,8 @@ fn responses_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
                 if openai_chat::texts(blocks).next().is_some() {
                     let key = s.key(b"", |w| openai_responses::assistant_message(w, blocks));
                     let text = joined(s, openai_chat::texts(blocks));
-                    s.add(key, s.role("assistant") + text, 0, f.message, 0, 0, None);
+                    let framing = f.message + f.assistant_text;
+                    s.add(key, s.role("assistant") + text, 0, framing, 0, 0, None);
                     previous = Kind::Other;
                 }
                 for b in blocks {

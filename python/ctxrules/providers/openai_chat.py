@@ -32,6 +32,7 @@ from .models import ModelProfile
 
 __all__ = [
     "OPENAI_AUDIO_TOKENS_PER_SECOND",
+    "OPENAI_GPT5_ASSISTANT_TEXT_TOKENS",
     "OPENAI_MESSAGE_TOKENS",
     "OPENAI_REPLY_TOKENS",
     "OPENAI_RESPONSE_FORMAT_TOKENS",
@@ -156,6 +157,12 @@ OPENAI_TOOL_CALL_TOKENS = 12
 #: counted separately) and of the reply it primes, as tiktoken's cookbook counts them.
 OPENAI_MESSAGE_TOKENS = 3
 OPENAI_REPLY_TOKENS = 3
+#: What an assistant message with text costs beyond ``OPENAI_MESSAGE_TOKENS`` on the
+#: gpt-5 models (the profile's ``assistant_text``; 0 on the others): the channel its
+#: final answer is written in, as in the harmony format (``<|channel|>final``, two
+#: tokens).  Fitted on the fit set's six gpt-5 requests with an earlier assistant
+#: message (Chat and Responses: 2 … 6 tokens under; the mean error least at 2).
+OPENAI_GPT5_ASSISTANT_TEXT_TOKENS = 2
 #: Tokens a ``json_schema`` structured-output format adds beyond its schema's JSON
 #: (``_schema_json``) and description: fitted on the fit set's nine structured requests,
 #: whose residual after the schema alone is −1 at the median (−7 … +6): 0, and the
@@ -273,12 +280,15 @@ def openai_tools(
 
 def openai_framing(profile: ModelProfile) -> dict[str, float]:
     """OpenAI's framing numbers for ``profile`` (both APIs), as an estimate frame states
-    them: per message, priming the reply, per tool call, the one more of a name."""
+    them: per message, priming the reply, per tool call, the one more of a name, the
+    more of an assistant message with text (``assistant_text``, 0 unless the model's
+    entry states it)."""
     return {
         "message": profile.rule("message", OPENAI_MESSAGE_TOKENS),
         "reply": profile.rule("reply", OPENAI_REPLY_TOKENS),
         "tool_call": profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS),
         "name": profile.rule("name", 1),
+        "assistant_text": profile.rule("assistant_text", 0),
     }
 
 
@@ -468,7 +478,8 @@ def openai_output_schema(u: SegmentBuilder, fmt: Any, profile: ModelProfile) -> 
 def estimate_openai_chat(
     body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
 ) -> PromptEstimate:
-    """OpenAI Chat Completions: the tools, each message with its framing, the reply primer."""
+    """OpenAI Chat Completions: the tools, each message with its framing (an assistant
+    message with text the profile's ``assistant_text`` more), the reply primer."""
     u = SegmentBuilder()
     tools = [t for t in body.get("tools") or [] if isinstance(t, Mapping)]
     # The legacy ``functions`` parameter declares functions the same way.
@@ -481,7 +492,7 @@ def estimate_openai_chat(
     openai_output_schema(u, body.get("response_format"), profile)
     rules = chat_framing(profile, bool(_tool_texts(tools)))
     per_message, per_call = rules["message"], rules["tool_call"]
-    system_extra = rules["system"]
+    system_extra, assistant_text = rules["system"], rules["assistant_text"]
     for m in body.get("messages") or []:
         if not isinstance(m, Mapping):
             continue
@@ -490,6 +501,8 @@ def estimate_openai_chat(
         if m.get("role") in ("system", "developer") and system_extra:
             framing += system_extra  # once: the declarations join the first system message
             system_extra = 0
+        if m.get("role") == "assistant" and texts:
+            framing += assistant_text
         structured: list[str] = []
         if m.get("role") == "tool":
             structured, texts = texts, []

@@ -201,7 +201,8 @@ def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> Es
 def estimate_openai_responses(
     body: Mapping[str, Any], profile: ModelProfile, *, prefix_tokens: int = 0
 ) -> PromptEstimate:
-    """OpenAI Responses: tools, instructions, then the input items as chat messages.
+    """OpenAI Responses: tools, instructions, then the input items as chat messages (an
+    assistant message with text the profile's ``assistant_text`` more).
 
     A ``reasoning`` item counts ``reasoning_item_tokens``: nothing before the last user
     message, its encrypted state after it, and where it carries none (stored by id) it
@@ -225,6 +226,7 @@ def estimate_openai_responses(
     per_message = profile.rule("message", OPENAI_MESSAGE_TOKENS)
     per_call = profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS)
     named = per_message + profile.rule("name", 1)
+    assistant_text = profile.rule("assistant_text", 0)
     if isinstance(body.get("instructions"), str) and body["instructions"]:
         u.add(
             {"instructions": body["instructions"]},
@@ -270,10 +272,11 @@ def estimate_openai_responses(
             u.add(it, framing=compaction_item_tokens(state if isinstance(state, str) else ""))
         elif kind in ("message", "input_text") or "role" in it:
             texts, images = openai_parts(it.get("content"), u, profile)
+            extra = assistant_text if it.get("role") == "assistant" and texts else 0
             u.add(
                 it,
                 prose=[str(it.get("role") or ""), *texts],
-                framing=per_message,
+                framing=per_message + extra,
                 images=images,
             )
         else:  # other output items sent back (MCP tool lists and calls, …): their JSON
