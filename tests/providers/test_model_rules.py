@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import json
 import struct
+from typing import Any
 
+import msgspec
 import pytest
 from tests.corpus import CORPUS
 
@@ -429,3 +431,48 @@ def test_haiku_4_5_frames_a_tool_block_with_fewer_tokens():
     assert len(rows) == 5
     for est, billed in rows:
         assert abs(est - billed) <= 0.01 * billed, (est, billed)
+
+
+def test_gpt_5_bills_an_assistant_message_with_text_two_tokens_more():
+    """On the gpt-5 models an assistant message with text costs 2 tokens beyond the
+    cookbook's framing (fitted: the channel of its final answer), on both APIs; one
+    with only tool calls does not; gpt-4o as before.  Fit-set recordings: gpt-5-mini
+    Responses conversations with an earlier answer bill exactly that (2 under without)."""
+    user = {"role": "user", "content": "What is 5 + 3?"}
+    answer = {"role": "assistant", "content": "8"}
+    call = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
+    }
+
+    chat = get_provider("openai-chat")
+
+    def grows(model: str, reply: dict, **rules: Any) -> int:
+        profile = resolve_model(f"openai-chat:{model}")
+        profile = msgspec.structs.replace(profile, estimator={**profile.estimator, **rules})
+        one = chat.estimate_prompt({"messages": [user]}, profile).input_tokens
+        return chat.estimate_prompt({"messages": [user, reply, user]}, profile).input_tokens - one
+
+    assert grows("gpt-5", answer) == grows("gpt-4o", answer) + 2
+    assert grows("gpt-5-nano", answer) == grows("gpt-4o", answer) + 2
+    assert grows("gpt-5", answer) == grows("gpt-5", answer, assistant_text=0) + 2
+    assert grows("gpt-5", call) == grows("gpt-5", call, assistant_text=0)
+    responses = get_provider("openai-responses")
+    items = [
+        {"type": "message", "role": "user", "content": "What is 5 + 3?"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "8"}]},
+    ]
+    for model, more in (("gpt-5", 2), ("gpt-4o", 0)):
+        profile = resolve_model(f"openai-responses:{model}")
+        one = responses.estimate_prompt({"input": items[:1]}, profile).input_tokens
+        two = responses.estimate_prompt({"input": items}, profile).input_tokens
+        assert two - one == 3 + count("assistant") + count("8") + more, model
+    for rel in (
+        "openai-responses/ddtrace__response_reasoning_tokens.yaml",
+        "openai-responses/openinference__test_responses_input_typed_reasoning_item.yaml",
+    ):
+        est, billed = _recorded(rel)[-1]
+        assert est == billed, rel
