@@ -287,13 +287,16 @@ def provider_compaction_start(items: Sequence[ContextItem]) -> int:
     position are already compacted for that vendor: rules leave them alone and do not
     count them (docs/items.md, provider compaction).
     """
-    # Every rule pass and every prepare scans the whole commit, so the test that rules
-    # an item out runs in C (a block's type is its tag: no subclasses) and the Python
-    # check runs only on items that hold a compaction block.
+    # Every rule pass scans the whole commit, so the cheapest test rules an item out
+    # first (a long session is mostly folded items), the block test runs in C (a
+    # block's type is its tag: no subclasses), and the Python check runs only on items
+    # that hold a compaction block.
     for p in range(len(items) - 1, -1, -1):
         it = items[p]
+        if it.state == "summarized":
+            continue
         blocks = it.blocks
-        if not blocks or CompactionBlock not in map(type, blocks) or it.state == "summarized":
+        if not blocks or CompactionBlock not in map(type, blocks):
             continue
         if any(type(b) is CompactionBlock and b.effective for b in blocks):
             return p

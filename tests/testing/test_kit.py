@@ -171,6 +171,26 @@ def test_context_refuses_loosening_and_locked_changes_through_replace():
         drive(Script(steps), Pipeline.of([Bad()]))
 
 
+def test_context_refuses_changing_a_summarys_state_through_replace():
+    """A summary never starts a turn: only a fold changes its state (to summarized)."""
+    from ctxrules.rules import Summarize
+
+    class AgeSummaries(Rule):
+        name = "test-age-summaries"
+
+        def apply(self, ctx: RuleContext) -> None:
+            for p, it in enumerate(ctx.items):
+                if it.state == "summary":
+                    ctx.replace(p, state="aged", rendered="[old summary]", reason="bad")
+
+    steps = [Step(tools=[("Read", 6000, False)]) for _ in range(6)]
+    folding = Summarize(threshold_tokens=2000, keep_tail_turns=1)
+    folded = drive(Script(steps), Pipeline.of([folding]))
+    assert any(it.state == "summary" for it in folded[-1][1].commit.items)
+    with pytest.raises(InvariantViolation, match="a summary's state changes only through fold"):
+        drive(Script(steps), Pipeline.of([folding, AgeSummaries()]))
+
+
 def test_pytest_plugin_fixture(ctxrules_kit):
     assert ctxrules_kit.check_rule is check_rule
 

@@ -183,8 +183,9 @@ class RuleContext:
         """Replace the item at ``pos`` by a copy with ``changes``; returns the new item.
 
         Refused (``RuleError``) for locked items, for a state that would loosen, for
-        making a ``summary`` or ``summarized`` item (use ``fold``), and for changing
-        the identity fields (``source_node_id``, ``role``, ``caller``, ``tool_use_id``).
+        making a ``summary`` or ``summarized`` item or changing a summary's state (use
+        ``fold``), and for changing the identity fields (``source_node_id``, ``role``,
+        ``caller``, ``tool_use_id``).
         """
         old = self.items[pos]
         where = f"rule {self.rule_name!r} on item {old.source_node_id}"
@@ -198,6 +199,12 @@ class RuleContext:
             raise RuleError(f"state {state!r} is only reached through fold()", where=where)
         if old.state in ("summarized",):
             raise RuleError("summarized items are final", where=where)
+        if old.state == "summary" and state != "summary":
+            # A summary never starts a turn; the rules that count turns (tool aging's
+            # settled stretch) rely on that staying so.
+            raise RuleError(
+                f"a summary's state changes only through fold(), not to {state!r}", where=where
+            )
         if STATE_RANK[state] < STATE_RANK[old.state]:
             raise RuleError(f"state may only tighten, not {old.state} → {state}", where=where)
         new = msgspec.structs.replace(old, reason=reason, changed_at=self.now, **changes)

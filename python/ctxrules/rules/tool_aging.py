@@ -30,6 +30,12 @@ passes over.  The two counts are values: a summary inserted before the boundary 
 ``tool_aging.pos`` but adds no turn.  (Version 1 shifted the counts too, so every fold
 made the window one turn shorter; its commits are not built on.)  The rule publishes
 the position ``aged_until`` (no item before it will newly be aged) for idle clearing.
+While a boundary waits (the ledger finds no step that pays, as on a session the
+summarize rule keeps folding) the walk to the target turn resumes where the last one
+found the first result that could still be aged (``tool_aging.seek``, with the turns
+before it in ``tool_aging.seek_turn``) instead of starting again at the boundary: what
+lies between can never be aged (see ``_settled``), so the walk finds what it would find
+from the boundary.
 
 Promise: no tool result from the start of the last ``tail_turns`` assistant turns on is
 aged or cleared (an attach block shows its source commit's states as they were).
@@ -64,12 +70,22 @@ def is_turn(item: ContextItem) -> bool:
     )
 
 
+def _settled(item: ContextItem) -> bool:
+    """Whether ``item`` will never be aged: not a tool result, or one no longer ``full``
+    (states only tighten) or locked (locked items are never changed).  Whether an item
+    starts a turn never changes either (a summary's state changes only by a fold), so a
+    stretch of settled items walked once adds the same turns, and no result to age,
+    every time.  (A pinned, cited or protected result is not settled: a rule may still
+    clear ``is_anchor`` or change ``name``.)"""
+    return item.role != "tool" or item.state != "full" or item.locked
+
+
 class ToolAging(Rule):
     """Age tool results outside the tail window into ``[tool <name>] … output: <head>… <tail>``."""
 
     name = "tool_aging"
     version = 4  # 4: the cache ledger prices a rewrite; free rewrites are batched into
-    position_cursors = frozenset({"tool_aging.pos", "aged_until"})
+    position_cursors = frozenset({"tool_aging.pos", "tool_aging.seek", "aged_until"})
     promise = (
         "no tool result of the last tail_turns assistant turns is aged or cleared "
         "(attach blocks keep their source commit's states)"
@@ -163,9 +179,15 @@ class ToolAging(Rule):
         pos = cur.get("tool_aging.pos", 0)
         turn = cur.get("tool_aging.turn", 0)
         turns = cur.get("tool_aging.turns", 0)
+        # Where the walk to the target turn resumes: [pos, seek) is settled and holds
+        # seek_turn - turn turns (a parent made before these cursors: no stretch).
+        seek = cur.get("tool_aging.seek", pos)
+        seek_turn = cur.get("tool_aging.seek_turn", turn)
         aged = 0
         for p in ctx.scan_positions():
             it = ctx.items[p]
+            if pos <= p < seek:  # a new item inside the settled stretch: walk it again
+                seek, seek_turn = pos, turn
             if is_turn(it) and (ctx.full_pass or p >= pos):
                 turns += 1
             elif p < pos and self.eligible(it):
@@ -177,7 +199,12 @@ class ToolAging(Rule):
         free = self.cache_aware and target > turn and ctx.cache.rewrite_tokens() == 0
         if target - turn >= self.step_turns or free:
             items = ctx.items
-            end, t = pos, turn
+            # From seek: the settled items before it add seek_turn - turn turns and no
+            # result, and none of those turns is the target (turns only grow, so target
+            # is at least the target of the walk that set seek, which stopped there or
+            # later).
+            end, t = seek, seek_turn
+            open_at, open_turn = -1, t  # the first result of this walk not settled
             batch: list[int] = []
             while end < len(items):
                 it = items[end]
@@ -185,9 +212,13 @@ class ToolAging(Rule):
                     if t == target:
                         break
                     t += 1
-                elif self.eligible(it):
-                    batch.append(end)
+                elif not _settled(it):
+                    if open_at < 0:
+                        open_at, open_turn = end, t
+                    if self.eligible(it):
+                        batch.append(end)
                 end += 1
+            seek, seek_turn = (open_at, open_turn) if open_at >= 0 else (end, t)
             saving = sum(items[p].tokens for p in batch)
             why = (
                 ctx.cache.refusal(self._saving(items, batch), payback=self.payback, at=batch[0])
@@ -206,6 +237,7 @@ class ToolAging(Rule):
                     self._age(ctx, p, ids)
                 aged += len(batch)
                 pos, turn = end, t
+                seek, seek_turn = pos, turn
             elif not pays:
                 ctx.note(f"waiting: aging {len(batch)} result(s) {why}")
             else:
@@ -216,6 +248,8 @@ class ToolAging(Rule):
         cur["tool_aging.pos"] = pos
         cur["tool_aging.turn"] = turn
         cur["tool_aging.turns"] = turns
+        cur["tool_aging.seek"] = seek
+        cur["tool_aging.seek_turn"] = seek_turn
         cur["aged_until"] = pos
         if aged:
             ctx.note(f"aged {aged} tool result(s); window starts at turn {turn + 1} of {turns}")
