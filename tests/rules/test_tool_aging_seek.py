@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
+from tests.presets import EVERY_RULE
 
 from ctxrules.commit import Pipeline, derive_with_summaries
 from ctxrules.config import PipelineConfig
@@ -19,8 +20,6 @@ from ctxrules.model import ContextCommit, Node
 from ctxrules.rules import ToolAging
 from ctxrules.rules import tool_aging as tool_aging_module
 from ctxrules.testing import Script, Step, drive, scripts
-
-from tests.presets import EVERY_RULE
 
 SEEK = ("tool_aging.seek", "tool_aging.seek_turn")
 
@@ -153,7 +152,7 @@ def test_a_late_result_inside_the_settled_stretch_is_walked_again():
     boundary does."""
     pipeline = PIPELINES["default-folding"]
     runs = drive(_reads(30), pipeline)
-    parent, gen, nodes = runs[-1]
+    _, gen, nodes = runs[-1]
     commit = gen.commit
     assert commit.cursors["tool_aging.seek"] > 10
     # The call of the third turn: an assistant item whose tool result came long ago.
@@ -174,20 +173,15 @@ def test_a_late_result_inside_the_settled_stretch_is_walked_again():
         output="late output line\n" * 200,
         metadata={"tool_use_id": "late"},
     )
-    runs2 = runs + [
-        (
-            commit,
-            derive_with_summaries(
-                commit,
-                [late],
-                session_id="s",
-                head_node_id=commit.head_node_id,
-                pipeline=pipeline,
-                now=commit.created_at + 3,
-            ),
-            {**nodes, "late": late},
-        )
-    ]
+    made = derive_with_summaries(
+        commit,
+        [late],
+        session_id="s",
+        head_node_id=commit.head_node_id,
+        pipeline=pipeline,
+        now=commit.created_at + 3,
+    )
+    runs2 = [*runs, (commit, made, {**nodes, "late": late})]
     child = runs2[-1][1].commit
     at = next(p for p, it in enumerate(child.items) if it.source_node_id == "late")
     assert at < commit.cursors["tool_aging.seek"]
