@@ -187,3 +187,32 @@ def test_a_batch_is_each_text_alone():
     texts = ["see src/a.py and HTTPError", "", "é٣٣٣ 2024-01-02T10:00", "--dry-run x.y.z"]
     assert exact_identifiers_batch(texts) == [exact_identifiers(t) for t in texts]
     assert exact_identifiers_batch(texts) == [reference(t) for t in texts]
+
+
+def _class_of(ch: str) -> str:
+    """The class string's character for ``ch``, by its definition: ASCII as it is, else
+    its class under ``re`` (a digit, another word character, a space, anything else)."""
+    if ord(ch) < 0x80:
+        return ch
+    if re.fullmatch(r"\d", ch):
+        return "\x81"
+    if re.fullmatch(r"\w", ch):
+        return "\x80"
+    if re.fullmatch(r"\s", ch):
+        return "\x82"
+    return "\x83"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PIECES | st.text(max_size=30), max_size=400).map("".join))
+def test_the_class_string_maps_every_character_however_long_the_text(text):
+    # Up to ~10 KB: runs far apart, close together and across the encoder's lookahead.
+    assert facts._class_string(text) == "".join(map(_class_of, text)).encode("latin-1")
+
+
+def test_long_text_with_sparse_and_dense_non_ascii_gives_what_the_expression_gave():
+    sparse = ("src/app/main.py: run(x) -> ok\n" * 40 + "— HTTPError é2024-01-02\n") * 8
+    dense = "名前 é٣٣٣ fooBar_baz — 2024-01-02 " * 300
+    for text in (sparse, dense, sparse + dense + sparse):
+        assert exact_identifiers(text) == reference(text)
+        assert facts._class_string(text) == "".join(map(_class_of, text)).encode("latin-1")
