@@ -5,12 +5,17 @@ unless forwarded."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx2
 from aiohttp import web
 
+from ctxrules.commit import Pipeline, persist
 from ctxrules.config import PipelineConfig
+from ctxrules.providers import get_provider
 from ctxrules.proxy import KV_NAMESPACE, Proxy, ProxyConfig
+from ctxrules.ruleapi.cache import CachePricing
 from ctxrules.store import open_store
 
 from .loopback import Upstream
@@ -100,19 +105,26 @@ def test_apply_sends_the_request_the_rules_make_and_records_the_agents(tmp_path)
     store.close()
 
 
-def test_apply_keeps_the_agents_stream_setting(tmp_path):
-    store = open_store(tmp_path / "store")
+@contextmanager
+def applying(store, vendor: str, answer: dict) -> Iterator[tuple[Proxy, Upstream]]:
+    """A proxy in apply mode before a loopback ``vendor`` upstream that answers ``answer``."""
     with Upstream() as up:
 
-        async def answer(request: web.Request, ex) -> web.Response:
-            return web.json_response(ANSWER)
+        async def reply(request: web.Request, ex) -> web.Response:
+            return web.json_response(answer)
 
-        up.handler = answer
-        config = ProxyConfig(port=0, upstreams={"anthropic": up.url}, mode="apply")
+        up.handler = reply
+        config = ProxyConfig(port=0, upstreams={vendor: up.url}, mode="apply")
         with Proxy(config, store, log=lambda _l: None) as proxy:
-            body = {**conversation("ok"), "stream": True}
-            httpx2.post(proxy.url + "/v1/messages", content=json.dumps(body), headers=HEADERS)
-            assert proxy.flush()
+            yield proxy, up
+
+
+def test_apply_keeps_the_agents_stream_setting(tmp_path):
+    store = open_store(tmp_path / "store")
+    with applying(store, "anthropic", ANSWER) as (proxy, up):
+        body = {**conversation("ok"), "stream": True}
+        httpx2.post(proxy.url + "/v1/messages", content=json.dumps(body), headers=HEADERS)
+        assert proxy.flush()
     assert json.loads(up.log[0].body)["stream"] is True
     store.close()
 
@@ -147,4 +159,43 @@ def test_count_tokens_is_answered_locally_in_apply_mode_unless_forwarded(tmp_pat
         with Proxy(forward, store) as proxy:
             r = httpx2.post(proxy.url + "/v1/messages/count_tokens", content=small, headers=HEADERS)
         assert r.json() == {"input_tokens": 12345} and len(up.log) == 1
+    store.close()
+
+
+def test_apply_prices_the_rules_at_the_model_of_the_request(tmp_path):
+    # The default preset's cache-aware rules decide by the prices of the model sent to:
+    # an OpenAI request's commit is made at gpt-4o's, not at the default (Anthropic's).
+    store = open_store(tmp_path / "store")
+    chat = {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "summarise the log"},
+        ],
+    }
+    answer = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "gpt-4o",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "done"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21},
+    }
+    with applying(store, "openai", answer) as (proxy, _):
+        headers = {"authorization": "Bearer sk-x", "content-type": "application/json"}
+        r = httpx2.post(proxy.url + "/v1/chat/completions", json=chat, headers=headers)
+        assert r.status_code == 200 and r.json() == answer
+        assert proxy.flush()
+    (row,) = [json.loads(store.kv_get(KV_NAMESPACE, k)) for k in store.kv_keys(KV_NAMESPACE)]
+    commit = persist.load(store, row["sent"]["commit"])
+    default = Pipeline.from_config(PipelineConfig.preset("default"))
+    openai = get_provider("openai-chat")
+    gpt4o = default.priced(CachePricing.for_model(openai, "gpt-4o"))
+    assert gpt4o.version != default.version
+    assert commit.rules_version == gpt4o.version
     store.close()

@@ -49,7 +49,6 @@ from ..context_sources import SourceMemo, SourceRequest
 from ..errors import (
     CompactionDeclined,
     CompactionError,
-    CtxrulesError,
     DagError,
     RenderError,
     ValidationError,
@@ -72,7 +71,6 @@ from ..providers import (
     get_provider,
     model_in_family,
 )
-from ..providers.cache import TTL_SECONDS as VENDOR_TTLS
 from ..render import (
     RenderDefaults,
     SessionRenderer,
@@ -527,13 +525,8 @@ class Engine(UsageFusion, AsyncTwins):
         """How the provider's prompt cache bills ``model`` (``CachePricing``: its cache
         read and write prices, TTL — ``cache_ttl`` — and layout), what the cache ledger
         of the rules and of automatic compaction prices a rewrite with; Anthropic's
-        when the model has no profile."""
-        try:
-            profile = self.provider.model_profile(model)
-        except CtxrulesError:
-            return CachePricing()
-        ttl = VENDOR_TTLS.get(self.config.cache_ttl or "5m", VENDOR_TTLS["5m"])
-        return CachePricing.of(profile, self.provider.cache_rule, ttl_seconds=ttl)
+        when the model has no profile (``CachePricing.for_model``)."""
+        return CachePricing.for_model(self.provider, model, cache_ttl=self.config.cache_ttl)
 
     def _last_answer(self, commit: ContextCommit) -> tuple[float, str | None] | None:
         """The time of the branch's last answer and the model its request was made for

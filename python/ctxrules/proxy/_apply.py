@@ -3,7 +3,8 @@ instead of the agent's, and Anthropic ``count_tokens`` is answered locally.
 
 For each conversation call the request's nodes are written first (on the recorder's
 writer thread, so one thread writes the store), the commit at the request's last node
-is made under the rules (``ctxrules.commit.make_commit``) and rendered for the wire
+is made under the rules (``ctxrules.commit.make_commit``; the cache-aware rules at the
+prices of the request's model, ``CachePricing.for_model``) and rendered for the wire
 the agent spoke (``ctxrules.render.render``) with the options the request itself
 carries (``ctxrules.render.session_defaults`` of its defaults: its model, tools and
 parameters; its system prompt is the history's system node).  The renderer composes
@@ -26,8 +27,9 @@ from ..config import PipelineConfig
 from ..errors import CtxrulesError
 from ..importers._defaults import request_defaults
 from ..importers.traffic import exchange_of, gemini_model
-from ..providers import RenderedRequest
+from ..providers import RenderedRequest, get_provider
 from ..render import estimate_request, render, session_defaults
+from ..ruleapi.cache import CachePricing
 from ._recorder import Recorder
 
 __all__ = ["Applier", "count_tokens"]
@@ -87,11 +89,16 @@ class Applier:
             if step.head is None:
                 return body, headers, None
             store = self.recorder.store
-            commit = make_commit(
-                step.session_id, step.head, now=at, store=store, config=self.pipeline
-            )
             defaults = request_defaults(ex.request, ex.provider, model=gemini_model(path))
             options = session_defaults(defaults, ex.provider).options
+            # The cache-aware rules price a rewrite at the cache of the model sent to
+            # (and a commit made at its prices is not reused at another's).
+            priced = CachePricing.for_model(
+                get_provider(ex.provider), str(options.get("model", ""))
+            )
+            commit = make_commit(
+                step.session_id, step.head, now=at, store=store, config=self.pipeline.priced(priced)
+            )
             rendered = render(commit, ex.provider, **options)
             estimate = estimate_request(rendered, ex.provider).input_tokens
         except CtxrulesError as exc:

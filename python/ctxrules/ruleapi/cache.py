@@ -111,6 +111,24 @@ class CachePricing(msgspec.Struct, frozen=True, kw_only=True):
             write = round(write * ANTHROPIC_LONG_WRITE / CACHE_WRITE, 6)
         return cls(read=read, write=max(write, read), ttl_seconds=ttl, layout=layout)
 
+    @classmethod
+    def for_model(cls, provider: Any, model: str, *, cache_ttl: str | None = None) -> CachePricing:
+        """How ``provider``'s prompt cache bills ``model`` (a ``Provider``): its profile
+        under the provider's ``cache_rule`` (``of``), entries living ``cache_ttl``
+        (``"5m"``, the default, or ``"1h"``); Anthropic's when the model has no
+        profile.  What the engine and the proxy price their rules with."""
+        # Deferred: the providers package is heavy, and most users of the ledger (a
+        # rule, a commit) never price a model by name.
+        from ..errors import CtxrulesError
+        from ..providers.cache import TTL_SECONDS as VENDOR_TTLS
+
+        try:
+            profile = provider.model_profile(model)
+        except CtxrulesError:
+            return cls()
+        ttl = VENDOR_TTLS.get(cache_ttl or "5m", VENDOR_TTLS["5m"])
+        return cls.of(profile, provider.cache_rule, ttl_seconds=ttl)
+
     def signature(self) -> str:
         """The pricing in a line, for a pipeline's version (``""`` for the default:
         the versions of pipelines priced as Anthropic's do not change)."""
