@@ -54,3 +54,38 @@ def test_promise_holds_and_catches_an_uncapped_result():
     plain = drive(script, Pipeline.of([]))[-1][1].commit  # the same results, not capped
     broken = rule.check_promise(plain)
     assert len(broken) == 2 and "6,000 characters > 1,000" in broken[0]
+
+
+def _result(n: int) -> str:
+    lines = [
+        f"src/pkg/module_{i}.py:{i * 7}: def handler_{i}(request_id): return {i}" for i in range(n)
+    ]
+    return "\n".join(lines)
+
+
+def test_a_cut_given_again_is_the_cut_made_afresh():
+    # A rule keeps its cuts (a waiting cached result is cut at every commit): the kept
+    # cut is the one a new rule makes, per text, limit and parameters.
+    rule = ResultCap(cut_identifier_chars=300)
+    text, other = _result(200), _result(150)
+    for limit in (1000, 2000, 1000):
+        for t in (text, other, text):
+            assert rule._capped(t, limit) == ResultCap(cut_identifier_chars=300)._cut(t, limit)
+    assert rule._capped(text, 1000) != rule._capped(text, 2000)
+    narrow = ResultCap(cut_identifier_chars=50)
+    assert narrow._capped(text, 1000) != rule._capped(text, 1000)
+    assert narrow._capped(text, 1000) == ResultCap(cut_identifier_chars=50)._cut(text, 1000)
+    for k in range(ResultCap.CUTS_KEPT + 5):  # past the bound, still each its own
+        assert rule._capped(text, 500 + k) == ResultCap(cut_identifier_chars=300)._cut(
+            text, 500 + k
+        )
+
+
+def test_a_waiting_cached_cut_gives_the_commits_of_cuts_made_afresh(monkeypatch):
+    script = Script([Step(tools=[("Read", 9000, False)]), *[Step(minutes=0.5)] * 6])
+    rule = ResultCap(max_tool_result_chars=1000, cache_aware=True)
+    kept = [run[1].commit for run in drive(script, Pipeline.of([rule]))]
+    assert any("waiting: capping" in n for c in kept for n in c.notes)
+    monkeypatch.setattr(ResultCap, "_capped", ResultCap._cut)
+    fresh = ResultCap(max_tool_result_chars=1000, cache_aware=True)
+    assert [run[1].commit for run in drive(script, Pipeline.of([fresh]))] == kept

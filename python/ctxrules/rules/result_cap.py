@@ -143,8 +143,27 @@ class ResultCap(Rule):
         if todo:
             ctx.note(f"capped {len(todo)} tool result(s)")
 
+    #: How many cuts a rule keeps (``_capped``).
+    CUTS_KEPT = 64
+
     def _capped(self, text: str, limit: int) -> str:
-        """``text`` cut to ``limit`` characters of head and tail, with its marker."""
+        """``text`` cut to ``limit`` characters of head and tail, with its marker; a cut
+        made before is given again: a cached result that waits for its rewrite to pay
+        is priced (so cut) at every commit until it does, and naming the identifiers
+        of a long cut part is most of what a cut costs.  (A function of the text, the
+        limit and the parameters, which are the instance's.)"""
+        cuts: dict[tuple[str, int], str] | None = self.__dict__.get("_cuts")
+        if cuts is None:
+            cuts = self.__dict__["_cuts"] = {}
+        found = cuts.get((text, limit))
+        if found is None:
+            found = self._cut(text, limit)
+            if len(cuts) >= self.CUTS_KEPT:
+                cuts.clear()
+            cuts[(text, limit)] = found
+        return found
+
+    def _cut(self, text: str, limit: int) -> str:
         head = int(limit * self.head_ratio)
         tail = limit - head
         ends = (text[:head], text[len(text) - tail :] if tail else "")
