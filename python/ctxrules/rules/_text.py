@@ -11,6 +11,8 @@ from ..summarizers.facts import exact_identifiers, occurs
 __all__ = ["cut_end", "cut_middle", "identifier_list", "one_line"]
 
 _SPACE = re.compile(r"\s+")
+#: A run of word characters: what ``occurs`` takes for a letter, digit or underscore.
+_WORD = re.compile(r"\w+")
 
 
 def one_line(text: str) -> str:
@@ -49,10 +51,26 @@ def identifier_list(
     dates, then numbers, each kind in first-seen order (those that do not fit are left
     out).  ``found``: ``exact_identifiers(text)`` when the caller has it already (from a
     batch)."""
+    words: list[frozenset[str] | None] = [None] * len(shown)
+
+    def in_shown(token: str) -> bool:
+        if not _WORD.fullmatch(token):
+            return any(occurs(token, s) >= 0 for s in shown)
+        # A token of word characters only occurs as a whole token exactly where it is
+        # one of the text's maximal runs of word characters (``occurs``' boundaries are
+        # ``\w``'s): a set lookup, where ``occurs`` searched the whole text for each.
+        for k, s in enumerate(shown):
+            runs = words[k]
+            if runs is None:
+                runs = words[k] = frozenset(_WORD.findall(s))
+            if token in runs:
+                return True
+        return False
+
     found = [
         (kind, token)
         for kind, token in (exact_identifiers(text) if found is None else found)
-        if "\n" not in token and not any(occurs(token, s) >= 0 for s in shown)
+        if "\n" not in token and not in_shown(token)
     ]
     found.sort(key=lambda kt: _KIND_ORDER.get(kt[0], 0))  # stable: first seen first
     out: list[str] = []
