@@ -34,6 +34,7 @@ from ..errors import RuleError
 from ..model import ContextCommit, ContextItem, Node
 from ..ruleapi import RuleContext, cache
 from ..ruleapi import delta as cdelta
+from ..ruleapi.context import COMPACTION_BLOCKS
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from .anchor import task_anchor
 from .boundary import fold_at, is_boundary
@@ -42,9 +43,10 @@ from .pipeline import Pipeline
 
 __all__ = ["Generated", "derive_commit", "derive_with_summaries"]
 
-#: Cursors a change of rules keeps: the anchor, the expanded attach blocks, and the
-#: cache ledger (what the provider holds does not depend on the rules).
-_STICKY = ("anchor", "attach:", "cache.")
+#: Cursors a change of rules keeps: the anchor, the expanded attach blocks, the cache
+#: ledger (what the provider holds does not depend on the rules) and whether an item
+#: holds a compaction block.
+_STICKY = ("anchor", "attach:", "cache.", COMPACTION_BLOCKS)
 #: Cursor keys describing the graph a commit was made from; each commit sets its own.
 _MARKS = ("seq:", "variants:")
 
@@ -128,6 +130,7 @@ def derive_commit(
         positions=pipeline.position_cursors,
         summaries=answers,
         pricing=pipeline.cache,
+        compaction_blocks=_compaction_blocks(cursors.get(COMPACTION_BLOCKS)),
     )
     # The task anchor is chosen once per branch: the first real instruction
     # (``task_anchor``), looked for until a commit on the branch has found it.
@@ -204,6 +207,7 @@ def derive_commit(
         cache.reset(cursors)  # a compaction rewrote the prompt: a new cache epoch
     if marks:
         cursors.update(marks)
+    cursors[COMPACTION_BLOCKS] = int(ctx.holds_compaction())
     inserted, changed, folds = ctx.delta()
     summary = parent.summary if parent is not None else ""
     for _, it in changed:
@@ -248,6 +252,12 @@ def derive_commit(
     )
     _keep_working_list(commit, items)
     return Generated(commit, delta, tuple(ctx.requests), ctx.reasons)
+
+
+def _compaction_blocks(value: int | None) -> bool | None:
+    """The parent's ``compaction.blocks`` cursor as a fact: None when it was not written
+    (a parent made before it), or something a rule wrote over it cannot be trusted."""
+    return None if value not in (0, 1) else bool(value)
 
 
 #: How many rounds of requests ``derive_with_summaries`` answers before it gives up (a

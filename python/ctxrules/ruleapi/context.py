@@ -29,12 +29,22 @@ from typing import Any
 import msgspec
 
 from ..errors import RuleError
-from ..model import STATE_RANK, CompactionBlock, ContextItem
+from ..model import STATE_RANK, CompactionBlock, ContextItem, provider_compaction_start
 from ..summarizers.request import SummaryRequest, SummaryResult, request_key
 from .cache import DEFAULT_PRICING, CacheLedger, CachePricing
 from .delta import Delta, folded_item
 
-__all__ = ["RuleContext", "item_text_for_tokens"]
+__all__ = ["COMPACTION_BLOCKS", "RuleContext", "item_text_for_tokens"]
+
+#: The generator's cursor saying whether any item of a commit holds a
+#: ``CompactionBlock`` (1) or none does (0): a commit without one needs no scan for a
+#: provider's compaction (``RuleContext.provider_compaction_start``).
+COMPACTION_BLOCKS = "compaction.blocks"
+
+
+def _holds_compaction(item: ContextItem) -> bool:
+    blocks = item.blocks
+    return bool(blocks) and CompactionBlock in map(type, blocks)
 
 
 def item_text_for_tokens(item: ContextItem) -> list[str]:
@@ -75,6 +85,7 @@ class RuleContext:
         positions: Collection[str] = (),
         summaries: Mapping[str, SummaryResult] | None = None,
         pricing: CachePricing = DEFAULT_PRICING,
+        compaction_blocks: bool | None = None,
     ):
         self.items = items
         self.now = now
@@ -109,6 +120,8 @@ class RuleContext:
         self._parent_tokens = total_tokens
         self._cache: CacheLedger | None = None
         self._pricing = pricing
+        # Whether an item of the parent holds a compaction block (None: not known).
+        self._parent_blocks = compaction_blocks
 
     # -- reading -----------------------------------------------------------------
 
@@ -166,6 +179,26 @@ class RuleContext:
             for p in range(max(0, pos), self._first_new)
             if items[p].state != "summarized"
         )
+
+    def provider_compaction_start(self) -> int:
+        """``ctxrules.model.provider_compaction_start`` of the items as they are now,
+        without looking at every item when none can hold a compaction block: the
+        parent held none (its ``compaction.blocks`` cursor) and no item this commit
+        added or changed holds one (a fold keeps an item's blocks)."""
+        if self._parent_blocks is False and not self._changed_hold_compaction():
+            return -1
+        return provider_compaction_start(self.items)
+
+    def holds_compaction(self) -> bool:
+        """Whether any item holds a ``CompactionBlock`` now (the ``compaction.blocks``
+        cursor the generator writes)."""
+        if self._parent_blocks is None:
+            return any(_holds_compaction(it) for it in self.items)
+        return self._parent_blocks or self._changed_hold_compaction()
+
+    def _changed_hold_compaction(self) -> bool:
+        items = self.items
+        return any(_holds_compaction(items[p]) for p in self._changed | self._inserted)
 
     def count(self, text: str) -> int:
         """Tokens of a text with the commit's tokenizer (cached by content)."""

@@ -185,10 +185,14 @@ class Summarize(Rule):
         return answer.text
 
     @staticmethod
-    def _provider_compacted(items: Sequence[ContextItem]) -> tuple[int, int]:
-        """The position of the item holding a provider's compaction (-1: none) and the
-        tokens of the shown items before it (already compacted by the provider)."""
-        start = provider_compaction_start(items)
+    def _provider_compacted(
+        items: Sequence[ContextItem], start: int | None = None
+    ) -> tuple[int, int]:
+        """The position of the item holding a provider's compaction (-1: none; ``start``
+        when the caller found it already) and the tokens of the shown items before it
+        (already compacted by the provider)."""
+        if start is None:
+            start = provider_compaction_start(items)
         if start <= 0:
             return start, 0
         return start, sum(it.tokens for it in items[:start] if it.state != "summarized")
@@ -196,7 +200,7 @@ class Summarize(Rule):
     def apply(self, ctx: RuleContext) -> None:
         total = ctx.total_tokens()  # counts pending items first: their tokens are read below
         items = ctx.items
-        floor, compacted = self._provider_compacted(items)
+        floor, compacted = self._provider_compacted(items, ctx.provider_compaction_start())
         total -= compacted
         if total <= self.threshold_tokens:
             return
