@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
+from tests.counting import count_calls
 
 from ctxrules.commit import Pipeline, derive_with_summaries
 from ctxrules.config import PipelineConfig
@@ -86,21 +87,13 @@ def test_the_cursor_says_whether_an_item_holds_a_block_and_the_answer_is_the_sca
 
 
 def test_without_a_block_the_scan_is_not_made(monkeypatch):
-    """A counter of the scans: none on a parent that says it holds no block, one on a
-    parent made before the cursor (it cannot tell)."""
+    """A counter of the scans: none on a parent that says it holds no block; on a parent
+    made before the cursor (it cannot tell) one per call."""
     pipeline = _pipeline()
     commits = _chain(_turns(block_at=-1, n=6), pipeline)
     parent = commits[-2]
     assert parent.cursors[KEY] == 0
-    scans = 0
-    scan = context_module.provider_compaction_start
-
-    def counted(items):
-        nonlocal scans
-        scans += 1
-        return scan(items)
-
-    monkeypatch.setattr(context_module, "provider_compaction_start", counted)
+    scans = count_calls(monkeypatch, context_module, "provider_compaction_start")
     calls = conversation(_turns(block_at=-1, n=6))[-2:]
 
     def derive(from_commit: ContextCommit) -> ContextCommit:
@@ -114,10 +107,10 @@ def test_without_a_block_the_scan_is_not_made(monkeypatch):
         ).commit
 
     made = derive(parent)
-    assert scans == 0
+    assert scans.n == 0
     cursors = {k: v for k, v in parent.cursors.items() if k != KEY}
     older = derive(msgspec.structs.replace(parent, cursors=cursors))
-    assert scans == 3  # the two probes and the summarize rule
+    assert scans.n == 3  # the two probes and the summarize rule
     assert made.items == older.items and made.cursors[KEY] == older.cursors[KEY] == 0
 
 

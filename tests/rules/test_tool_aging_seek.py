@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
+from tests.counting import count_calls
 from tests.presets import EVERY_RULE
 
 from ctxrules.commit import Pipeline, derive_with_summaries
@@ -114,19 +115,10 @@ def test_the_walk_does_not_start_again_at_the_boundary(monkeypatch):
     runs = drive(_reads(60), pipeline)
     parent, gen, nodes = runs[-1]
     new = [n for n in nodes.values() if n.seq > max(nodes[i].seq for i in runs[-2][2])]
-    looked = 0
-    is_turn = tool_aging_module.is_turn
-
-    def counted(item):
-        nonlocal looked
-        looked += 1
-        return is_turn(item)
-
-    monkeypatch.setattr(tool_aging_module, "is_turn", counted)
+    looked = count_calls(monkeypatch, tool_aging_module, "is_turn")
 
     def derive(from_commit: ContextCommit) -> ContextCommit:
-        nonlocal looked
-        looked = 0
+        looked.n = 0
         return derive_with_summaries(
             from_commit,
             new,
@@ -137,9 +129,9 @@ def test_the_walk_does_not_start_again_at_the_boundary(monkeypatch):
         ).commit
 
     resumed = derive(parent)
-    walked_resumed = looked
+    walked_resumed = looked.n
     from_boundary = derive(_without_seek(parent))
-    walked_from_boundary = looked
+    walked_from_boundary = looked.n
     assert resumed.items == from_boundary.items and resumed.notes == from_boundary.notes
     assert parent.cursors["tool_aging.pos"] == 0
     assert walked_from_boundary > len(parent.items) // 2
