@@ -13,6 +13,7 @@ import pytest
 from tests.corpus import CORPUS, files
 
 from ctxrules.calibration import calibrate, estimate_observation, read_observations, to_toml
+from ctxrules.calibration.fit import PARAMETERS, _with
 from ctxrules.calibration.observe import Observation
 from ctxrules.errors import ValidationError
 from ctxrules.plugins import reset
@@ -155,3 +156,109 @@ def test_the_command_prints_the_errors_and_writes_the_profile(tmp_path: Path):
         check=False,
     )
     assert again.returncode != 0 and other.read_text() == "mine\n"
+
+
+def _gemini_split() -> tuple[list[Observation], list[Observation]]:
+    """The corpus's Gemini calls with usage: the fit set's and the validation set's."""
+    kinds = ("cassette-yaml", "httprr")
+    fit, held = (
+        [o for o in read_observations(files(kind=kinds, wire="gemini", split=s)) if o.own_model]
+        for s in ("fit", "validation")
+    )
+    return fit, held
+
+
+def _without_schema(body: dict) -> dict:
+    config = {
+        k: v
+        for k, v in body["generationConfig"].items()
+        if k not in ("responseSchema", "responseJsonSchema", "response_schema")
+    }
+    return {**body, "generationConfig": config}
+
+
+def test_calibrate_on_gemini_recordings_leaves_schema_counting_off():
+    fit, held = _gemini_split()
+    with_schema = [o for o in fit if "responseSchema" in o.body.get("generationConfig", {})]
+    assert with_schema, "the fit set's Gemini calls include structured ones"
+    fits = {f.model: f for f in calibrate(fit, held)}
+    for o in with_schema:
+        profile = fits[o.model].profile if o.model in fits else resolve_model(o.spec)
+        counted = estimate_observation(o, profile).input_tokens
+        plain = msgspec.structs.replace(o, body=_without_schema(o.body))
+        assert counted == estimate_observation(plain, profile).input_tokens, (o.source, o.index)
+    # Most of 2.5 Flash's fit calls are flagged (a search tool's results, unsized): the
+    # two the bill is far above are not fitted on, and its calibration stays a factor.
+    flash = fits["gemini-2.5-flash"]
+    assert flash.profile.calibration > 0.5
+    assert flash.fit_after["median"] <= flash.fit_before["median"]
+    # The Gemini 3 per-content framing is fitted; the tail does not get worse.
+    g35 = fits["gemini-3.5-flash"]
+    assert "message" in g35.after and g35.before["message"] == 1.6
+    assert g35.fit_after["p90"] <= g35.fit_before["p90"]
+
+
+def test_the_command_prints_each_gemini_models_errors_and_writes_a_loadable_profile(
+    tmp_path: Path,
+):
+    kinds = ("cassette-yaml", "httprr")
+    fit = [str(p) for p in files(kind=kinds, wire="gemini", split="fit")]
+    held = [str(p) for p in files(kind=kinds, wire="gemini", split="validation")]
+    out = tmp_path / "gemini.toml"
+    run = subprocess.run(
+        [sys.executable, "-m", "ctxrules", "calibrate", *fit, "--validate", *held],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    blocks = run.stdout.split("\ngemini:")[1:]
+    models = {b.split()[0]: b for b in blocks}
+    assert "gemini-3.5-flash" in models and "gemini-2.5-pro" in models
+    for block in models.values():
+        lines = [line.split(":", 1) for line in block.splitlines() if ":" in line]
+        errors = {k.strip(): v for k, v in lines if k.strip() in ("fit", "validation")}
+        assert set(errors) == {"fit", "validation"}, block
+        assert "->" in errors["fit"] and "%" in errors["fit"], block
+    # The held-out calls of a model are measured before and after the fit.
+    pro = dict(line.strip().split(":", 1) for line in models["gemini-2.5-pro"].splitlines()[1:])
+    assert pro["validation"].count("%") == 2
+    # The per-content framing is fitted for Gemini 3.5, and schema counting stays off:
+    # its fit set's tail does not get worse (counting its schemas put it at 38 %).
+    g35 = models["gemini-3.5-flash"]
+    assert "  message: 1.6 -> " in g35 and "response_schema" not in g35
+    fit_line = next(line for line in g35.splitlines() if line.strip().startswith("fit:"))
+    before, after = (float(side.split("/")[1]) for side in fit_line.split(":", 1)[1].split("->"))
+    assert after <= before
+    # The profile written is loaded.
+    again = subprocess.run(
+        [sys.executable, "-m", "ctxrules", "calibrate", *fit, "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    entries = {e.pattern: e for e in read_profile(out)}
+    entry = entries["gemini:gemini-3.5-flash"]
+    assert entry.estimator and "message" in entry.estimator
+    assert "response_schema_text" not in entry.estimator
+
+
+@pytest.mark.parametrize("wire", sorted(PARAMETERS))
+def test_every_fitted_number_moves_the_estimate_linearly(wire: str):
+    """The fit reads each number's effect from one nudge: that holds only where the
+    estimate is linear in it.  A number whose 0 switches a rule off (as Gemini's
+    response schema amount did) breaks it on the requests the rule concerns."""
+    kinds = ("cassette-yaml", "httprr")
+    obs = [o for o in read_observations(files(kind=kinds, wire=wire, split="fit")) if o.own_model]
+    obs = [o for o in obs if o.wire == wire]
+    for p in PARAMETERS[wire]:
+        for o in obs:
+            base = resolve_model(o.spec)
+            value = float(base.rule(p.name, 0) or 0) if p.rule else float(getattr(base, p.name))
+            at = [
+                estimate_observation(o, _with(base, {p.name: value + k * p.step}, [p])).input_tokens
+                for k in (0, 1, 2)
+            ]
+            # Estimates are whole tokens: a step's effect may differ by rounding alone.
+            assert abs((at[2] - at[1]) - (at[1] - at[0])) <= 2, (p.name, o.source, o.index, at)

@@ -14,8 +14,12 @@ from tests.corpus import CORPUS
 
 from ctxrules import count
 from ctxrules.calibration import estimate_observation, read_observations
-from ctxrules.providers import get_provider, resolve_model
+from ctxrules.errors import ValidationError
+from ctxrules.model import ContextCommit, ContextItem
+from ctxrules.plugins import reset
+from ctxrules.providers import get_provider, load_profile, resolve_model
 from ctxrules.providers.images import image_range, image_tokens
+from ctxrules.render import render
 
 CURRENT = [
     "anthropic:claude-haiku-4-5",
@@ -497,3 +501,56 @@ def test_extended_thinking_adds_its_prompt():
         assert abs(est - billed) <= 0.06 * billed, (rel, est, billed)
     est, billed = _recorded("anthropic/test_anthropic_tool_with_thinking.yaml")[0]
     assert abs(est - billed) <= 0.06 * billed, (est, billed)
+
+
+def _profile_with(tmp_path, model: str, estimator: str):
+    """Load a profile whose entry for ``gemini:model`` sets ``estimator`` (TOML)."""
+    path = tmp_path / "p.toml"
+    path.write_text(f'[[model]]\npattern = "gemini:{model}"\nestimator = {estimator}\n')
+    load_profile(path)
+    return resolve_model(f"gemini:{model}")
+
+
+def test_gemini_counts_a_response_schema_only_where_the_profile_says_so(tmp_path):
+    plain = {"contents": [{"role": "user", "parts": [{"text": "Bob, 30"}]}]}
+    body = {**plain, "generationConfig": {"responseSchema": SCHEMA}}
+    g = get_provider("gemini")
+    base = g.estimate_prompt(plain, resolve_model("gemini:gemini-2.5-flash")).input_tokens
+    assert _gemini("gemini-2.5-flash", body).input_tokens == base  # not billed (fitted)
+    try:
+        # An amount does not switch the counting on: a fit may move it from 0.
+        amount = _profile_with(tmp_path, "gemini-2.5-flash", "{ response_schema = 5 }")
+        assert g.estimate_prompt(body, amount).input_tokens == base
+        counted = _profile_with(
+            tmp_path, "gemini-2.5-flash", '{ response_schema_text = "json", response_schema = 5 }'
+        )
+        schema = json.dumps(SCHEMA, separators=(",", ":"))
+        assert g.estimate_prompt(body, counted).input_tokens == base + count(schema) + 5
+        wrong = _profile_with(tmp_path, "gemini-2.5-flash", '{ response_schema_text = "yes" }')
+        with pytest.raises(ValidationError, match="response_schema_text"):
+            g.estimate_prompt(body, wrong)
+    finally:
+        reset()
+
+
+def test_a_counted_gemini_schema_is_estimated_by_the_core_as_by_the_specification(tmp_path):
+    commit = ContextCommit(
+        id="c",
+        session_id="s",
+        head_node_id="h",
+        rules_version="r",
+        items=(ContextItem(source_node_id="u", role="user", rendered="Bob is 30."),),
+    )
+    extra = {"generationConfig": {"responseSchema": SCHEMA}}
+    g = get_provider("gemini")
+    sizes = []
+    try:
+        for words in ("{ response_schema = 5 }", '{ response_schema_text = "json" }'):
+            profile = _profile_with(tmp_path, "gemini-2.5-flash", words)
+            r = render(commit, "gemini", estimate=True, model="gemini-2.5-flash", extra=extra)
+            spec = g.estimate_prompt(msgspec.json.decode(r.body), profile)
+            assert r.estimate is not None and r.estimate.input_tokens == spec.input_tokens
+            sizes.append(spec.input_tokens)
+    finally:
+        reset()
+    assert sizes[1] > sizes[0]

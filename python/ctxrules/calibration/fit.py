@@ -70,6 +70,11 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
         Parameter("structured_calibration", 0.01, 0.15),
         Parameter("tool_prompt_tokens", 10, 60),
         Parameter("function_part", 1, 6, rule=True),
+        # Per content (Gemini 3: 1.6; 0 before it, whose contents bill nothing more).
+        Parameter("message", 1, 2, rule=True),
+        # The amount only: whether a schema is billed at all is the profile's word
+        # ``response_schema_text``, never fitted, so this column is empty (and the
+        # number left as it is) for a model that does not bill schemas.
         Parameter("response_schema", 1, 30, rule=True),
     ),
 }
@@ -101,6 +106,12 @@ def _with(profile: ModelProfile, values: dict[str, float], params: Sequence[Para
         else:
             fields[p.name] = v
     return msgspec.structs.replace(profile, estimator=rules, **fields)
+
+
+def _flagged(o: Observation) -> bool:
+    """Whether the request's estimate is flagged: it holds content of unknown size,
+    and states a range instead of a figure (docs/model-profiles.md)."""
+    return "input_tokens_range" in estimate_observation(o).rules
 
 
 def _estimates(
@@ -219,20 +230,30 @@ def fit_model(
         if any(abs(c) > 1e-9 for c in col):
             columns.append((p, col))
     e0 = at
-    delta = _least_squares(fit, e0, columns, range(len(fit)))
-    # Robust: requests the first fit leaves far off (content the body does not hold:
-    # a server tool's results, a stored previous response) are left out of the second.
-    first = [
-        abs((e0[i] + sum(d * c[i] for d, (_, c) in zip(delta, columns))) / o.billed - 1)
-        for i, o in enumerate(fit)
-    ]
-    cut = max(OUTLIER, 3 * statistics.median(first)) if first else OUTLIER
-    kept = [i for i, e in enumerate(first) if e <= cut]
-    if len(kept) >= max(1, len(columns)) and len(kept) < len(fit):
+    # A request whose estimate is flagged (content the body does not hold: a server
+    # tool's results, a stored conversation, an image by URL) and is off by more than
+    # ``OUTLIER`` was billed for what no constant describes: it is measured, not fitted
+    # on (such requests pulled a calibration to 0 where they were most of a model's).
+    rows = [i for i, o in enumerate(fit) if abs(e0[i] / o.billed - 1) <= OUTLIER or not _flagged(o)]
+    delta = _least_squares(fit, e0, columns, rows) if rows else [0.0] * len(columns)
+    # Robust: requests the first fit leaves far off (content the body holds but the
+    # estimator does not read) are left out of the second.
+    first = {
+        i: abs((e0[i] + sum(d * c[i] for d, (_, c) in zip(delta, columns))) / fit[i].billed - 1)
+        for i in rows
+    }
+    cut = max(OUTLIER, 3 * statistics.median(first.values())) if first else OUTLIER
+    kept = [i for i, e in first.items() if e <= cut]
+    if len(kept) >= max(1, len(columns)) and len(kept) < len(rows):
         delta = _least_squares(fit, e0, columns, kept)
     after = dict(values)
     for (p, _), d in zip(columns, delta):
-        v = max(0.0, values[p.name] + d)
+        v = values[p.name] + d
+        if p.name in _FACTORS and v <= 0:
+            # A calibration is a factor > 0 (a profile with 0 is refused): the fit
+            # says nothing it can use, and the number is left as it is.
+            v = values[p.name]
+        v = max(0.0, v)
         after[p.name] = round(v, 3) if v < 10 else round(v, 1)
     before_fit = _estimates(fit)
     return ModelFit(
@@ -338,3 +359,5 @@ def to_toml(fits: Sequence[ModelFit], *, sources: Sequence[str] = ()) -> str:
 
 
 _FIELDS = {"calibration", "structured_calibration", "tool_prompt_tokens"}
+#: The fitted numbers that are factors, > 0 in every profile.
+_FACTORS = {"calibration", "structured_calibration"}

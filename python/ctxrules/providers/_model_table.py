@@ -57,6 +57,7 @@ from .gemini import (
     GEMINI_3_CONTENT_TOKENS,
     GEMINI_FUNCTION_PART_TOKENS,
     GEMINI_PDF_PAGE_TOKENS,
+    GEMINI_RESPONSE_SCHEMA_TEXT,
     GEMINI_RESPONSE_SCHEMA_TOKENS,
     GEMINI_SIGNATURE_OFFSET,
     GEMINI_SIGNATURE_SLOPE,
@@ -617,6 +618,7 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         # 2.5 Flash: python-genai issue #1129; the fit set's 2.5 requests agree).
         estimator={
             "function_part": GEMINI_FUNCTION_PART_TOKENS,
+            "response_schema_text": GEMINI_RESPONSE_SCHEMA_TEXT,
             "response_schema": GEMINI_RESPONSE_SCHEMA_TOKENS,
             "pdf_page": GEMINI_PDF_PAGE_TOKENS,
             "signature_slope": 0,
@@ -626,6 +628,7 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         basis={
             "tokenizer": "fit: o200k, no calibration (Gemma's vocabulary is not shipped)",
             "function_part": _FIT,
+            "response_schema_text": _FIT,
             "response_schema": _FIT,
             "pdf_page": "doc: Gemini tokens page (a document page is 258 tokens); the text "
             "extracted from it is flagged (document_text)",

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from ..errors import ValidationError
 from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .estimate import (
     EstimateFrame,
@@ -32,6 +33,7 @@ __all__ = [
     "GEMINI_3_CONTENT_TOKENS",
     "GEMINI_FUNCTION_PART_TOKENS",
     "GEMINI_PDF_PAGE_TOKENS",
+    "GEMINI_RESPONSE_SCHEMA_TEXT",
     "GEMINI_RESPONSE_SCHEMA_TOKENS",
     "GEMINI_SIGNATURE_OFFSET",
     "GEMINI_SIGNATURE_SLOPE",
@@ -149,10 +151,15 @@ GEMINI_3_CONTENT_TOKENS = 1.6
 #: Gemini 2.5 bills none (its profile's ``signature_slope`` is 0).
 GEMINI_SIGNATURE_SLOPE = 0.225
 GEMINI_SIGNATURE_OFFSET = 29.0
-#: Tokens a ``responseSchema`` adds beyond its JSON; 0: the schema is not billed as
-#: prompt at all.  Measured on the fit set: counting the schema put every request with
-#: one 34-137 % over its ``promptTokenCount``, and the least-squares fit of this
-#: number goes below zero; a validation request of 2 billed tokens carries a schema.
+#: Whether a ``responseSchema`` is billed as prompt: the profile's
+#: ``response_schema_text``, ``"none"`` (not billed) or ``"json"`` (its compact JSON
+#: plus ``response_schema`` tokens).  Measured on the fit set: counting the schema put
+#: every request with one 34-137 % over its ``promptTokenCount``, and the least-squares
+#: fit of the extra tokens goes below zero; a validation request of 2 billed tokens
+#: carries a schema.  The switch is a word, apart from the amount, so that a fit of the
+#: amount (``ctxrules calibrate``) cannot turn the schema's counting on.
+GEMINI_RESPONSE_SCHEMA_TEXT = "none"
+#: Tokens a counted ``responseSchema`` adds beyond its JSON.
 GEMINI_RESPONSE_SCHEMA_TOKENS = 0
 
 
@@ -278,6 +285,33 @@ def _response_schema(body: Mapping[str, Any]) -> Any:
     return None
 
 
+def _schema_unit(body: Mapping[str, Any], profile: ModelProfile) -> dict[str, Any] | None:
+    """The segment of the request's response schema where the profile counts it
+    (``response_schema_text`` is ``"json"``): its compact JSON and the profile's
+    ``response_schema`` tokens; ``None`` where there is none or it is not billed."""
+    schema = _response_schema(body)
+    if schema is None or not _schema_counted(profile):
+        return None
+    return {
+        "key_obj": {"responseSchema": schema},
+        "structured": [compact_json(schema)],
+        "framing": profile.rule("response_schema", GEMINI_RESPONSE_SCHEMA_TOKENS),
+    }
+
+
+def _schema_counted(profile: ModelProfile) -> bool:
+    """Whether the model bills a ``responseSchema`` as prompt (the profile's
+    ``response_schema_text``: ``"json"`` counts it, ``"none"`` does not)."""
+    how = profile.rule("response_schema_text", GEMINI_RESPONSE_SCHEMA_TEXT)
+    if how not in ("none", "json"):
+        raise ValidationError(
+            f"estimator rule 'response_schema_text' is {how!r}, not 'none' or 'json'",
+            where=str(profile.sources.get("estimator.response_schema_text", profile.model)),
+            hint="'none': a response schema is not billed; 'json': its compact JSON is",
+        )
+    return how == "json"
+
+
 def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
     """What the core estimates a Gemini request with (``estimate_frame``): the function
     declarations as one segment with the tool prompt, the profile's framing of function
@@ -301,6 +335,16 @@ def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFram
         if decls
         else []
     )
+    schema = _schema_unit(options.extra, profile)
+    if schema is not None:
+        units.append(
+            tool_unit(
+                schema["key_obj"],
+                structured=schema["structured"],
+                framing=schema["framing"],
+                tail=True,
+            )
+        )
     return estimate_frame(
         profile,
         wire="gemini",
@@ -350,14 +394,9 @@ def estimate_gemini(
             structured=declaration_texts(decls, profile),
             tool_prompt=profile.tool_prompt_tokens,
         )
-    schema = _response_schema(body)
-    if schema is not None and profile.rule("response_schema", GEMINI_RESPONSE_SCHEMA_TOKENS):
-        # Only where the profile says the schema is billed (see the constant).
-        u.add(
-            {"responseSchema": schema},
-            structured=[compact_json(schema)],
-            framing=profile.rule("response_schema", GEMINI_RESPONSE_SCHEMA_TOKENS),
-        )
+    schema = _schema_unit(body, profile)
+    if schema is not None:  # only where the profile says it is billed (see the constant)
+        u.add(schema["key_obj"], structured=schema["structured"], framing=schema["framing"])
     part_tokens = profile.rule("function_part", GEMINI_FUNCTION_PART_TOKENS)
     per_content = profile.rule("message", 0)
     slope = profile.rule("signature_slope", GEMINI_SIGNATURE_SLOPE)
