@@ -126,15 +126,20 @@ def test_a_bad_profile_is_refused_naming_the_entry(tmp_path: Path):
         read_profile(bad)
 
 
-def test_the_command_prints_the_errors_and_writes_the_profile(tmp_path: Path):
-    sources = [str(p) for p in files(kind="cassette-yaml", wire="openai-responses", split="fit")]
-    out = tmp_path / "p.toml"
-    run = subprocess.run(
-        [sys.executable, "-m", "ctxrules", "calibrate", *sources, "--out", str(out), "--json"],
+def _calibrate(*args: str) -> subprocess.CompletedProcess[str]:
+    """``ctxrules calibrate ARGS`` run as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "ctxrules", "calibrate", *args],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+def test_the_command_prints_the_errors_and_writes_the_profile(tmp_path: Path):
+    sources = [str(p) for p in files(kind="cassette-yaml", wire="openai-responses", split="fit")]
+    out = tmp_path / "p.toml"
+    run = _calibrate(*sources, "--out", str(out), "--json")
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     fitted = {m["model"]: m for m in report["models"]}
@@ -149,12 +154,7 @@ def test_the_command_prints_the_errors_and_writes_the_profile(tmp_path: Path):
     # A second run will not overwrite a file that is not a profile of ours.
     other = tmp_path / "notes.toml"
     other.write_text("mine\n", encoding="utf-8")
-    again = subprocess.run(
-        [sys.executable, "-m", "ctxrules", "calibrate", *sources, "--out", str(other)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = _calibrate(*sources, "--out", str(other))
     assert again.returncode != 0 and other.read_text() == "mine\n"
 
 
@@ -205,12 +205,7 @@ def test_the_command_prints_each_gemini_models_errors_and_writes_a_loadable_prof
     fit = [str(p) for p in files(kind=kinds, wire="gemini", split="fit")]
     held = [str(p) for p in files(kind=kinds, wire="gemini", split="validation")]
     out = tmp_path / "gemini.toml"
-    run = subprocess.run(
-        [sys.executable, "-m", "ctxrules", "calibrate", *fit, "--validate", *held],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    run = _calibrate(*fit, "--validate", *held)
     assert run.returncode == 0, run.stderr
     blocks = run.stdout.split("\ngemini:")[1:]
     models = {b.split()[0]: b for b in blocks}
@@ -231,12 +226,7 @@ def test_the_command_prints_each_gemini_models_errors_and_writes_a_loadable_prof
     before, after = (float(side.split("/")[1]) for side in fit_line.split(":", 1)[1].split("->"))
     assert after <= before
     # The profile written is loaded.
-    again = subprocess.run(
-        [sys.executable, "-m", "ctxrules", "calibrate", *fit, "--out", str(out), "--json"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    again = _calibrate(*fit, "--out", str(out), "--json")
     assert again.returncode == 0, again.stderr
     entries = {e.pattern: e for e in read_profile(out)}
     entry = entries["gemini:gemini-3.5-flash"]

@@ -21,6 +21,7 @@ from .estimate import (
     SegmentBuilder,
     compact_json,
     estimate_frame,
+    format_unit,
     spaced_json,
     strip_cache_control,
     tool_unit,
@@ -354,12 +355,7 @@ def anthropic_frame(options: RequestOptions, profile: ModelProfile) -> EstimateF
     ]
     fmt = _output_format(options.extra)
     if fmt is not None:
-        out = _output_unit(fmt, profile)
-        units.append(
-            tool_unit(
-                out["key_obj"], structured=out["structured"], framing=out["framing"], tail=True
-            )
-        )
+        units.append(format_unit(_output_unit(fmt, profile)))
     marker = options.extra.get("cache_control")
     return estimate_frame(
         profile,

@@ -72,6 +72,7 @@ __all__ = [
     "estimate_counts",
     "estimate_frame",
     "estimate_generic",
+    "format_unit",
     "prompt_estimate",
     "spaced_json",
     "strip_cache_control",
@@ -389,6 +390,17 @@ def tool_unit(
         "framing": framing,
         "tail": tail,
     }
+
+
+def format_unit(segment: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``tail`` unit of a structured-output format, from the segment the
+    specification adds for it (``key_obj``, ``structured`` texts, ``framing``)."""
+    return tool_unit(
+        segment["key_obj"],
+        structured=segment["structured"],
+        framing=segment["framing"],
+        tail=True,
+    )
 
 
 def estimate_frame(

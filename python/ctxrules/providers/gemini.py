@@ -23,6 +23,7 @@ from .estimate import (
     SegmentBuilder,
     compact_json,
     estimate_frame,
+    format_unit,
     tool_unit,
     wire_tools,
 )
@@ -337,14 +338,7 @@ def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFram
     )
     schema = _schema_unit(options.extra, profile)
     if schema is not None:
-        units.append(
-            tool_unit(
-                schema["key_obj"],
-                structured=schema["structured"],
-                framing=schema["framing"],
-                tail=True,
-            )
-        )
+        units.append(format_unit(schema))
     return estimate_frame(
         profile,
         wire="gemini",

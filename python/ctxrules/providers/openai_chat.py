@@ -23,6 +23,7 @@ from .estimate import (
     SegmentBuilder,
     compact_json,
     estimate_frame,
+    format_unit,
     tool_unit,
     wire_tools,
     without_key,
@@ -308,14 +309,7 @@ def openai_frame(
     units = [tool_unit({"tools": tools}, structured=texts, tool_prompt=prompt)] if texts else []
     schema = _schema_unit(output_format, profile)
     if schema is not None:
-        units.append(
-            tool_unit(
-                schema["key_obj"],
-                structured=schema["structured"],
-                framing=schema["framing"],
-                tail=True,
-            )
-        )
+        units.append(format_unit(schema))
     return estimate_frame(
         profile,
         wire=wire,
