@@ -7,6 +7,11 @@ so each one's effect on every request is measured by estimating again with that
 number nudged (no rule is written a second time here), and the changes are found by
 least squares on the relative errors, pulled towards the current values (a ridge) so
 that few requests cannot move a constant they say little about.
+
+Only amounts are fitted, never a rule's on/off word (Gemini's ``response_schema_text``,
+``thinking``, …): a number whose 0 meant "not counted" would make the estimate jump at
+the first nudge, and the fit would switch the rule on (``tests/calibration`` checks that
+every fitted number moves the estimate in proportion on the corpus).
 """
 
 from __future__ import annotations
