@@ -252,3 +252,35 @@ def test_every_fitted_number_moves_the_estimate_linearly(wire: str):
             ]
             # Estimates are whole tokens: a step's effect may differ by rounding alone.
             assert abs((at[2] - at[1]) - (at[1] - at[0])) <= 2, (p.name, o.source, o.index, at)
+
+
+def test_calibrate_finds_gemini_3s_per_content_framing_again():
+    """Gemini 3 requests whose bill follows the estimator with 4 tokens a content (the
+    built-in profile says 1.6), each with a response schema the model does not bill:
+    the fit finds 4 and leaves the schema uncounted."""
+    provider = get_provider("gemini")
+    base = resolve_model("gemini:gemini-3-flash-preview")
+    truth = msgspec.structs.replace(base, estimator={**base.estimator, "message": 4})
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    obs = []
+    for i in range(12):
+        contents = [
+            {"role": "user" if k % 2 == 0 else "model", "parts": [{"text": f"turn {k} " * (i + 1)}]}
+            for k in range(2 * (i % 5) + 1)
+        ]
+        body = {"contents": contents, "generationConfig": {"responseSchema": schema}}
+        obs.append(
+            Observation(
+                source=f"s{i % 3}",
+                index=i,
+                wire="gemini",
+                model="gemini-3-flash-preview",
+                body=body,
+                usage=Usage(input_tokens=provider.estimate_prompt(body, truth).input_tokens),
+                own_model=True,
+            )
+        )
+    (fit,) = calibrate(obs[:9], obs[9:])
+    assert fit.before["message"] == 1.6 and abs(fit.after["message"] - 4) < 0.5
+    assert "response_schema" not in fit.after
+    assert fit.validation_after["p90"] < 0.02 < fit.validation_before["p90"]
