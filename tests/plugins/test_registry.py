@@ -496,3 +496,29 @@ def test_a_builtin_loaded_late_still_comes_before_third_party_plugins(plugin_sit
     plugins.registry("tokenizers")  # loads the third-party plugin, not the importers
     names = plugins.registry("importers").names()
     assert names[-1] == "zz" and names[0] != "zz"
+
+
+def test_a_lookup_by_type_refuses_every_time_and_answers_what_is_registered():
+    from ctxrules.context_sources import ContextSource
+
+    class Source:
+        name = "good"
+
+        def collect(self, request):
+            return None
+
+    good, other = Source(), Source()
+    reg = plugins.Registry(
+        "context_sources",
+        items={"good": good, "bad": object()},
+        origin={"good": "p", "bad": "q"},
+    )
+    for _ in range(3):  # the check is kept for what passed it, never for what failed
+        assert reg.get("good", ContextSource) is good
+        with pytest.raises(PluginError, match=r"context source 'bad' is a object, not a"):
+            reg.get("bad", ContextSource)
+    reg.items["good"] = other  # (registries are built once; a new object is checked)
+    assert reg.get("good", ContextSource) is other
+    reg.items["good"] = object()
+    with pytest.raises(PluginError, match="not a"):
+        reg.get("good", ContextSource)

@@ -126,7 +126,15 @@ class Registry:
                 hint=f"known: {known}; install the plugin that provides it "
                 f"or check {ENV_ALLOW_LIST}",
             ) from None
-        if expected is not None and not isinstance(obj, expected):
+        if expected is None:
+            return obj
+        # Checked once per name and type: an ``isinstance`` against a runtime-checkable
+        # Protocol walks its members (a session's context sources are looked up on its
+        # first request); a registered object does not change what it is.
+        checked: dict[tuple[str, type], Any] = self.memo.setdefault("checked", {})
+        if checked.get((name, expected)) is obj:
+            return obj
+        if not isinstance(obj, expected):
             raise PluginError(
                 f"{what} {name!r} is a {type(obj).__name__}, not a "
                 f"{expected.__module__}.{expected.__qualname__}",
@@ -134,6 +142,7 @@ class Registry:
                 hint=f"register objects that follow {expected.__qualname__} "
                 f"through {KINDS[self.kind]}",
             )
+        checked[(name, expected)] = obj
         return obj
 
     def names(self) -> list[str]:
