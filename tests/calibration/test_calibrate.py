@@ -13,7 +13,7 @@ import pytest
 from tests.corpus import CORPUS, files
 
 from ctxrules.calibration import calibrate, estimate_observation, read_observations, to_toml
-from ctxrules.calibration.fit import PARAMETERS, _with
+from ctxrules.calibration.fit import MIN_REQUESTS_PER_NUMBER, PARAMETERS, _value, _with
 from ctxrules.calibration.observe import Observation
 from ctxrules.errors import ValidationError
 from ctxrules.plugins import reset
@@ -284,3 +284,49 @@ def test_calibrate_finds_gemini_3s_per_content_framing_again():
     assert fit.before["message"] == 1.6 and abs(fit.after["message"] - 4) < 0.5
     assert "response_schema" not in fit.after
     assert fit.validation_after["p90"] < 0.02 < fit.validation_before["p90"]
+
+
+def test_a_model_with_few_requests_keeps_its_constants_and_says_why():
+    """Three requests cannot support a fit: every number stays the profile's, and the
+    fit names each one with the count that fell short."""
+    obs = _synthetic(60.0)
+    (fit,) = calibrate(obs[:3], obs[9:])
+    assert fit.after == {}
+    assert fit.kept["tool_block"] == 3 and fit.before["tool_block"] == 33
+    assert fit.profile.rule("tool_block") == 33
+    assert fit.validation_after == fit.validation_before
+
+
+def test_a_model_with_enough_requests_still_fits_and_keeps_only_what_they_do_not_support():
+    obs = _synthetic(60.0)
+    (fit,) = calibrate(obs[:9], obs[9:])
+    assert "tool_block" in fit.after and "tool_block" not in fit.kept
+    # Nine requests support two numbers: the others they all exercise are kept.
+    assert len(fit.after) == 9 // MIN_REQUESTS_PER_NUMBER
+    params = {p.name: p for p in PARAMETERS["anthropic"]}
+    assert fit.kept and all(_value(fit.profile, params[k]) == fit.before[k] for k in fit.kept)
+
+
+def test_no_fit_of_the_corpus_has_more_numbers_than_its_requests_support():
+    kinds = ("cassette-yaml", "httprr")
+    obs = [o for o in read_observations(files(kind=kinds, split="fit")) if o.own_model]
+    for fit in calibrate(obs, []):
+        assert len(fit.after) * MIN_REQUESTS_PER_NUMBER <= fit.fit_requests, fit.model
+        assert not set(fit.after) & set(fit.kept), fit.model
+
+
+def test_the_command_says_which_numbers_it_kept_and_why():
+    """gpt-4.1-nano has three Chat calls in the fit set: the report keeps its numbers,
+    saying on how few requests."""
+    sources = [str(p) for p in files(kind="cassette-yaml", wire="openai-chat", split="fit")]
+    run = _calibrate(*sources)
+    assert run.returncode == 0, run.stderr
+    block = run.stdout.split("\nopenai-chat:gpt-4.1-nano ")[1].split("\n\n")[0]
+    assert "(3 fitted," in block
+    numbers = [
+        line
+        for line in block.splitlines()[1:]
+        if not line.strip().startswith(("fit:", "validation:"))
+    ]
+    assert numbers and all("(kept: only " in line and "->" not in line for line in numbers), block
+    assert "  calibration: " in block and "(kept: only 3 requests)" in block

@@ -64,6 +64,7 @@ def _fit_json(f: ModelFit) -> dict[str, object]:
         "validation_requests": f.validation_requests,
         "before": f.before,
         "after": f.after,
+        "kept": f.kept,
         "fit_errors": {"before": f.fit_before, "after": f.fit_after},
         "validation_errors": {"before": f.validation_before, "after": f.validation_after},
     }
@@ -95,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
                 )
                 for k, v in f.after.items():
                     w(f"  {k}: {f.before[k]:g} -> {v:g}\n")
+                for k, n in f.kept.items():
+                    w(f"  {k}: {f.before[k]:g} (kept: only {n} requests)\n")
                 w(f"  fit:        {_pct(f.fit_before)}  ->  {_pct(f.fit_after)}\n")
                 w(f"  validation: {_pct(f.validation_before)}  ->  {_pct(f.validation_after)}\n")
             if not fits:
