@@ -34,7 +34,7 @@ import msgspec
 
 from .commit import Pipeline, derive_commit, is_boundary, make_commit
 from .config import PipelineConfig, find_config
-from .errors import DagError, RenderError
+from .errors import DagError, RenderError, ValidationError
 from .model import ContextCommit, Node
 from .plugins import registry
 from .providers import Provider, RenderedRequest, Usage, get_provider
@@ -42,7 +42,7 @@ from .providers.base import NativeForm
 from .render import RenderDefaults, explain, render_context, render_sessions, session_defaults
 from .render.native import native_form, replays_recording, with_native
 from .situation import commit_situation
-from .store import CommitStore
+from .store import CommitStore, SessionInfo
 
 __all__ = [
     "Request",
@@ -278,8 +278,9 @@ class _Recorded:
         used_tools: list[str] | None = None,
         models: dict[str, str | None] | None = None,
         reuse: dict[str, Any] | None = None,
+        info: SessionInfo | None = None,
     ) -> None:
-        info = store.get_session(session)
+        info = info if info is not None else store.get_session(session)
         self.store = store
         self.session = info.id
         self.metadata = info.metadata
@@ -373,6 +374,7 @@ def render_defaults(
     used_tools: list[str] | None = None,
     models: dict[str, str | None] | None = None,
     reuse: dict[str, Any] | None = None,
+    session_info: SessionInfo | None = None,
     **overrides: Any,
 ) -> RenderDefaults:
     """The render options of ``request`` (``ctxrules.render.session_defaults``).
@@ -387,11 +389,19 @@ def render_defaults(
     about the nodes added since; ``reuse``, a dict such a caller keeps per session
     too, holds the last ``session_defaults`` answer with its inputs (the session's
     metadata, the tools called, the answer's model, the overrides), given again while
-    they compare equal: treat the result as read-only then.  ``overrides`` are the options of
+    they compare equal: treat the result as read-only then.  ``session_info`` is the
+    session's row when the caller has just read it (the turn engine reads it once per
+    step), instead of reading it again; it must be ``request.session_id``'s.  ``overrides`` are the options of
     ``session_defaults`` (model, system, tools, max_tokens, extra) and take precedence.
     What ``render`` / ``explain`` / the CLI send for a stored session.
     """
-    recorded = _Recorded(store, request.session_id, used_tools, models, reuse)
+    if session_info is not None and session_info.id != request.session_id:
+        raise ValidationError(
+            f"session_info is session {session_info.id!r}'s, not the request's",
+            where=f"session {request.session_id}",
+            hint="pass the row of the request's session (store.get_session), or none",
+        )
+    recorded = _Recorded(store, request.session_id, used_tools, models, reuse, session_info)
     return recorded.defaults(request, provider, **overrides)
 
 

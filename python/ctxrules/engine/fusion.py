@@ -47,7 +47,7 @@ class UsageFusion:
     #: how many nodes back (``_last_measurement``).
     _walks: dict[str, tuple[tuple[Node, int] | None, int]]
 
-    def _defaults(self, request: Any) -> tuple[str, dict[str, Any]]:
+    def _defaults(self, request: Any, info: Any) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
     def _count(self, what: str) -> None:
@@ -71,7 +71,7 @@ class UsageFusion:
             self._count("fusion_renders")
             request = request_for(self.store, session, answer.id, config=self.pipeline)
             info = self.store.get_session(session)
-            model, options = self._defaults(request)
+            model, options = self._defaults(request, info)
             rendered = render(
                 request.commit,
                 self.provider,

@@ -67,20 +67,37 @@ def setup_of(provider: str, rendered: RenderedRequest, system: SystemPrompt) -> 
 
 
 def remember_setup(
-    store: CommitStore, session: str, provider: str, rendered: RenderedRequest, system: SystemPrompt
+    store: CommitStore,
+    session: str,
+    provider: str,
+    rendered: RenderedRequest,
+    system: SystemPrompt,
+    *,
+    metadata: Mapping[str, Any] | None = None,
 ) -> None:
     """Write the request's setup into ``session``'s metadata where it changed — unless the
-    session's setup is a recording's (see the module docstring)."""
-    if not engine_made(store.get_session(session).metadata):
+    session's setup is a recording's (see the module docstring).  ``metadata``: the
+    session's metadata as the caller just read it (the engine reads the session once per
+    step); by default it is read here."""
+    if metadata is None:
+        metadata = store.get_session(session).metadata
+    if not engine_made(metadata):
         return  # a recording's setup: nothing to read out of the body
-    remember(store, session, setup_of(provider, rendered, system))
+    remember(store, session, setup_of(provider, rendered, system), metadata=metadata)
 
 
-def remember(store: CommitStore, session: str, setup: Mapping[str, Any]) -> None:
+def remember(
+    store: CommitStore,
+    session: str,
+    setup: Mapping[str, Any],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
     """Write ``setup`` (``provider``, ``model``, ``system``, ``tools``, ``params``: those
     known) into ``session``'s metadata where it changed, marked as ctxrules' own —
-    unless the session's setup is a recording's."""
-    metadata = store.get_session(session).metadata
+    unless the session's setup is a recording's.  ``metadata`` as in ``remember_setup``."""
+    if metadata is None:
+        metadata = store.get_session(session).metadata
     if not engine_made(metadata):
         return
     patch = {k: v for k, v in {**setup, RECORDED_BY: ENGINE}.items() if metadata.get(k) != v}

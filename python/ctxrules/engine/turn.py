@@ -81,7 +81,7 @@ from ..render import (
 from ..requests import Request, render_defaults, session_tool_names
 from ..ruleapi.cache import CachePricing
 from ..situation import commit_situation
-from ..store import CommitStore
+from ..store import CommitStore, SessionInfo
 from .aio import AsyncTwins
 from .budget import budget, output_reserve
 from .calls import append_results, settle
@@ -122,6 +122,8 @@ class _Composed(msgspec.Struct, frozen=True, kw_only=True):
     estimate: int
     system_tokens: int
     tool_tokens: int
+    #: The session row the request was composed from (read once per step).
+    session: SessionInfo
 
 
 class _Layer(msgspec.Struct, frozen=True, kw_only=True):
@@ -247,13 +249,15 @@ class Engine(UsageFusion, AsyncTwins):
         if user_input is not None:
             node, refs = self._append_user(info.id, user_input, now)
             appended.append(node.id)
-        head = self.store.get_session(session).head
+        if appended:  # HEAD moved: the row is read again, once, for the rest of the step
+            info = self.store.get_session(session)
+        head = info.head
         if head is None:
             raise DagError(
                 f"session {session!r} is empty: there is nothing to send",
                 hint="pass the user's message as user_input",
             )
-        composed = self._compose(session, head, now)
+        composed = self._compose(session, head, now, info)
         if not user_input and not results:
             last = next(
                 (it for it in reversed(composed.commit.items) if it.state != "summarized"), None
@@ -428,7 +432,7 @@ class Engine(UsageFusion, AsyncTwins):
         at = head if head is not None else info.head
         if at is None:
             raise DagError(f"session {session!r} is empty", hint="import or append something first")
-        composed = self._compose(session, at, now)
+        composed = self._compose(session, at, now, info)
         profile = composed.profile
         measured = self._measured_at(session, at, composed.rendered.model)
         if measured is not None:
@@ -577,9 +581,10 @@ class Engine(UsageFusion, AsyncTwins):
         collected afresh (a compaction is a new start) and the request carries the
         commit at the new HEAD."""
         self.sources.refresh(prep.session_id)
-        head = self.store.get_session(prep.session_id).head
+        info = self.store.get_session(prep.session_id)  # after the compaction's writes
+        head = info.head
         assert head is not None  # a compaction appended its nodes
-        composed = self._compose(prep.session_id, head, now)
+        composed = self._compose(prep.session_id, head, now, info)
         return self._prep(
             prep.session_id,
             head,
@@ -657,13 +662,13 @@ class Engine(UsageFusion, AsyncTwins):
             situation=situation,
         )
 
-    def _defaults(self, request: Request) -> tuple[str, dict[str, Any]]:
+    def _defaults(self, request: Request, info: SessionInfo) -> tuple[str, dict[str, Any]]:
         """The model and render options of a request of the session: the configuration's,
         else what the session recorded (``render_defaults``, the one choice the CLI and
         replay make too): its model when it belongs to the provider (and we can count
         it), its tool declarations (or the tools it called), its parameters."""
         cfg = self.config
-        own = self._own(request.session_id)
+        own = self._own(request.session_id, info.metadata)
         chosen = render_defaults(
             self.store,
             request,
@@ -671,6 +676,7 @@ class Engine(UsageFusion, AsyncTwins):
             used_tools=self._tool_names(request.session_id),
             models=self._models.setdefault(request.session_id, {}),
             reuse=self._reuse.setdefault(request.session_id, {}),
+            session_info=info,
             model=cfg.model,
             tools=list(cfg.tools) or None,
             max_tokens=cfg.max_tokens,
@@ -691,10 +697,9 @@ class Engine(UsageFusion, AsyncTwins):
         self._chosen[request.session_id] = (chosen, cfg, model, dict(options))
         return model, options
 
-    def _own(self, session: str) -> bool:
-        """``engine_made`` of the session's metadata, read again only when the metadata
-        changed (a store replaces it on every update)."""
-        metadata = self.store.get_session(session).metadata
+    def _own(self, session: str, metadata: Mapping[str, Any]) -> bool:
+        """``engine_made`` of the session's ``metadata`` (as the step read it), worked out
+        again only when the metadata changed (a store replaces it on every update)."""
         last = self._owned.get(session)
         if last is not None and last[0] == metadata:
             return last[1]
@@ -718,12 +723,19 @@ class Engine(UsageFusion, AsyncTwins):
         self._called[session] = (names, seq)
         return sorted(names)
 
-    def _compose(self, session: str, head: str, now: float) -> _Composed:
-        info = self.store.get_session(session)
+    def _compose(
+        self, session: str, head: str, now: float, info: SessionInfo | None = None
+    ) -> _Composed:
+        """The request at ``head``.  ``info``: the session row as the step read it (after
+        its own writes); by default it is read here.  Every part of the step that only
+        reads the row uses this one: the row is never kept from one step to the next,
+        as another writer may change it in between."""
+        if info is None:
+            info = self.store.get_session(session)
         commit = make_commit(session, head, now=now, store=self.store, config=self.pipeline)
         system = self._system(session, commit, info.metadata, now)
         layer = self._layer(
-            Request(session_id=session, commit=commit, situation="", sent_at=now), system
+            Request(session_id=session, commit=commit, situation="", sent_at=now), system, info
         )
         rendered = self.provider.render(
             commit, layer.request, estimate=True, renderer=self._renderer(session)
@@ -740,14 +752,15 @@ class Engine(UsageFusion, AsyncTwins):
             estimate=estimate,
             system_tokens=min(layer.system_tokens, estimate),
             tool_tokens=min(layer.tool_tokens, max(0, estimate - layer.system_tokens)),
+            session=info,
         )
 
-    def _layer(self, request: Request, system: SystemPrompt) -> _Layer:
+    def _layer(self, request: Request, system: SystemPrompt, info: SessionInfo) -> _Layer:
         """The render options, tools, model profile and header estimates of ``request``
         with ``system``: those of the session's previous request while what they are
         made of compares equal (the configuration, the provider, the model and its
         profile, the render defaults, the system prompt), else made now."""
-        model, options = self._defaults(request)
+        model, options = self._defaults(request, info)
         profile = self.provider.model_profile(model)  # the registry's: a new one if reset
         texts = system.texts()
         key = (self.config, self.provider, model, profile, options, texts, system.situation)
@@ -806,9 +819,17 @@ class Engine(UsageFusion, AsyncTwins):
         attempt: int,
         compaction: CompactResult | None = None,
     ) -> TurnPrep:
-        if self._own(session):  # a recording's setup stays the recording's
+        # The row the request was composed from: nothing of the step wrote the session
+        # since (the commit is stored apart from it).
+        metadata = composed.session.metadata
+        if self._own(session, metadata):  # a recording's setup stays the recording's
             remember_setup(
-                self.store, session, self.provider.name, composed.rendered, composed.system
+                self.store,
+                session,
+                self.provider.name,
+                composed.rendered,
+                composed.system,
+                metadata=metadata,
             )
         tokens = self._fuse(session, head, composed.estimate)
         with self._kept:

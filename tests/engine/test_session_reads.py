@@ -1,0 +1,111 @@
+"""A turn reads the session row once per step: ``prepare`` reads it when it starts,
+once more after its own appends (HEAD moved), and the commit's plan once; ``record``
+not at all.  The row is never kept from one turn to the next: another writer may
+change it in between, and the next turn sees the change.
+
+The counter is ``tests/counting.py``'s, on the store's ``get_session``; the store is
+SQLite, the engine's default, with a second connection as the other writer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.counting import count_calls
+
+from ctxrules.commit import Pipeline
+from ctxrules.config import PipelineConfig
+from ctxrules.context_sources import SourcesConfig
+from ctxrules.engine import Engine, EngineConfig, ToolResult
+from ctxrules.errors import ValidationError
+from ctxrules.model import ToolSpec
+from ctxrules.requests import render_defaults, request_for
+from ctxrules.store import open_store
+
+CONFIG = EngineConfig(
+    provider="anthropic",
+    model="claude-sonnet-4-5",
+    system="You are a coding agent.",
+    tools=(ToolSpec(name="Read", description="read a file"),),
+    sources=SourcesConfig(git_status=False, instruction_files=False, date=False),
+)
+PIPELINE = Pipeline.from_config(PipelineConfig.preset("default"))
+
+
+def _answer(i: int, prompt: int, *, call: bool = True) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": f"Step {i}."}]
+    if call:
+        content.append({"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"p": i}})
+    return {
+        "id": f"m{i}",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5",
+        "content": content,
+        "stop_reason": "tool_use" if call else "end_turn",
+        "usage": {"input_tokens": prompt, "output_tokens": 9},
+    }
+
+
+@pytest.fixture
+def grown(tmp_path):
+    """A SQLite session the engine served for a few turns (its setup remembered)."""
+    store = open_store(tmp_path / "store")
+    sid = store.create_session().id
+    engine = Engine(store, CONFIG, pipeline=PIPELINE)
+    prep = engine.prepare(sid, "read the modules", now=1e9)
+    engine.record(prep, _answer(0, prep.tokens.estimate), now=1e9 + 1)
+    for i in range(1, 4):
+        prep = engine.prepare(
+            sid, tool_results=[ToolResult(f"r{i - 1}", "x\n" * 50)], now=1e9 + 2 * i
+        )
+        engine.record(prep, _answer(i, prep.tokens.estimate), now=1e9 + 2 * i + 1)
+    yield store, engine, sid
+    store.close()
+
+
+@pytest.mark.parametrize("way", ["tool results", "user input"])
+def test_a_turn_reads_the_session_row_three_times(grown, monkeypatch, way):
+    store, engine, sid = grown
+    reads = count_calls(monkeypatch, store, "get_session")
+    if way == "tool results":
+        prep = engine.prepare(sid, tool_results=[ToolResult("r3", "y\n" * 50)], now=2e9)
+    else:  # the call answered, the model's last word, then the user's next message
+        prep = engine.prepare(sid, tool_results=[ToolResult("r3", "y\n" * 50)], now=2e9)
+        engine.record(prep, _answer(8, prep.tokens.estimate, call=False), now=2e9 + 1)
+        reads.n = 0
+        prep = engine.prepare(sid, "now summarise what you read", now=2e9 + 2)
+    # The start, after the appends, the commit's plan: nothing else reads it again.
+    assert reads.n == 3
+    reads.n = 0
+    engine.record(prep, _answer(9, prep.tokens.estimate), now=2e9 + 1)
+    assert reads.n == 0
+
+
+def test_another_writers_change_is_seen_by_the_next_turn(grown, tmp_path):
+    """The engine's setup record is written from the row the turn read: a model another
+    writer put there between two turns is seen and written back to the engine's."""
+    store, engine, sid = grown
+    assert store.get_session(sid).metadata["model"] == "claude-sonnet-4-5"
+    other = open_store(tmp_path / "store")
+    try:
+        other.update_metadata(sid, {"model": "written-by-another-process"})
+    finally:
+        other.close()
+    engine.prepare(sid, tool_results=[ToolResult("r3", "z\n" * 50)], now=3e9)
+    assert store.get_session(sid).metadata["model"] == "claude-sonnet-4-5"
+
+
+def test_render_defaults_takes_the_row_it_is_given_and_refuses_another_sessions(grown, monkeypatch):
+    store, _engine, sid = grown
+    info = store.get_session(sid)
+    assert info.head is not None
+    request = request_for(store, sid, info.head, config=PIPELINE)  # the last answer's
+    reads = count_calls(monkeypatch, store, "get_session")
+    given = render_defaults(store, request, "anthropic", session_info=info)
+    assert reads.n == 0
+    assert given == render_defaults(store, request, "anthropic")
+    elsewhere = store.create_session()
+    with pytest.raises(ValidationError, match="not the request's"):
+        render_defaults(store, request, "anthropic", session_info=elsewhere)
