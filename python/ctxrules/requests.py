@@ -391,7 +391,8 @@ def render_defaults(
     metadata, the tools called, the answer's model, the overrides), given again while
     they compare equal: treat the result as read-only then.  ``session_info`` is the
     session's row when the caller has just read it (the turn engine reads it once per
-    step), instead of reading it again; it must be ``request.session_id``'s.  ``overrides`` are the options of
+    step), instead of reading it again; it must be ``request.session_id``'s
+    (``ValidationError`` otherwise).  ``overrides`` are the options of
     ``session_defaults`` (model, system, tools, max_tokens, extra) and take precedence.
     What ``render`` / ``explain`` / the CLI send for a stored session.
     """
