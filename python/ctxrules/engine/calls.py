@@ -64,11 +64,12 @@ def settle(
     they leave unanswered are refused (``UnansweredToolCallsError``) or answered with
     ``config.not_run_result`` (see the module docstring).  Nothing is stored here.
     """
-    waiting = waiting_calls(store, session, head)
+    # One read of HEAD's calls and results serves both the waiting list and the checks.
+    calls, answered = _calls(store, session, head) if head is not None else ([], set())
+    waiting = [c for c in calls if c.id not in answered]
     ids = [r.tool_use_id for r in results]
     if results:
         assert head is not None
-        calls, answered = _calls(store, session, head)
         known = {c.id for c in calls}
         for r in results:
             if r.tool_use_id not in known:
