@@ -24,7 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CORPUS", "ESTIMATE_MISSES", "FIRST", "entries", "files", "manifest"]
+__all__ = ["CORPUS", "ESTIMATE_MISSES", "FIRST", "RERENDER_MISSES", "entries", "files", "manifest"]
 
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 
@@ -89,4 +89,15 @@ ESTIMATE_MISSES = {
     "test_multiple_parallel_tool_calls.yaml": "recorded under Haiku 4.5's earlier tool-use "
     "prompt: 277 of its 423 billed tokens are overhead (~264 then); the tool-use page now "
     "gives 496 and the 30 later Haiku 4.5 requests of the fit set fit 487 (+52 % here)",
+}
+
+#: Interactions (``file#i``) whose re-rendered request differs from the recorded one by
+#: more than the estimate's error: the recorded body itself is within target, the
+#: request ``render --explain`` rebuilds is not (the tests that hold re-rendered
+#: estimates to their targets mark them strictly, as ``ESTIMATE_MISSES``).
+RERENDER_MISSES = {
+    "test_google_instructions_only_with_tool_calls.yaml#0": "the recorded request's only "
+    "content is an empty text part, which the importer does not keep: the re-rendered "
+    "request opens with the placeholder user turn instead (7 tokens the recorded body "
+    "does not hold: 91 vs 83 billed; the recorded body is estimated at 84)",
 }

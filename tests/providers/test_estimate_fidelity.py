@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from tests.corpus import ESTIMATE_MISSES
+from tests.corpus import ESTIMATE_MISSES, RERENDER_MISSES
 
 from ctxrules.config import PipelineConfig
 from ctxrules.importers import import_paths
@@ -38,16 +38,6 @@ def _billed(kind: str, response: dict) -> int:
     usage = get_provider(kind).parse_usage(response)
     assert usage is not None and usage.prompt_tokens > 0
     return usage.prompt_tokens
-
-
-#: Interactions whose re-rendered request differs from the recorded one by more than
-#: the estimate's error (the recorded body itself is within target: the next test).
-RERENDER_MISSES = {
-    "test_google_instructions_only_with_tool_calls.yaml#0": "the recorded request's only "
-    "content is an empty text part, which the importer does not keep: the re-rendered "
-    "request opens with the placeholder user turn instead (7 tokens the recorded body "
-    "does not hold: 91 vs 83 billed; the recorded body is estimated at 84)",
-}
 
 
 @pytest.mark.parametrize(
