@@ -14,20 +14,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from tests.engine.scripted import CONFIG  # the scripted agent's configuration
 
 from bench_commit import PIPELINE, SIZES, _session, _skip_large
-from ctxrules.context_sources import SourcesConfig
-from ctxrules.engine import Engine, EngineConfig, ToolResult
-from ctxrules.model import ToolSpec
+from ctxrules.engine import Engine, ToolResult
 
 _ids = itertools.count()
-CONFIG = EngineConfig(
-    provider="anthropic",
-    model="claude-sonnet-4-5",
-    system="You are a coding agent.",
-    tools=(ToolSpec(name="Read", description="read a file"),),
-    sources=SourcesConfig(git_status=False, instruction_files=False, date=False),
-)
 
 
 def _answer(i: int, *, call: bool, prompt: int) -> dict:

@@ -16,42 +16,19 @@ from typing import Any
 import msgspec
 import pytest
 from tests.corpus import FIRST
+from tests.engine.scripted import CONFIG, answer
 
 from ctxrules.batch import ReplayOptions
 from ctxrules.batch import session as replay
 from ctxrules.batch.requests import session_data
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
-from ctxrules.context_sources import SourcesConfig
-from ctxrules.engine import Engine, EngineConfig, ToolResult
+from ctxrules.engine import Engine, ToolResult
 from ctxrules.importers import import_paths
-from ctxrules.model import ContextCommit, ContextItem, ToolSpec
+from ctxrules.model import ContextCommit, ContextItem
 from ctxrules.providers.estimate import estimate_counts
 from ctxrules.render import render
 from ctxrules.store import MemoryStore, open_store
-
-CONFIG = EngineConfig(
-    provider="anthropic",
-    model="claude-sonnet-4-5",
-    system="You are a coding agent.",
-    tools=(ToolSpec(name="Read", description="read a file"),),
-    sources=SourcesConfig(git_status=False, instruction_files=False, date=False),
-)
-
-
-def _answer(i: int, prompt: int, *, call: bool) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": f"Step {i}."}]
-    if call:
-        content.append({"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"p": i}})
-    return {
-        "id": f"m{i}",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": content,
-        "stop_reason": "tool_use" if call else "end_turn",
-        "usage": {"input_tokens": prompt, "output_tokens": 9},
-    }
 
 
 def _delta(before: dict[str, int]) -> dict[str, int]:
@@ -65,12 +42,12 @@ def test_a_live_session_estimates_each_prepared_request_once():
     engine = Engine(store, CONFIG, pipeline=Pipeline.from_config(PipelineConfig.preset("default")))
     before = estimate_counts()
     prep = engine.prepare(sid, "read the modules", now=1e9)
-    engine.record(prep, _answer(0, prep.tokens.estimate, call=True), now=1e9 + 1)
+    engine.record(prep, answer(0, prep.tokens.estimate, call=True), now=1e9 + 1)
     preps = [prep]
     for i in range(1, 8):
         results = [ToolResult(f"r{i - 1}", f"module {i}\n" * 40)]
         prep = engine.prepare(sid, tool_results=results, now=1e9 + 2 * i)
-        engine.record(prep, _answer(i, prep.tokens.fused, call=i < 7), now=1e9 + 2 * i + 1)
+        engine.record(prep, answer(i, prep.tokens.fused, call=i < 7), now=1e9 + 2 * i + 1)
         preps.append(prep)
     made = _delta(before)
     # One estimate per prepared request, made by the core with its body.

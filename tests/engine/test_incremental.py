@@ -10,7 +10,7 @@ estimate); the renderer's counters say how much was copied.
 from __future__ import annotations
 
 import pytest
-from tests.engine.test_estimate_once import CONFIG, _answer
+from tests.engine.scripted import CONFIG, answer
 
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
@@ -49,12 +49,12 @@ def test_each_prepared_request_is_its_full_render_made_from_the_last(monkeypatch
     sessions = [store.create_session().id for _ in range(2)]
     for sid in sessions:
         prep = engine.prepare(sid, "read the modules", now=1e9)
-        engine.record(prep, _answer(0, 100, call=True), now=1e9 + 1)
+        engine.record(prep, answer(0, 100, call=True), now=1e9 + 1)
     for i in range(1, 12):
         for sid in sessions:  # the sessions take turns: each keeps its own renderer
             results = [ToolResult(f"r{i - 1}", f"module {i}: " + "def f(): pass\n" * 60)]
             prep = engine.prepare(sid, tool_results=results, now=1e9 + 2 * i)
-            engine.record(prep, _answer(i, 100, call=i < 11), now=1e9 + 2 * i + 1)
+            engine.record(prep, answer(i, 100, call=i < 11), now=1e9 + 2 * i + 1)
     assert spy.calls == 2 * 12
     assert len(spy.renderers) == 2
     renderers = [engine._renderer(sid) for sid in sessions]

@@ -9,43 +9,18 @@ SQLite, the engine's default, with a second connection as the other writer.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from tests.counting import count_calls
+from tests.engine.scripted import CONFIG, answer
 
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
-from ctxrules.context_sources import SourcesConfig
-from ctxrules.engine import Engine, EngineConfig, ToolResult
+from ctxrules.engine import Engine, ToolResult
 from ctxrules.errors import ValidationError
-from ctxrules.model import ToolSpec
 from ctxrules.requests import render_defaults, request_for
 from ctxrules.store import open_store
 
-CONFIG = EngineConfig(
-    provider="anthropic",
-    model="claude-sonnet-4-5",
-    system="You are a coding agent.",
-    tools=(ToolSpec(name="Read", description="read a file"),),
-    sources=SourcesConfig(git_status=False, instruction_files=False, date=False),
-)
 PIPELINE = Pipeline.from_config(PipelineConfig.preset("default"))
-
-
-def _answer(i: int, prompt: int, *, call: bool = True) -> dict[str, Any]:
-    content: list[dict[str, Any]] = [{"type": "text", "text": f"Step {i}."}]
-    if call:
-        content.append({"type": "tool_use", "id": f"r{i}", "name": "Read", "input": {"p": i}})
-    return {
-        "id": f"m{i}",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-sonnet-4-5",
-        "content": content,
-        "stop_reason": "tool_use" if call else "end_turn",
-        "usage": {"input_tokens": prompt, "output_tokens": 9},
-    }
 
 
 @pytest.fixture
@@ -55,12 +30,12 @@ def grown(tmp_path):
     sid = store.create_session().id
     engine = Engine(store, CONFIG, pipeline=PIPELINE)
     prep = engine.prepare(sid, "read the modules", now=1e9)
-    engine.record(prep, _answer(0, prep.tokens.estimate), now=1e9 + 1)
+    engine.record(prep, answer(0, prep.tokens.estimate), now=1e9 + 1)
     for i in range(1, 4):
         prep = engine.prepare(
             sid, tool_results=[ToolResult(f"r{i - 1}", "x\n" * 50)], now=1e9 + 2 * i
         )
-        engine.record(prep, _answer(i, prep.tokens.estimate), now=1e9 + 2 * i + 1)
+        engine.record(prep, answer(i, prep.tokens.estimate), now=1e9 + 2 * i + 1)
     yield store, engine, sid
     store.close()
 
@@ -73,13 +48,13 @@ def test_a_turn_reads_the_session_row_three_times(grown, monkeypatch, way):
         prep = engine.prepare(sid, tool_results=[ToolResult("r3", "y\n" * 50)], now=2e9)
     else:  # the call answered, the model's last word, then the user's next message
         prep = engine.prepare(sid, tool_results=[ToolResult("r3", "y\n" * 50)], now=2e9)
-        engine.record(prep, _answer(8, prep.tokens.estimate, call=False), now=2e9 + 1)
+        engine.record(prep, answer(8, prep.tokens.estimate, call=False), now=2e9 + 1)
         reads.n = 0
         prep = engine.prepare(sid, "now summarise what you read", now=2e9 + 2)
     # The start, after the appends, the commit's plan: nothing else reads it again.
     assert reads.n == 3
     reads.n = 0
-    engine.record(prep, _answer(9, prep.tokens.estimate), now=2e9 + 1)
+    engine.record(prep, answer(9, prep.tokens.estimate), now=2e9 + 1)
     assert reads.n == 0
 
 

@@ -23,7 +23,7 @@ from ..store import CommitStore
 from .config import EngineConfig
 from .results import ToolResult
 
-__all__ = ["append_results", "settle", "waiting_calls"]
+__all__ = ["append_results", "settle"]
 
 
 def _calls(store: CommitStore, session: str, head: str) -> tuple[list[ToolUseBlock], set[str]]:
@@ -41,14 +41,6 @@ def _calls(store: CommitStore, session: str, head: str) -> tuple[list[ToolUseBlo
         for c in store.children(head, session_id=session, edge="caller")
     }
     return calls, answered
-
-
-def waiting_calls(store: CommitStore, session: str, head: str | None) -> list[ToolUseBlock]:
-    """The tool calls of the answer at ``head`` that have no result yet, in its order."""
-    if head is None:
-        return []
-    calls, answered = _calls(store, session, head)
-    return [c for c in calls if c.id not in answered]
 
 
 def settle(
