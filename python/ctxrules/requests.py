@@ -53,6 +53,7 @@ __all__ = [
     "previous_request",
     "recorded_usage",
     "render_defaults",
+    "render_defaults_at",
     "render_requests",
     "request_for",
     "sent_time",
@@ -293,14 +294,14 @@ class _Recorded:
         # The last ``session_defaults`` answer with its inputs (``render_defaults``).
         self._reuse = reuse
 
-    def model(self, request: Request) -> str | None:
-        """The model recorded on the nearest assistant node at or before the request's
-        answer (a next request: its head) in its frame (the model its request was sent
-        with when the engine recorded it, else the answer node's ``name``); before the
-        first answer, the session's first."""
+    def model(self, at: str) -> str | None:
+        """The model recorded on the nearest assistant node at or before node ``at`` (a
+        request's answer, or a next request's head: ``_position``) in its frame (the
+        model its request was sent with when the engine recorded it, else the answer
+        node's ``name``); before the first answer, the session's first."""
         memo = self._models
         walked: list[str] = []
-        node: Node | None = self.store.get_node(request.answer or request.commit.head_node_id)
+        node: Node | None = self.store.get_node(at)
         while node is not None and node.id not in memo:
             walked.append(node.id)
             sent = _sent_model(node)
@@ -329,14 +330,13 @@ class _Recorded:
             memo["#"] = str(max(1, calls))
         return memo[""]
 
-    def defaults(
-        self, request: Request, provider: str | Provider, **overrides: Any
-    ) -> RenderDefaults:
-        """``render_defaults`` of ``request``, one of this session's: with, for the wire
-        the session's request was recorded on, its recorded form (``native``)."""
+    def defaults(self, at: str, provider: str | Provider, **overrides: Any) -> RenderDefaults:
+        """``render_defaults`` of this session's request at node ``at`` (``_position``):
+        with, for the wire the session's request was recorded on, its recorded form
+        (``native``)."""
         chosen = {k: v for k, v in overrides.items() if v is not None}
         # A model given takes precedence: the answer's is not looked for then.
-        answer = None if chosen.get("model") else self.model(request)
+        answer = None if chosen.get("model") else self.model(at)
         # ``session_defaults`` is a function of these inputs alone: while they compare
         # equal, its last answer is the answer (a session's requests mostly share it).
         # (The registries too: a model or provider registered since may choose otherwise.)
@@ -396,14 +396,48 @@ def render_defaults(
     ``session_defaults`` (model, system, tools, max_tokens, extra) and take precedence.
     What ``render`` / ``explain`` / the CLI send for a stored session.
     """
-    if session_info is not None and session_info.id != request.session_id:
+    return render_defaults_at(
+        store,
+        request.session_id,
+        _position(request),
+        provider,
+        used_tools=used_tools,
+        models=models,
+        reuse=reuse,
+        session_info=session_info,
+        **overrides,
+    )
+
+
+def render_defaults_at(
+    store: CommitStore,
+    session: str,
+    at: str,
+    provider: str | Provider,
+    *,
+    used_tools: list[str] | None = None,
+    models: dict[str, str | None] | None = None,
+    reuse: dict[str, Any] | None = None,
+    session_info: SessionInfo | None = None,
+    **overrides: Any,
+) -> RenderDefaults:
+    """``render_defaults`` of the request of ``session`` at node ``at`` — the answer it
+    produced, or for a next request its head — without the request: what it is sent
+    with depends on where it is, not on what its commit holds, so a caller may choose
+    the model before the rules run (the engine prices them at that model's cache)."""
+    if session_info is not None and session_info.id != session:
         raise ValidationError(
             f"session_info is session {session_info.id!r}'s, not the request's",
-            where=f"session {request.session_id}",
+            where=f"session {session}",
             hint="pass the row of the request's session (store.get_session), or none",
         )
-    recorded = _Recorded(store, request.session_id, used_tools, models, reuse, session_info)
-    return recorded.defaults(request, provider, **overrides)
+    recorded = _Recorded(store, session, used_tools, models, reuse, session_info)
+    return recorded.defaults(at, provider, **overrides)
+
+
+def _position(request: Request) -> str:
+    """The node a request's defaults are looked up at: its answer, else its head."""
+    return request.answer or request.commit.head_node_id
 
 
 def explain_request(
@@ -552,7 +586,7 @@ def compare_usage(
             continue
         request = request_for(store, session, node.id, config=config)
         frame_id = _frame(store, node)
-        defaults = recorded.defaults(request, prov)
+        defaults = recorded.defaults(_position(request), prov)
         model = defaults.options.get("model")
         if frame_id in last_model and last_model[frame_id] != model:
             segment[frame_id] = segment.get(frame_id, 0) + 1
@@ -692,9 +726,9 @@ def render_requests(
             rec = recorded.get(r.session_id)
             if rec is None:
                 rec = recorded[r.session_id] = _Recorded(store, r.session_id)
-            key = (r.session_id, rec.model(r))
+            key = (r.session_id, rec.model(_position(r)))
             if key not in made:
-                defaults = rec.defaults(r, prov, **overrides)
+                defaults = rec.defaults(_position(r), prov, **overrides)
                 made[key] = {**defaults.options, "cache": cache, "cache_ttl": cache_ttl}
             kw = made[key]
             per_request.append({**kw, "situation": r.situation} if r.situation else kw)

@@ -43,12 +43,12 @@ def _fail_at(monkeypatch: pytest.MonkeyPatch, session: str, call: int) -> None:
     real = replay._Track.prepare
     seen = {"n": 0}
 
-    def prepare(self: Any, now: float) -> Any:
+    def prepare(self: Any, now: float, model: str | None = None) -> Any:
         if self.session == session:
             seen["n"] += 1
             if seen["n"] == call:
                 raise RuntimeError("the rule broke")
-        return real(self, now)
+        return real(self, now, model)
 
     monkeypatch.setattr(replay._Track, "prepare", prepare)
 

@@ -14,7 +14,9 @@ Recorded usage measured the request the agent sent, which the plain replay rebui
 each answer carries the plain estimate of its request as the estimate its usage pairs
 with (``Engine`` usage fusion), so under the rules the engine's figure is the rules'
 own estimate plus what the vendor counted beyond the plain estimate — never the size
-of the unreduced request.  Each request is priced at the model that answered it.
+of the unreduced request.  Each request is sent to the model that answered it
+(``Engine.prepare(model=...)``, when that model has prices; else the session's), so the
+rules are priced at that model's cache and the bill at its prices.
 
 What the engine is set up with comes from the recording: the provider (``provider``,
 else the one the session was recorded for, else the one whose models the session
@@ -220,8 +222,9 @@ class _Track:
             created_at=node.created_at,
         )
 
-    def prepare(self, now: float) -> TurnPrep:
-        prep = self.engine.prepare(self.session, now=now)
+    def prepare(self, now: float, model: str | None = None) -> TurnPrep:
+        """The request due at ``now``, sent to ``model`` (``None``: the engine's choice)."""
+        prep = self.engine.prepare(self.session, now=now, model=model)
         self.preps.append(prep)
         return prep
 
@@ -428,7 +431,9 @@ def _replay(
         for i in range(len(data.nodes) + 1):
             while k < len(points) and points[k].index == i:
                 point = points[k]
-                p, r = plain.prepare(point.now), rules.prepare(point.now)
+                # Sent to the model that answered it, so the rules are priced at its cache.
+                sent_to = _priced_as(point, provider, options.model)
+                p, r = plain.prepare(point.now, sent_to), rules.prepare(point.now, sent_to)
                 out_tokens = _output_tokens(point, r.model, provider)
                 output += out_tokens
                 if point.usage is not None:

@@ -43,10 +43,11 @@ class AsyncTwins:
         *,
         tool_results: Sequence[ToolResult] = (),
         now: float,
+        model: str | None = None,
     ) -> TurnPrep:
         """``prepare``, awaited (see the module docstring)."""
         return await asyncio.to_thread(
-            self.prepare, session, user_input, tool_results=tool_results, now=now
+            self.prepare, session, user_input, tool_results=tool_results, now=now, model=model
         )
 
     async def arecord(self, prep: TurnPrep, response: Any, *, now: float) -> Recorded:

@@ -47,7 +47,12 @@ class UsageFusion:
     #: how many nodes back (``_last_measurement``).
     _walks: dict[str, tuple[tuple[Node, int] | None, int]]
 
-    def _defaults(self, request: Any, info: Any) -> tuple[str, dict[str, Any]]:
+    def _defaults(
+        self, session: str, at: str, info: Any, *, model: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        raise NotImplementedError
+
+    def pipeline_for(self, model: str) -> Pipeline:
         raise NotImplementedError
 
     def _count(self, what: str) -> None:
@@ -69,9 +74,10 @@ class UsageFusion:
                 return prepared
         if answer.id not in self._estimates:
             self._count("fusion_renders")
-            request = request_for(self.store, session, answer.id, config=self.pipeline)
             info = self.store.get_session(session)
-            model, options = self._defaults(request, info)
+            model, options = self._defaults(session, answer.id, info)
+            # The rules of that request, priced at the model it was sent to.
+            request = request_for(self.store, session, answer.id, config=self.pipeline_for(model))
             rendered = render(
                 request.commit,
                 self.provider,

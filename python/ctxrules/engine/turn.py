@@ -78,7 +78,7 @@ from ..render import (
     render_side_request,
     request_options,
 )
-from ..requests import Request, render_defaults, session_tool_names
+from ..requests import render_defaults_at, session_tool_names
 from ..ruleapi.cache import CachePricing
 from ..situation import commit_situation
 from ..store import CommitStore, SessionInfo
@@ -157,8 +157,11 @@ class Engine(UsageFusion, AsyncTwins):
         self.config = config if config is not None else EngineConfig()
         self.provider: Provider = get_provider(self.config.provider)
         built = pipeline if isinstance(pipeline, Pipeline) else Pipeline.from_config(pipeline)
-        # The cache-aware rules price a rewrite at the cache of the model sent to.
-        self.pipeline = built.priced(self.pricing(self.config.model or self.provider.default_model))
+        # The cache-aware rules price a rewrite at the cache of the model each request is
+        # sent to (``pipeline_for``); ``pipeline`` is priced at the configured model.
+        self._unpriced = built
+        self._priced: dict[CachePricing, Pipeline] = {}
+        self.pipeline = self.pipeline_for(self.config.model or self.provider.default_model)
         self.sources = SourceMemo()
         self._locks: dict[str, threading.RLock] = {}
         self._locks_guard = threading.Lock()
@@ -209,16 +212,19 @@ class Engine(UsageFusion, AsyncTwins):
         *,
         tool_results: Sequence[ToolResult] = (),
         now: float,
+        model: str | None = None,
     ) -> TurnPrep:
         """Append the input (a user message, or tool results) and build the next request.
 
         With neither, the request is the one due at HEAD (e.g. after an import that ended
         with the user's message).  ``RenderError`` when HEAD is the model's answer and no
         input is given (there is nothing to ask).  See the module docstring for the steps.
-        ``aprepare`` is the async twin.
+        ``model``: the model this request is sent with, over the configuration's and the
+        session's (a replay sends each request to the model that answered it); the
+        rules are priced at its cache either way.  ``aprepare`` is the async twin.
         """
         with self.session_lock(session):
-            return self._prepare(session, user_input, tool_results, now)
+            return self._prepare(session, user_input, tool_results, now, model)
 
     def _prepare(
         self,
@@ -226,6 +232,7 @@ class Engine(UsageFusion, AsyncTwins):
         user_input: Content | None,
         tool_results: Sequence[ToolResult],
         now: float,
+        model: str | None = None,
     ) -> TurnPrep:
         now = check_now(now)
         info = self.store.get_session(session)
@@ -257,7 +264,7 @@ class Engine(UsageFusion, AsyncTwins):
                 f"session {session!r} is empty: there is nothing to send",
                 hint="pass the user's message as user_input",
             )
-        composed = self._compose(session, head, now, info)
+        composed = self._compose(session, head, now, info, model=model)
         if not user_input and not results:
             last = next(
                 (it for it in reversed(composed.commit.items) if it.state != "summarized"), None
@@ -525,6 +532,17 @@ class Engine(UsageFusion, AsyncTwins):
             now=now,
         )
 
+    def pipeline_for(self, model: str) -> Pipeline:
+        """The engine's rules priced at ``model``'s cache (``pricing``): what a request
+        sent to ``model`` — and a compaction made for it — is committed with, so a
+        session that switches model prices each request's rewrites at its own model."""
+        pricing = self.pricing(model)
+        # No lock: two threads racing here make two equal pipelines, and either will do.
+        made = self._priced.get(pricing)
+        if made is None:
+            made = self._priced[pricing] = self._unpriced.priced(pricing)
+        return made
+
     def pricing(self, model: str) -> CachePricing:
         """How the provider's prompt cache bills ``model`` (``CachePricing``: its cache
         read and write prices, TTL — ``cache_ttl`` — and layout), what the cache ledger
@@ -565,7 +583,7 @@ class Engine(UsageFusion, AsyncTwins):
                 direction=direction,
                 pivot=pivot,
                 instructions=instructions,
-                config=self.pipeline,
+                config=self.pipeline_for(model),
                 options=self.config.compaction,
                 provider=self.provider,
                 model=model,
@@ -584,7 +602,8 @@ class Engine(UsageFusion, AsyncTwins):
         info = self.store.get_session(prep.session_id)  # after the compaction's writes
         head = info.head
         assert head is not None  # a compaction appended its nodes
-        composed = self._compose(prep.session_id, head, now, info)
+        # The same turn, sent to the same model.
+        composed = self._compose(prep.session_id, head, now, info, model=prep.model)
         return self._prep(
             prep.session_id,
             head,
@@ -662,40 +681,45 @@ class Engine(UsageFusion, AsyncTwins):
             situation=situation,
         )
 
-    def _defaults(self, request: Request, info: SessionInfo) -> tuple[str, dict[str, Any]]:
-        """The model and render options of a request of the session: the configuration's,
-        else what the session recorded (``render_defaults``, the one choice the CLI and
-        replay make too): its model when it belongs to the provider (and we can count
-        it), its tool declarations (or the tools it called), its parameters."""
+    def _defaults(
+        self, session: str, at: str, info: SessionInfo, *, model: str | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The model and render options of the session's request at node ``at`` (its
+        answer, or a next request's head): ``model`` when given, else the
+        configuration's, else what the session recorded (``render_defaults_at``, the one
+        choice the CLI and replay make too): its model when it belongs to the provider
+        (and we can count it), its tool declarations (or the tools it called), its
+        parameters.  Chosen before the rules run: they are priced at this model."""
         cfg = self.config
-        own = self._own(request.session_id, info.metadata)
-        chosen = render_defaults(
+        own = self._own(session, info.metadata)
+        chosen = render_defaults_at(
             self.store,
-            request,
+            session,
+            at,
             self.provider,
-            used_tools=self._tool_names(request.session_id),
-            models=self._models.setdefault(request.session_id, {}),
-            reuse=self._reuse.setdefault(request.session_id, {}),
+            used_tools=self._tool_names(session),
+            models=self._models.setdefault(session, {}),
+            reuse=self._reuse.setdefault(session, {}),
             session_info=info,
-            model=cfg.model,
+            model=model or cfg.model,
             tools=list(cfg.tools) or None,
             max_tokens=cfg.max_tokens,
             extra=dict(cfg.extra) or None,
             # What this engine recorded is its own earlier choice, not a recording's.
             recorded_params=not own,
         )
-        last = self._chosen.get(request.session_id)
+        last = self._chosen.get(session)
         if last is not None and last[0] is chosen and last[1] is cfg:
             # The same defaults as the session's previous request (``reuse``: the same
             # inputs, the registries included) under the same configuration.
             return last[2], dict(last[3])
         options = dict(chosen.options)
         options.pop("system", None)  # the engine composes its own (``_system``)
-        model = options.pop("model", None) or self.provider.default_model
-        if not cfg.model and not resolve_model_ok(self.provider, model):
-            model = self.provider.default_model
-        self._chosen[request.session_id] = (chosen, cfg, model, dict(options))
-        return model, options
+        sent = options.pop("model", None) or self.provider.default_model
+        if not (model or cfg.model) and not resolve_model_ok(self.provider, sent):
+            sent = self.provider.default_model
+        self._chosen[session] = (chosen, cfg, sent, dict(options))
+        return sent, options
 
     def _own(self, session: str, metadata: Mapping[str, Any]) -> bool:
         """``engine_made`` of the session's ``metadata`` (as the step read it), worked out
@@ -724,19 +748,28 @@ class Engine(UsageFusion, AsyncTwins):
         return sorted(names)
 
     def _compose(
-        self, session: str, head: str, now: float, info: SessionInfo | None = None
+        self,
+        session: str,
+        head: str,
+        now: float,
+        info: SessionInfo | None = None,
+        *,
+        model: str | None = None,
     ) -> _Composed:
-        """The request at ``head``.  ``info``: the session row as the step read it (after
-        its own writes); by default it is read here.  Every part of the step that only
-        reads the row uses this one: the row is never kept from one step to the next,
-        as another writer may change it in between."""
+        """The request at ``head``, sent to ``model`` (default: ``_defaults``' choice).
+        ``info``: the session row as the step read it (after its own writes); by default
+        it is read here.  Every part of the step that only reads the row uses this one:
+        the row is never kept from one step to the next, as another writer may change it
+        in between."""
         if info is None:
             info = self.store.get_session(session)
-        commit = make_commit(session, head, now=now, store=self.store, config=self.pipeline)
-        system = self._system(session, commit, info.metadata, now)
-        layer = self._layer(
-            Request(session_id=session, commit=commit, situation="", sent_at=now), system, info
+        # The model is chosen first: the rules are priced at its cache.
+        sent, options = self._defaults(session, head, info, model=model)
+        commit = make_commit(
+            session, head, now=now, store=self.store, config=self.pipeline_for(sent)
         )
+        system = self._system(session, commit, info.metadata, now)
+        layer = self._layer(session, sent, options, system)
         rendered = self.provider.render(
             commit, layer.request, estimate=True, renderer=self._renderer(session)
         )
@@ -755,16 +788,18 @@ class Engine(UsageFusion, AsyncTwins):
             session=info,
         )
 
-    def _layer(self, request: Request, system: SystemPrompt, info: SessionInfo) -> _Layer:
-        """The render options, tools, model profile and header estimates of ``request``
-        with ``system``: those of the session's previous request while what they are
-        made of compares equal (the configuration, the provider, the model and its
-        profile, the render defaults, the system prompt), else made now."""
-        model, options = self._defaults(request, info)
+    def _layer(
+        self, session: str, model: str, options: dict[str, Any], system: SystemPrompt
+    ) -> _Layer:
+        """The render options, tools, model profile and header estimates of a request of
+        ``session`` to ``model`` with the render ``options`` (``_defaults``) and
+        ``system``: those of the session's previous request while what they are made of
+        compares equal (the configuration, the provider, the model and its profile, the
+        render defaults, the system prompt), else made now."""
         profile = self.provider.model_profile(model)  # the registry's: a new one if reset
         texts = system.texts()
         key = (self.config, self.provider, model, profile, options, texts, system.situation)
-        last = self._layers.get(request.session_id)
+        last = self._layers.get(session)
         if last is not None and last[0] == key:
             return last[1]
         options = dict(options)
@@ -788,7 +823,7 @@ class Engine(UsageFusion, AsyncTwins):
             system_tokens=header_tokens(self.provider, model, system=[*texts, system.situation]),
             tool_tokens=header_tokens(self.provider, model, tools=tools),
         )
-        self._layers[request.session_id] = (key, layer)
+        self._layers[session] = (key, layer)
         return layer
 
     def _renderer(self, session: str) -> SessionRenderer | None:
