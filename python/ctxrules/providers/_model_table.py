@@ -55,6 +55,7 @@ from .anthropic import (
 )
 from .gemini import (
     GEMINI_3_CONTENT_TOKENS,
+    GEMINI_25_FLASH_SIGNATURE_SLOPE,
     GEMINI_FUNCTION_PART_TOKENS,
     GEMINI_PDF_PAGE_TOKENS,
     GEMINI_RESPONSE_SCHEMA_TEXT,
@@ -655,6 +656,18 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         pattern=_G + "gemini-2.5-*",
         max_output_tokens=65_536,
         cache_min_tokens=2_048,
+    ),
+    # Gemini 2.5 Flash bills the current turn's thought signature as the thinking it
+    # carries (recordings from 2026-04 on; the fit set's 2025 ADK recording and
+    # python-genai #1129 billed none), fewer tokens per character than Gemini 3.
+    ModelInfo(
+        name="gemini-2.5-flash",
+        pattern=_G + "gemini-2.5-flash",
+        estimator={"signature_slope": GEMINI_25_FLASH_SIGNATURE_SLOPE, "signature_offset": 0},
+        basis={
+            "signature_slope": "fit: the fit set's 7 Gemini 2.5 Flash signatures against the "
+            "thoughtsTokenCount that made them (chatlas 2026-04: each billed exactly that)",
+        },
     ),
     ModelInfo(
         name="gemini-3",

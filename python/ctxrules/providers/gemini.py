@@ -32,6 +32,7 @@ from .models import ModelProfile
 
 __all__ = [
     "GEMINI_3_CONTENT_TOKENS",
+    "GEMINI_25_FLASH_SIGNATURE_SLOPE",
     "GEMINI_FUNCTION_PART_TOKENS",
     "GEMINI_PDF_PAGE_TOKENS",
     "GEMINI_RESPONSE_SCHEMA_TEXT",
@@ -149,9 +150,16 @@ GEMINI_3_CONTENT_TOKENS = 1.6
 #: A Gemini 3 thought signature is billed as the thinking it carries; its tokens from
 #: its base64 length (a line fitted on the four signatures of the recorded Gemini 3
 #: requests, against the thoughtsTokenCount of the responses that produced them).
-#: Gemini 2.5 bills none (its profile's ``signature_slope`` is 0).
+#: Gemini 2.5 bills none (its profile's ``signature_slope`` is 0), but for 2.5 Flash.
 GEMINI_SIGNATURE_SLOPE = 0.225
 GEMINI_SIGNATURE_OFFSET = 29.0
+#: Gemini 2.5 Flash bills the current turn's signature as the thinking it carries too
+#: (recorded 2026-04 on): each billed exactly the ``thoughtsTokenCount`` of the response
+#: that made it (chatlas' tool tests: 48, 61, 82 + 57, 51, 43 tokens over the same
+#: requests recorded without signatures).  Its tokens from its base64 length: a line
+#: through the origin over the fit set's seven 2.5 Flash signatures against the thinking
+#: that made them (about 8 characters, 6 bytes, a token).
+GEMINI_25_FLASH_SIGNATURE_SLOPE = 0.123
 #: Whether a ``responseSchema`` is billed as prompt: the profile's
 #: ``response_schema_text``, ``"none"`` (not billed) or ``"json"`` (its compact JSON
 #: plus ``response_schema`` tokens).  Measured on the fit set: counting the schema put
