@@ -21,6 +21,7 @@ from ..errors import ImportFormatError, ProviderError
 from ..importers.traffic import Exchange, cassette_exchanges, exchange_of, gemini_model
 from ..providers import get_provider, model_in_family, resolve_model
 from ..providers.estimate import PromptEstimate
+from ..providers.gemini import gemini_call_profile
 from ..providers.models import ModelProfile
 from ..providers.usage import Usage
 
@@ -59,7 +60,9 @@ class Observation(msgspec.Struct, frozen=True, kw_only=True):
     ``wire`` and ``model``, the ``body`` as sent, the ``usage`` its response reported
     and ``billed`` (``usage.prompt_tokens``).  ``own_model``: the model is one of the
     wire vendor's own (an OpenAI-compatible server's model sent over the Chat wire is
-    not)."""
+    not).  ``streamed``: whether the call was streamed (Gemini: sent to
+    ``streamGenerateContent``; the others: the body's ``stream``), which decides what
+    Gemini 2.5 Flash bills (``gemini_call_profile``)."""
 
     source: str
     index: int
@@ -68,6 +71,7 @@ class Observation(msgspec.Struct, frozen=True, kw_only=True):
     body: dict[str, Any]
     usage: Usage
     own_model: bool
+    streamed: bool = False
 
     @property
     def billed(self) -> int:
@@ -165,6 +169,12 @@ def _model(ex: Exchange) -> str:
     return model.removeprefix("models/")
 
 
+def _streamed(ex: Exchange) -> bool:
+    if ex.provider == "gemini":
+        return ex.path.split("?", 1)[0].rstrip("/").endswith(":streamGenerateContent")
+    return ex.request.get("stream") is True
+
+
 def _exchanges(path: str) -> list[tuple[int, Exchange]]:
     with open(path, "rb") as f:
         head = f.read(32)
@@ -208,6 +218,7 @@ def read_observations(
                     body=ex.request,
                     usage=usage,
                     own_model=own_model(model, ex.provider),
+                    streamed=_streamed(ex),
                 )
             )
     return out
@@ -220,5 +231,9 @@ def sources_of(observations: Sequence[Observation]) -> list[str]:
 
 def estimate_observation(o: Observation, profile: ModelProfile | None = None) -> PromptEstimate:
     """The estimate of a recorded request as it was sent, with its model's profile (or
-    ``profile``)."""
-    return get_provider(o.wire).estimate_prompt(o.body, profile or resolve_model(o.spec))
+    ``profile``), as the call was made (a Gemini call: streamed or not,
+    ``gemini_call_profile``)."""
+    profile = profile or resolve_model(o.spec)
+    if o.wire == "gemini":
+        profile = gemini_call_profile(profile, streamed=o.streamed)
+    return get_provider(o.wire).estimate_prompt(o.body, profile)

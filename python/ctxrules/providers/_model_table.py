@@ -657,16 +657,25 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         max_output_tokens=65_536,
         cache_min_tokens=2_048,
     ),
-    # Gemini 2.5 Flash bills the current turn's thought signature as the thinking it
-    # carries (recordings from 2026-04 on; the fit set's 2025 ADK recording and
-    # python-genai #1129 billed none), fewer tokens per character than Gemini 3.
+    # Gemini 2.5 Flash bills the current turn's thought signature of a streamed call as
+    # the thinking it carries, fewer tokens per character than Gemini 3; a call to
+    # generateContent bills none (the fit set's ADK recordings, 2025-12 and 2026-04,
+    # as python-genai #1129 measured).
     ModelInfo(
         name="gemini-2.5-flash",
         pattern=_G + "gemini-2.5-flash",
-        estimator={"signature_slope": GEMINI_25_FLASH_SIGNATURE_SLOPE, "signature_offset": 0},
+        estimator={
+            "signature_slope": GEMINI_25_FLASH_SIGNATURE_SLOPE,
+            "signature_offset": 0,
+            "signature_calls": "streamed",
+        },
         basis={
-            "signature_slope": "fit: the fit set's 7 Gemini 2.5 Flash signatures against the "
-            "thoughtsTokenCount that made them (chatlas 2026-04: each billed exactly that)",
+            "signature_slope": "fit: the fit set's 2.5 Flash signatures against the "
+            "thoughtsTokenCount that made them (chatlas' streamed calls, 2026-04: each billed "
+            "exactly that)",
+            "signature_calls": "fit: the fit set's 2.5 Flash calls with a signature: streamed "
+            "ones (chatlas, 7) bill it, generateContent ones (ADK: openinference 2, langsmith 4) "
+            "none",
         },
     ),
     ModelInfo(

@@ -37,6 +37,7 @@ __all__ = [
     "GEMINI_PDF_PAGE_TOKENS",
     "GEMINI_RESPONSE_SCHEMA_TEXT",
     "GEMINI_RESPONSE_SCHEMA_TOKENS",
+    "GEMINI_SIGNATURE_CALLS",
     "GEMINI_SIGNATURE_OFFSET",
     "GEMINI_SIGNATURE_SLOPE",
     "PDF_TEXT_PER_PAGE_HIGH",
@@ -44,6 +45,7 @@ __all__ = [
     "GeminiProvider",
     "declaration_texts",
     "estimate_gemini",
+    "gemini_call_profile",
     "gemini_frame",
     "generate_content_args",
     "validate_gemini",
@@ -153,13 +155,18 @@ GEMINI_3_CONTENT_TOKENS = 1.6
 #: Gemini 2.5 bills none (its profile's ``signature_slope`` is 0), but for 2.5 Flash.
 GEMINI_SIGNATURE_SLOPE = 0.225
 GEMINI_SIGNATURE_OFFSET = 29.0
-#: Gemini 2.5 Flash bills the current turn's signature as the thinking it carries too
-#: (recorded 2026-04 on): each billed exactly the ``thoughtsTokenCount`` of the response
-#: that made it (chatlas' tool tests: 48, 61, 82 + 57, 51, 43 tokens over the same
-#: requests recorded without signatures).  Its tokens from its base64 length: a line
-#: through the origin over the fit set's seven 2.5 Flash signatures against the thinking
-#: that made them (about 8 characters, 6 bytes, a token).
-GEMINI_25_FLASH_SIGNATURE_SLOPE = 0.123
+#: Gemini 2.5 Flash bills the current turn's signature of a streamed call as the
+#: thinking it carries too: each billed exactly the ``thoughtsTokenCount`` of the
+#: response that made it (chatlas' streamed tool tests of 2026-04: 48, 61, 82 + 57, 51,
+#: 43 tokens over the same requests recorded in 2026-01 without signatures).  Its tokens
+#: from its base64 length: the line through the origin over those six signatures and
+#: what they billed (about 8.4 characters, 6.3 bytes, a token).
+GEMINI_25_FLASH_SIGNATURE_SLOPE = 0.119
+#: Which calls bill a thought signature sent back: the profile's ``signature_calls``,
+#: ``"all"``, or ``"streamed"`` (Gemini 2.5 Flash: only calls to
+#: ``streamGenerateContent``; every non-streamed 2.5 Flash call of the corpus with a
+#: signature billed none, whenever recorded, and every streamed one billed it).
+GEMINI_SIGNATURE_CALLS = "all"
 #: Whether a ``responseSchema`` is billed as prompt: the profile's
 #: ``response_schema_text``, ``"none"`` (not billed) or ``"json"`` (its compact JSON
 #: plus ``response_schema`` tokens).  Measured on the fit set: counting the schema put
@@ -363,6 +370,18 @@ def gemini_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFram
         },
         images=core_image_rule(profile.rule("image", GEMINI_IMAGE_RULE)),
     )
+
+
+def gemini_call_profile(profile: ModelProfile, *, streamed: bool | None) -> ModelProfile:
+    """``profile`` for one call, streamed or not (``None``: not known).  Where the model
+    bills thought signatures on streamed calls only (its ``signature_calls`` is
+    ``"streamed"``: Gemini 2.5 Flash), a call known not to be streamed counts none; a
+    call of unknown kind counts them (the request body does not say which endpoint it
+    goes to)."""
+    billed_on = profile.rule("signature_calls", GEMINI_SIGNATURE_CALLS)
+    if billed_on != "streamed" or streamed is not False:
+        return profile
+    return msgspec.structs.replace(profile, estimator={**profile.estimator, "signature_slope": 0})
 
 
 def estimate_gemini(
