@@ -31,7 +31,7 @@ import msgspec
 
 from ..model import Node, TextBlock, ToolUseBlock, content_text
 from ..summarizers.facts import exact_identifiers_batch, normalize, occurs
-from .text import request_text
+from .text import RequestTexts
 
 __all__ = [
     "FactIndex",
@@ -229,8 +229,10 @@ def session_recalls(
     some of them again (it holds every message's text afterwards)."""
     index = FactIndex()
     scored: list[list[RequestRecall]] = [[] for _ in bodies]
-    # The requests of a session repeat the messages before them: each is read once.
+    # The requests of a session repeat the messages before them: each is read once,
+    # and each replay's request is read from its previous one (``RequestTexts``).
     memo = {} if memo is None else memo
+    readers = [RequestTexts(memo) for _ in bodies]
     for node in branch:
         if node.role == "assistant" and node.caller is None:
             wanted = [i for i, b in enumerate(bodies) if node.id in b]
@@ -243,7 +245,7 @@ def session_recalls(
                     body = bodies[i][node.id]
                     got = same.get(body)
                     if got is None:
-                        got = same[body] = score(facts, request_text(body, memo), node.id)
+                        got = same[body] = score(facts, readers[i].text(body), node.id)
                     scored[i].append(got)
         index.add(node)
     return [report(session_id, s) for s in scored]
