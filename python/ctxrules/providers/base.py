@@ -152,6 +152,10 @@ class PromptTooLong(PromptTooLongError):
 #: and model profile, so a session's requests share one.
 _FRAMES: dict[tuple[type, str, bytes, int], tuple[ModelProfile, EstimateFrame | None]] = {}
 _MAX_FRAMES = 256
+#: The wire options of render options objects lately rendered with (``Provider.render``),
+#: by the options object's id: (provider, options, wire options, their JSON).  A
+#: session's requests mostly share one options object (the engine's request layer).
+_WIRED: dict[int, tuple[Provider, RequestOptions, RequestOptions, bytes]] = {}
 
 
 def _int(v: Any) -> int:
@@ -303,6 +307,20 @@ class Provider:
         ``options`` (for what the core does not estimate)."""
         return self.estimate_prompt(msgspec.json.decode(body), self.model_profile(options.model))
 
+    def _wired(self, options: RequestOptions) -> tuple[RequestOptions, bytes]:
+        """``wire_options(options)`` and their JSON, made once per options object while it
+        is rendered with (a ``RequestOptions`` is frozen: the same object, the same
+        options; its JSON's hash, the frame's key, is then computed once too)."""
+        found = _WIRED.get(id(options))
+        if found is not None and found[1] is options and found[0] is self:
+            return found[2], found[3]
+        wired = self.wire_options(options)
+        encoded = msgspec.json.encode(wired)
+        if len(_WIRED) >= _MAX_FRAMES:
+            _WIRED.clear()
+        _WIRED[id(options)] = (self, options, wired, encoded)
+        return wired, encoded
+
     def render(
         self,
         commit: ContextCommit | bytes,
@@ -319,7 +337,7 @@ class Provider:
         provider's wire) renders the request incrementally: what it shares with the
         request that renderer rendered last is copied from that body, not written again.
         The bytes are the same either way; a provider without a wire ignores it."""
-        options = self.wire_options(options)
+        options, encoded = self._wired(options)
         # Items cross as the tuple itself: the core finds those it prepared before.
         data = commit if isinstance(commit, bytes) else commit.items
         where = f"commit {commit.id}" if isinstance(commit, ContextCommit) else "commit"
@@ -336,7 +354,6 @@ class Provider:
                     where=f"provider {self.name}",
                     hint="keep one SessionRenderer per session and wire format",
                 )
-            encoded = msgspec.json.encode(options)
             frame = self.frame(options, encoded) if estimate else None
             try:
                 if renderer is None:
