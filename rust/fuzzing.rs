@@ -127,7 +127,7 @@ pub fn session(items: &[commit::Shared], opts: &[u8]) {
     ];
     let requests: Vec<_> = lists.iter().map(|l| (*l, &options)).collect();
     for wire in Wire::ALL {
-        for ((r, _), list) in render::session::render_session(wire, &requests)
+        for ((r, _), list) in render::session::render_session(wire, &requests, None)
             .into_iter()
             .zip(lists)
         {

@@ -309,21 +309,55 @@ impl Estimate {
 static ESTIMATES: AtomicU64 = AtomicU64::new(0);
 /// Item values worked out (token counts, image sizes), each once per prepared item.
 static MEMO_FILLS: AtomicU64 = AtomicU64::new(0);
+/// Segment identities worked out (bytes written and hashed).
+static KEYS: AtomicU64 = AtomicU64::new(0);
 
-/// How many requests were estimated and item values worked out since start.
-pub fn stats() -> (u64, u64) {
+/// How many requests were estimated, item values worked out and segment identities
+/// worked out since start.
+pub fn stats() -> (u64, u64, u64) {
     (
         ESTIMATES.load(Ordering::Relaxed),
         MEMO_FILLS.load(Ordering::Relaxed),
+        KEYS.load(Ordering::Relaxed),
     )
 }
 
 /// The estimate of the request `plan` lays out, under `frame`.
 pub fn estimate(plan: &Plan<'_>, frame: &Frame) -> Estimate {
+    estimate_reusing(plan, frame, &[], 0).0
+}
+
+/// A content block's segment as its wire's walk worked it out (Anthropic: a segment
+/// per block), kept per plan block so that the next request of a session adds it again
+/// for a block the two share instead of writing, hashing and counting the block again
+/// (`estimate_reusing`).  The same values added in the same order give the same sums,
+/// to the last bit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Seg {
+    key: u128,
+    prose: u64,
+    structured: u64,
+    framing: f64,
+    images: u64,
+}
+
+/// `estimate`, taking the segments of this plan's first `same` blocks from `prev`
+/// (what the previous request's estimate under the same frame kept per block, when its
+/// plan's first `same` blocks are provably these: `Session` knows).  Returns the
+/// estimate and what to keep of it for the next request.  A block kept as `None` is
+/// worked out again: thinking (counted only in the last assistant turn), images (which
+/// also flag unknown sizes), blocks of wires that are not walked a block at a time.
+pub fn estimate_reusing(
+    plan: &Plan<'_>,
+    frame: &Frame,
+    prev: &[Option<Seg>],
+    same: usize,
+) -> (Estimate, Vec<Option<Seg>>) {
     ESTIMATES.fetch_add(1, Ordering::Relaxed);
-    let mut s = Segments::new(frame);
+    let mut s = Segments::new(frame, &prev[..same.min(prev.len())]);
     wires::walk(&mut s, plan);
-    s.finish()
+    let segs = std::mem::take(&mut s.segs);
+    (s.finish(), segs)
 }
 
 /// The fixed slots of an item's memo (`commit::Item::memo`), then `PER_BLOCK` per block.
@@ -369,10 +403,14 @@ pub(crate) struct Segments<'f> {
     unknown_extra: u64,
     unknown_documents: u64,
     scratch: Json,
+    /// The previous request's segments of the blocks this plan shares with it.
+    prev: &'f [Option<Seg>],
+    /// This request's, per plan block (walks a block at a time only).
+    segs: Vec<Option<Seg>>,
 }
 
 impl<'f> Segments<'f> {
-    fn new(f: &'f Frame) -> Self {
+    fn new(f: &'f Frame, prev: &'f [Option<Seg>]) -> Self {
         Segments {
             f,
             set: f.encoding.index(),
@@ -388,7 +426,41 @@ impl<'f> Segments<'f> {
             unknown_extra: 0,
             unknown_documents: 0,
             scratch: Json::with_capacity(4096),
+            prev,
+            segs: Vec::new(),
         }
+    }
+
+    /// Plan block `i`'s segment, when the previous request kept it for a shared block.
+    pub(crate) fn kept(&self, i: usize) -> Option<Seg> {
+        self.prev.get(i).copied().flatten()
+    }
+
+    /// Add block `i`'s segment `seg` (with the TTL of its breakpoint), and keep it for
+    /// the next request when `keep`.
+    pub(crate) fn add_block(&mut self, i: usize, seg: Seg, bp: Option<&str>, keep: bool) {
+        debug_assert_eq!(self.segs.len(), i);
+        self.add_seg(seg, bp);
+        self.segs.push(keep.then_some(seg));
+    }
+
+    /// Add the segment `seg` (with the TTL of its breakpoint).
+    pub(crate) fn add_seg(&mut self, seg: Seg, bp: Option<&str>) {
+        self.add(
+            seg.key,
+            seg.prose,
+            seg.structured,
+            seg.framing,
+            seg.images,
+            0,
+            bp,
+        );
+    }
+
+    /// Block `i` makes no segment.
+    pub(crate) fn no_block(&mut self, i: usize) {
+        debug_assert_eq!(self.segs.len(), i);
+        self.segs.push(None);
     }
 
     /// Add a segment: prose and structured token counts (calibrated apart), fixed
@@ -486,6 +558,7 @@ impl<'f> Segments<'f> {
 
     /// The identity of the bytes `write` writes, after `tag` (what kind of segment).
     pub(crate) fn key(&mut self, tag: &[u8], write: impl FnOnce(&mut Json)) -> u128 {
+        KEYS.fetch_add(1, Ordering::Relaxed);
         self.scratch.buf.clear();
         self.scratch.buf.extend_from_slice(tag);
         write(&mut self.scratch);

@@ -4,7 +4,7 @@
 //! `crate::render` and its rules in the Python provider module of the same wire.
 
 use super::jsonfmt::Style;
-use super::Segments;
+use super::{Seg, Segments};
 use crate::json::Json;
 use crate::render::neutral::{NBlock, NRole, Txt};
 use crate::render::OPENING_PLACEHOLDER;
@@ -67,17 +67,29 @@ fn anthropic_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
     if plan.head.opening && !compacted {
         let opening = NBlock::Text(Txt::Own(OPENING_PLACEHOLDER.into()));
         let first = s.count();
-        anthropic_block(s, NRole::User, &opening, false, None);
+        if let Some((seg, _)) = anthropic_block(s, NRole::User, &opening, false) {
+            s.add_seg(seg, None);
+        }
         s.add_framing(first, s.f.framing.message);
     }
     let last_assistant = plan.units.iter().rposition(|u| u.role == NRole::Assistant);
     let all_thinking = s.f.framing.thinking_all != 0.0;
     for u in 0..plan.units.len() {
         let (role, blocks, marks) = plan.unit(u);
+        let b0 = plan.units[u].blocks.0;
         let first = s.count();
         for (bi, b) in blocks.iter().enumerate() {
             let bp = marks.contains(&bi).then_some(ttl);
-            anthropic_block(s, role, b, all_thinking || Some(u) == last_assistant, bp);
+            // A block shared with the previous request adds the segment kept of it.
+            match s.kept(b0 + bi) {
+                Some(seg) => s.add_block(b0 + bi, seg, bp, true),
+                None => {
+                    match anthropic_block(s, role, b, all_thinking || Some(u) == last_assistant) {
+                        Some((seg, keep)) => s.add_block(b0 + bi, seg, bp, keep),
+                        None => s.no_block(b0 + bi),
+                    }
+                }
+            }
         }
         if s.count() > first {
             s.add_framing(first, s.f.framing.message);
@@ -91,24 +103,34 @@ fn anthropic_walk(s: &mut Segments<'_>, plan: &Plan<'_>) {
     s.add(key, 0, 0, s.f.framing.request, 0, 0, None);
 }
 
+/// The segment of content block `b` (None: it makes none), and whether the next
+/// request may take it as it is for the same block (`Segments::kept`): not thinking,
+/// whose count depends on where the last assistant turn is, nor images, which also
+/// flag unknown sizes.
 fn anthropic_block(
     s: &mut Segments<'_>,
     role: NRole,
     b: &NBlock<'_>,
     last_assistant: bool,
-    bp: Option<&str>,
-) {
+) -> Option<(Seg, bool)> {
     let tag: &[u8] = match role {
         NRole::User => b"user",
         NRole::Assistant => b"assistant",
     };
     let key = s.key(tag, |w| anthropic::block(w, b, false, None));
     let framing = s.f.framing.tool_block;
-    match b {
+    let seg = |prose, structured, framing, images| Seg {
+        key,
+        prose,
+        structured,
+        framing,
+        images,
+    };
+    Some(match b {
         NBlock::Text(t) => {
             let prose = s.txt(t);
             let breaks = s.f.framing.line_break * line_breaks(t);
-            s.add(key, prose, 0, breaks, 0, 0, bp);
+            (seg(prose, 0, breaks, 0), true)
         }
         NBlock::Image(img) => {
             let src = img.image();
@@ -118,15 +140,16 @@ fn anthropic_block(
                 s.image_size(&img.item, img.i)
             };
             let images = s.image(size);
-            s.add(key, 0, 0, 0.0, images, 0, bp);
+            (seg(0, 0, 0.0, images), false)
         }
         NBlock::ToolUse(call) => {
             let structured = s.call(&call.item, Some(Style::Spaced));
-            s.add(key, 0, structured, framing, 0, 0, bp);
+            (seg(0, structured, framing, 0), true)
         }
         NBlock::ToolResult(call) => {
             let structured = s.result(&call.item);
             let mut images = 0;
+            let mut any = false;
             for (i, block) in call.item.blocks().enumerate() {
                 if let crate::commit::Block::Image(src) = block {
                     let size = if src.is_url() {
@@ -135,23 +158,25 @@ fn anthropic_block(
                         s.image_size(&call.item, i as u32)
                     };
                     images += s.image(size);
+                    any = true;
                 }
             }
-            s.add(key, 0, structured, framing, images, 0, bp);
+            (seg(0, structured, framing, images), !any)
         }
         NBlock::Thinking(t) => {
             let prose = if last_assistant { s.thinking(t) } else { 0 };
-            s.add(key, prose, 0, 0.0, 0, 0, bp);
+            (seg(prose, 0, 0.0, 0), false)
         }
-        NBlock::Redacted(_) => s.add(key, 0, 0, 0.0, 0, 0, bp),
+        NBlock::Redacted(_) => (seg(0, 0, 0.0, 0), true),
         NBlock::Compaction(c) => {
             // A compaction without a summary is no segment (the view never has one).
-            if !c.compaction().content.is_empty() {
-                let prose = s.summary(c);
-                s.add(key, prose, 0, 0.0, 0, 0, bp);
+            if c.compaction().content.is_empty() {
+                return None;
             }
+            let prose = s.summary(c);
+            (seg(prose, 0, 0.0, 0), true)
         }
-    }
+    })
 }
 
 // -- OpenAI (both APIs) ---------------------------------------------------------------

@@ -199,10 +199,12 @@ impl PyEstimate {
     }
 }
 
-/// ``(requests estimated, item values worked out)`` since the process started: each
-/// item's counts are worked out once, however many requests hold it.
+/// ``(requests estimated, item values worked out, segment identities worked out)``
+/// since the process started: each item's counts are worked out once, however many
+/// requests hold it; a block a session's request shares with the one before keeps its
+/// segment (written and hashed once).
 #[pyfunction]
-fn estimate_stats() -> (u64, u64) {
+fn estimate_stats() -> (u64, u64, u64) {
     estimate::stats()
 }
 

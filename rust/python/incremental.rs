@@ -3,10 +3,11 @@
 //!
 //! The engine prepares a session's requests one call at a time, so nothing borrowed can
 //! live from one call to the next: the object keeps owned data only — the previous
-//! request's items (shared handles of the prepared items), its options' JSON, where its
-//! body stood after each part (`Mark`s) and the body itself (the `bytes` handed to
-//! Python, immutable) — and each call lays the previous plan out again from them (a few
-//! words per block) before `Session::next` writes what is new.
+//! request's items (shared handles of the prepared items), its options' JSON, its
+//! estimate frame, where its body stood after each part and block and its estimate's
+//! segment of each block (`Trace`) and the body itself (the `bytes` handed to Python,
+//! immutable) — and each call lays the previous plan out again from them (a few words
+//! per block) before `Session::next` writes what is new.
 
 use std::sync::Arc;
 
@@ -19,8 +20,9 @@ use super::commit::items_of;
 use super::estimate::{PyEstimate, PyFrame};
 use super::render::{unfilled, wire};
 use crate::commit::Items;
-use crate::render::session::{Reuse, Session};
-use crate::render::{input, Mark, Wire};
+use crate::estimate::Frame;
+use crate::render::session::{Reuse, Session, Trace};
+use crate::render::{input, Wire};
 
 /// One render's body, breakdown, estimate (None unless a frame was given) and the
 /// bytes it copied from the previous body.
@@ -35,8 +37,9 @@ type Next<'py> = (
 struct Kept {
     items: Items,
     options: PyBackedBytes,
-    marks: Vec<Mark>,
-    len: usize,
+    /// Held so that the next request's frame is compared by identity with a live one.
+    frame: Option<Arc<Frame>>,
+    trace: Trace,
     body: Py<PyBytes>,
 }
 
@@ -102,58 +105,68 @@ impl PySessionRenderer {
         let items = items_of(py, commit)?;
         let frame = frame.map(|f| f.frame.clone());
         let wire = self.wire;
-        let prev = self.prev.take();
+        let mut prev = self.prev.take();
+        // The trace moves into the session and back out (no copy of its vectors); a
+        // failure before the session is made hands it back untouched.
+        let trace = prev.as_mut().map(|k| std::mem::take(&mut k.trace));
         let prev_ref = prev.as_ref();
         let (frame_ref, options_ref, items_ref) = (frame.as_deref(), &options, &items);
-        let step = py.detach(move || -> Result<_, String> {
-            let opts = input::parse_options(options_ref)?;
+        let step = py.detach(move || -> Result<_, (String, Option<Trace>)> {
+            let opts = match input::parse_options(options_ref) {
+                Ok(o) => o,
+                Err(e) => return Err((e, trace)),
+            };
             // The previous options, parsed apart only when they differ: `same_tail`
             // reuses the tail of a request with the very same parsed options.
             let prev_opts = match prev_ref {
                 Some(k) if k.options[..] != options_ref[..] => {
-                    Some(input::parse_options(&k.options)?)
+                    match input::parse_options(&k.options) {
+                        Ok(o) => Some(o),
+                        Err(e) => return Err((e, trace)),
+                    }
                 }
                 _ => None,
             };
-            let mut session = match prev_ref {
-                Some(k) => Session::resume(
+            let mut session = match (prev_ref, trace) {
+                (Some(k), Some(trace)) => Session::resume(
                     wire,
                     &k.items,
                     prev_opts.as_ref().unwrap_or(&opts),
-                    k.marks.clone(),
-                    k.len,
+                    k.frame.as_deref(),
+                    trace,
                 ),
-                None => Session::new(wire),
+                _ => Session::new(wire),
             };
             let (mut new, mut meta) = (Vec::new(), Vec::new());
             let (reuse, estimate) =
                 session.next(items_ref, &opts, &mut new, Some(&mut meta), frame_ref);
-            let (marks, len) = session
-                .marks()
-                .map_or((Vec::new(), 0), |(m, l)| (m.to_vec(), l));
-            Ok((new, meta, reuse, estimate, marks, len))
+            let trace = session.into_trace().unwrap_or_default();
+            Ok((new, meta, reuse, estimate, trace))
         });
-        let (new, meta, reuse, estimate, marks, len) = match step {
+        let (new, meta, reuse, estimate, trace) = match step {
             Ok(s) => s,
-            Err(e) => {
+            Err((e, trace)) => {
+                if let (Some(k), Some(t)) = (prev.as_mut(), trace) {
+                    k.trace = t;
+                }
                 self.prev = prev;
                 return Err(PyValueError::new_err(e));
             }
         };
         let body = assemble(py, prev.as_ref().map(|k| k.body.bind(py)), reuse, &new)?;
-        debug_assert_eq!(body.as_bytes().len(), len);
+        debug_assert_eq!(body.as_bytes().len(), trace.len);
         self.renders += 1;
         self.reused += reuse.bytes() as u64;
         self.written += new.len() as u64;
-        let estimate = match (estimate, frame) {
-            (Some(e), Some(f)) => Some(Py::new(py, PyEstimate::new(e, Arc::clone(&f)))?),
+        let estimate = match (estimate, &frame) {
+            (Some(e), Some(f)) => Some(Py::new(py, PyEstimate::new(e, Arc::clone(f)))?),
             _ => None,
         };
         self.prev = Some(Kept {
             items,
             options,
-            marks,
-            len,
+            frame,
+            trace,
             body: body.clone().unbind(),
         });
         Ok((body, PyBytes::new(py, &meta), estimate, reuse.bytes()))

@@ -193,7 +193,10 @@ pub fn head(w: &mut Json, h: &Head<'_>, sys: &[Sys<'_>], st: &mut State) {
     }
 }
 
-/// One message; `bps` are the offsets of its blocks that carry a breakpoint.
+/// One message from its block `skip` on (0: the whole message; more: resumed after
+/// blocks already written, `Plan::shared_blocks`); `bps` are the offsets of its blocks
+/// that carry a breakpoint; `ends` gets the buffer length after each block written.
+#[allow(clippy::too_many_arguments)]
 pub fn unit(
     w: &mut Json,
     h: &Head<'_>,
@@ -201,16 +204,23 @@ pub fn unit(
     blocks: &[NBlock<'_>],
     bps: &[usize],
     st: &mut State,
+    skip: usize,
+    mut ends: Option<&mut Vec<usize>>,
 ) {
-    w.sep(&mut st.first);
-    w.raw(match role {
-        NRole::User => "{\"role\":\"user\",\"content\":[",
-        NRole::Assistant => "{\"role\":\"assistant\",\"content\":[",
-    });
-    let mut fb = true;
-    for (bi, b) in blocks.iter().enumerate() {
+    if skip == 0 {
+        w.sep(&mut st.first);
+        w.raw(match role {
+            NRole::User => "{\"role\":\"user\",\"content\":[",
+            NRole::Assistant => "{\"role\":\"assistant\",\"content\":[",
+        });
+    }
+    let mut fb = skip == 0;
+    for (bi, b) in blocks.iter().enumerate().skip(skip) {
         w.sep(&mut fb);
         block(w, b, bps.contains(&bi), h.cache_ttl);
+        if let Some(e) = ends.as_deref_mut() {
+            e.push(w.buf.len());
+        }
     }
     w.raw("]}");
     st.count += 1;

@@ -357,8 +357,19 @@ impl<'a> Plan<'a> {
         1 + units
     }
 
-    /// Write part `k` (0: the head, then unit `k - 1`); returns the state after it.
-    fn write_part(&self, w: &mut Json, k: usize, st: &mut State) {
+    /// Write part `k` (0: the head, then unit `k - 1`) from its block `skip` on (0 but
+    /// for a unit resumed after its shared leading blocks: `shared_blocks`); `ends`,
+    /// when given, gets the buffer length after each block of a unit (Anthropic's
+    /// units, the only ones resumed mid-way).
+    fn write_part(
+        &self,
+        w: &mut Json,
+        k: usize,
+        st: &mut State,
+        skip: usize,
+        ends: Option<&mut Vec<usize>>,
+    ) {
+        debug_assert!(skip == 0 || (k > 0 && self.wire == Wire::Anthropic));
         if k == 0 {
             match self.wire {
                 Wire::Anthropic => anthropic::head(w, &self.head, &self.sys, st),
@@ -376,41 +387,98 @@ impl<'a> Plan<'a> {
         }
         let (role, blocks, marks) = self.unit(k - 1);
         match self.wire {
-            Wire::Anthropic => anthropic::unit(w, &self.head, role, blocks, marks, st),
+            Wire::Anthropic => anthropic::unit(w, &self.head, role, blocks, marks, st, skip, ends),
             Wire::OpenAiChat => openai_chat::unit(w, role, blocks, st),
             Wire::OpenAiResponses => openai_responses::unit(w, role, blocks, st),
             Wire::Gemini => gemini::unit(w, role, blocks, marks, st),
         }
     }
 
-    /// Write the parts from `from.0` on and then the tail at the end of `w`: what comes
-    /// after the body's first `from.1.at` bytes (the parts before `from.0`, written
-    /// before and reused); `marks` gets where the body stands after each part.
-    /// Returns the writer's final state.
+    /// Write the parts from `from` on and then the tail at the end of `w`: what comes
+    /// after the body's first `from.mark.at` bytes (written before and reused);
+    /// `marks` gets where the body stands after each part.  Returns the writer's final
+    /// state.
     pub fn write(
         &self,
         w: &mut Json,
         opts: &Options<'_>,
-        from: (usize, Mark),
+        from: Start,
         marks: &mut Vec<Mark>,
     ) -> State {
-        let st = self.write_parts(w, from, marks);
+        let st = self.write_parts(w, from, marks, None);
         self.write_tail(w, opts);
         st
     }
 
-    /// `write` without the tail.
-    pub fn write_parts(&self, w: &mut Json, from: (usize, Mark), marks: &mut Vec<Mark>) -> State {
-        let (start, Mark { at: base, mut st }) = from;
+    /// `write` without the tail; `ends`, when given, gets where the body stands after
+    /// each block written of an Anthropic unit (`Session` keeps them, so a unit can be
+    /// resumed after the blocks it shares with the next request's).
+    pub fn write_parts(
+        &self,
+        w: &mut Json,
+        from: Start,
+        marks: &mut Vec<Mark>,
+        mut ends: Option<&mut Vec<usize>>,
+    ) -> State {
+        let Start {
+            part,
+            blocks: mut skip,
+            mark: Mark { at: base, mut st },
+        } = from;
         let origin = w.buf.len();
-        for k in start..=self.units.len() {
-            self.write_part(w, k, &mut st);
+        for k in part..=self.units.len() {
+            let before = ends.as_ref().map_or(0, |e| e.len());
+            self.write_part(w, k, &mut st, skip, ends.as_deref_mut());
+            skip = 0;
+            if let Some(e) = ends.as_deref_mut() {
+                for end in &mut e[before..] {
+                    *end = base + (*end - origin);
+                }
+            }
             marks.push(Mark {
                 at: base + (w.buf.len() - origin),
                 st,
             });
         }
         st
+    }
+
+    /// How many leading blocks unit `u` of `self` and of `other` provably write as the
+    /// same bytes, when a unit can be resumed mid-way (Anthropic, written from the plan:
+    /// a block's bytes depend on it and on whether it carries a breakpoint, and only the
+    /// message's closing follows the blocks).  0 where it cannot.  The units before `u`
+    /// are taken to be the same (`shared_parts`).
+    pub fn shared_blocks(&self, other: &Plan<'_>, u: usize) -> usize {
+        if self.wire != Wire::Anthropic
+            || other.wire != Wire::Anthropic
+            || u >= self.units.len().min(other.units.len())
+            || self.native_unit(u).is_some()
+            || other.native_unit(u).is_some()
+        {
+            return 0;
+        }
+        let (ra, ba, ma) = self.unit(u);
+        let (rb, bb, mb) = other.unit(u);
+        if ra != rb {
+            return 0;
+        }
+        let same = ba.iter().zip(bb).take_while(|(x, y)| x.same(y)).count();
+        // A block with a breakpoint in one and not in the other is written apart: the
+        // shared blocks stop before the first such block.
+        ma.iter()
+            .chain(mb)
+            .filter(|&&m| m < same && ma.contains(&m) != mb.contains(&m))
+            .min()
+            .map_or(same, |&m| m)
+    }
+
+    /// The writer's state after the shared leading blocks of a unit written from
+    /// `before` (Anthropic: the message's separator written, its count not yet added).
+    pub fn mid_unit(before: State) -> State {
+        State {
+            first: false,
+            count: before.count,
+        }
     }
 
     /// The tail: the end of the message list and what follows it (tools, parameters,
@@ -461,6 +529,16 @@ impl Default for State {
             count: 0,
         }
     }
+}
+
+/// Where writing starts: part `part` (0: the head, then units), of which the first
+/// `blocks` blocks are already in the body (a unit resumed after the blocks it shares
+/// with the previous request's: `Plan::shared_blocks`), the body standing at `mark`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Start {
+    pub part: usize,
+    pub blocks: usize,
+    pub mark: Mark,
 }
 
 /// Where a body stood after one part of its plan: the byte offset and the writer state.
@@ -695,7 +773,7 @@ pub fn write_request_estimated(
     let n = neutral_of(items);
     let plan = Plan::new(wire, &opts, &n);
     let mut w = Json::reusing(buf, body_estimate(items));
-    let st = plan.write(&mut w, &opts, (0, Mark::default()), &mut Vec::new());
+    let st = plan.write(&mut w, &opts, Start::default(), &mut Vec::new());
     let body = w.finish();
     let mut meta = Json::with_capacity(256);
     write_meta(&mut meta, &plan, &n, st, body.len());

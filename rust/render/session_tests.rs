@@ -43,7 +43,7 @@ fn check_items(wire: Wire, commits: &[Vec<u8>], items: &[Items], opts: &[&str]) 
             )
         })
         .collect();
-    let got = render_session(wire, &requests);
+    let got = render_session(wire, &requests, None);
     assert_eq!(got.len(), commits.len());
     for (k, (r, _)) in got.iter().enumerate() {
         let full = render_request(wire, &commits[k], opts[k].as_bytes()).unwrap();
@@ -300,4 +300,94 @@ fn the_tail_is_reused_while_its_options_and_inputs_stay() {
         assert!(reuse[last - 1].tail.is_some(), "{wire:?} {reuse:?}");
         assert!(reuse[last].tail.is_none(), "{wire:?} {reuse:?}");
     }
+}
+
+/// A frame for Anthropic's estimate (no tools, no images).
+fn anthropic_frame() -> crate::estimate::Frame {
+    crate::estimate::Frame::parse(
+        br#"{"wire":"anthropic-messages","encoding":"o200k_base","calibration":1.1,
+        "structured_calibration":1.3,"framing":{"tool_block":3.5,"message":2.5,
+        "request":4.0,"line_break":0.5},"images":{"kind":"none"}}"#,
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_long_message_that_grows_at_its_end_is_written_and_estimated_from_there() {
+    // One assistant message of forty blocks (neighbours of one role merge), then the
+    // user's turn; each request adds a block at the end of the long message and a
+    // new user turn, so the long message changes every time.
+    let mut items = vec![json!({"source_node_id": "u0", "role": "user", "rendered": "task"})];
+    for i in 0..40 {
+        items.push(
+            json!({"source_node_id": format!("s{i}"), "role": "assistant",
+            "rendered": format!("summary {i}: read module {i}\nand found nothing")}),
+        );
+    }
+    let mut commits = vec![];
+    for k in 0..4 {
+        let mut c = items.clone();
+        for i in 40..40 + k {
+            c.push(
+                json!({"source_node_id": format!("s{i}"), "role": "assistant",
+                "rendered": format!("summary {i}: read module {i}\nand found nothing")}),
+            );
+        }
+        c.push(json!({"source_node_id": format!("q{k}"), "role": "user", "rendered": format!("go on {k}")}));
+        commits.push(commit(&c));
+    }
+    let frame = anthropic_frame();
+    for opts in [OPTS, r#"{"model":"m","cache":false}"#] {
+        let items: Vec<Items> = commits.iter().map(|c| decode_commit(c).unwrap()).collect();
+        let options = parse_options(opts.as_bytes()).unwrap();
+        let requests: Vec<(&[Shared], &Options<'_>)> =
+            items.iter().map(|i| (i.as_slice(), &options)).collect();
+        let got = render_session(Wire::Anthropic, &requests, Some(&frame));
+        for (k, (r, reuse)) in got.iter().enumerate() {
+            let full = crate::render::write_request_estimated(
+                Wire::Anthropic,
+                &items[k],
+                opts.as_bytes(),
+                Vec::new(),
+                Some(&frame),
+            )
+            .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&r.body),
+                String::from_utf8_lossy(&full.body),
+                "request {k}"
+            );
+            assert_eq!(r.meta, full.meta, "request {k}");
+            assert_eq!(r.estimate, full.estimate, "request {k}");
+            if k > 0 {
+                // Everything up to the long message's new block is copied.
+                let body = String::from_utf8(full.body).unwrap();
+                let new = body.find(&format!("summary {}:", 39 + k)).unwrap();
+                assert!(
+                    reuse.head > new - 40 && reuse.head < new,
+                    "{k}: {reuse:?} {new}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_breakpoint_that_moves_inside_a_shared_message_stops_the_copy_before_it() {
+    // The breakpoint two messages before the end lands on the long message's last
+    // block in one request and not in the next: the blocks before it are copied, the
+    // block itself is written again (with or without its marker).
+    let mut items = vec![json!({"source_node_id": "u0", "role": "user", "rendered": "task"})];
+    for i in 0..10 {
+        items.push(json!({"source_node_id": format!("s{i}"), "role": "assistant", "rendered": format!("part {i}")}));
+    }
+    let mut later = items.clone();
+    items.push(json!({"source_node_id": "u1", "role": "user", "rendered": "one"}));
+    items.push(json!({"source_node_id": "a1", "role": "assistant", "rendered": "ok"}));
+    items.push(json!({"source_node_id": "u2", "role": "user", "rendered": "two"}));
+    later.push(json!({"source_node_id": "s10", "role": "assistant", "rendered": "part 10"}));
+    later.push(json!({"source_node_id": "u3", "role": "user", "rendered": "three"}));
+    let commits = vec![commit(&items), commit(&later), commit(&items)];
+    let reuse = check(Wire::Anthropic, &commits, &[OPTS; 3]);
+    assert!(reuse[1] > 0 && reuse[2] > 0, "{reuse:?}");
 }

@@ -20,6 +20,7 @@ from tests.render.test_session import (
     PROVIDERS,
     _commits,
     _growing,
+    _item,
     corpus_requests,
     sessions,
 )
@@ -27,6 +28,7 @@ from tests.render.test_session import (
 from ctxrules.errors import ProviderError
 from ctxrules.model import ContextCommit
 from ctxrules.providers import get_provider
+from ctxrules.providers.estimate import estimate_counts
 from ctxrules.render import SessionRenderer, request_options
 from ctxrules.requests import render_defaults, session_tool_names
 from ctxrules.store.memory import forget
@@ -97,6 +99,42 @@ def test_a_rewritten_beginning_is_written_again():
     inc, full = _both("anthropic", changed, renderer)
     assert inc == full
     assert renderer.stats[1] == reused + before[1]
+
+
+def test_a_long_message_changed_at_its_end_is_written_and_estimated_from_there():
+    # Summaries in a row make one long assistant message; each request adds one at its
+    # end (as a session that folds a turn into a new summary every turn does), so the
+    # message changes every time: only its new block and what follows are written and
+    # worked out again for the estimate.
+    summaries = [_item(i, "assistant", f"summary {i}: module {i}\nis fine") for i in range(1, 61)]
+    commits = _commits(
+        [
+            [_item(0, "user", "task"), *summaries[: 50 + k], _item(100 + k, "user", f"go {k}")]
+            for k in range(4)
+        ]
+    )
+    for opts in ({}, {"cache": False}):
+        renderer = SessionRenderer("anthropic")
+        _both("anthropic", commits[0], renderer, **opts)
+        prov = get_provider("anthropic")
+        request = request_options(prov, **opts)
+        for k, commit in enumerate(commits[1:], 1):
+            _, reused, written = renderer.stats
+            before = estimate_counts()["segments"]
+            inc = prov.render(commit, request, estimate=True, renderer=renderer)
+            incremental = estimate_counts()["segments"] - before
+            full = prov.render(commit, request, estimate=True)
+            whole = estimate_counts()["segments"] - before - incremental
+            assert inc == full
+            assert inc.body == full.body
+            assert inc.estimate == full.estimate
+            # Alone, every segment is worked out (the 50 + k summaries among them); from
+            # the previous request, the new summary, the new user turn and the reply.
+            assert whole > 50 + k
+            assert incremental <= whole - (50 + k) + 1
+            new = full.body.index(f"summary {50 + k}:".encode())
+            assert renderer.stats[1] - reused > new - 40
+            assert renderer.stats[2] - written < len(full.body) - new + 40
 
 
 def test_a_renderer_of_another_wire_is_refused():

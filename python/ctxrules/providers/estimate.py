@@ -161,12 +161,14 @@ _spec_estimates = 0
 
 def estimate_counts() -> dict[str, int]:
     """How many request estimates were made since the process started — by the core,
-    with a body (``core``), and by the specification (``spec``) — and how many item
-    values the core worked out (``item_values``: each item's token counts, once per
-    item however many requests hold it).  What the tests of "nothing estimated twice"
-    read."""
-    core, values = _core.estimate_stats()
-    return {"core": core, "spec": _spec_estimates, "item_values": values}
+    with a body (``core``), and by the specification (``spec``) — how many item values
+    the core worked out (``item_values``: each item's token counts, once per item
+    however many requests hold it) and how many segment identities it worked out
+    (``segments``: a content block's bytes written and hashed; a block a session's
+    request shares with the previous request of its ``SessionRenderer`` keeps its
+    segment).  What the tests of "nothing estimated twice" read."""
+    core, values, segments = _core.estimate_stats()
+    return {"core": core, "spec": _spec_estimates, "item_values": values, "segments": segments}
 
 
 def prompt_estimate(estimate: Estimate) -> PromptEstimate:
