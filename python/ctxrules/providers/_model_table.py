@@ -136,6 +136,20 @@ _CLAUDE_3_REQUEST_FIT = "fit: the fit set's 14 Claude 3 requests, 1 over at the 
 # On the Responses API the same models keep 12 (their recordings are under-counted
 # already, benches/README.md).
 _CHAT_TOOL_PROMPT_4 = 9
+# The Responses API on GPT-4o / 4o-mini / 4.1: the tool section is 2 tokens beyond the
+# declarations (RESPONSES_TOOL_PROMPT_4), and the parameters' titles count as comment
+# lines (responses_titles); fitted on the fit set's first requests with function tools.
+_RESPONSES_TOOL_PROMPT_4 = 2
+_RESPONSES_TOOLS_4 = {
+    "responses_tool_prompt": _RESPONSES_TOOL_PROMPT_4,
+    "responses_titles": "comment",
+}
+_RESPONSES_TOOLS_4_BASIS = {
+    "responses_tool_prompt": "fit: the fit set's GPT-4o / 4o-mini / 4.1 Responses requests "
+    "with function tools and no call yet: 2 ... 3 beyond the declarations with titles read",
+    "responses_titles": "fit: the same; with pydantic titles 8 ... 30 over the untitled "
+    "declarations, within 1 of the titles as comment lines",
+}
 _CHAT_TOOLS_4 = {
     "tool_system_saving": 4,
     "parallel_off": 2,
@@ -417,6 +431,8 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         context_window=128_000,
         max_output_tokens=16_384,
         tokenizer="o200k_base",
+        estimator=_RESPONSES_TOOLS_4,
+        basis=_RESPONSES_TOOLS_4_BASIS,
     ),
     ModelInfo(name="gpt-4o-priced", pattern=_O + "gpt-4o", prices=_openai_prices(2.50, 1.25, 10.0)),
     ModelInfo(
@@ -447,7 +463,8 @@ BUILTIN_MODELS: tuple[ModelInfo, ...] = (
         # One gpt-4.1 Chat request with tools in the fit set (crewAI, a system message:
         # 9 over the declarations, not 5): the GPT-4 tool rules are not carried over.
         tool_prompt_tokens=12,
-        estimator=_CHAT_TOOLS_DEFAULT,
+        estimator={**_CHAT_TOOLS_DEFAULT, **_RESPONSES_TOOLS_4},
+        basis=_RESPONSES_TOOLS_4_BASIS,
     ),
     ModelInfo(name="gpt-4.1-priced", pattern=_O + "gpt-4.1", prices=_openai_prices(2.0, 0.50, 8.0)),
     ModelInfo(

@@ -232,11 +232,48 @@ def _defs(schema: Any) -> Mapping[str, Any] | None:
     return defs if isinstance(defs, Mapping) else None
 
 
-def openai_tool_namespace(tools: Sequence[Mapping[str, Any]]) -> str:
+def _ref_title(schema: Mapping[str, Any], defs: Mapping[str, Any]) -> Any:
+    ref = schema.get("$ref")
+    target = defs.get(ref.rsplit("/", 1)[-1]) if isinstance(ref, str) else None
+    return target.get("title") if isinstance(target, Mapping) else None
+
+
+def _titled(schema: Any, defs: Mapping[str, Any]) -> Any:
+    """``schema`` with each property's ``title`` (or the title of the definition its
+    ``$ref`` names) read as a comment line before its description, as the Responses API
+    writes them for the GPT-4o / 4.1 models (``responses_titles``)."""
+    if isinstance(schema, list):
+        return [_titled(s, defs) for s in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {
+        k: _titled(v, defs) if k in ("items", "anyOf", "oneOf") else v for k, v in schema.items()
+    }
+    for key in ("$defs", "definitions"):
+        if isinstance(schema.get(key), Mapping):
+            out[key] = {k: _titled(v, defs) for k, v in schema[key].items()}
+    props = schema.get("properties")
+    if isinstance(props, Mapping):
+        titled = {}
+        for name, sub in props.items():
+            if isinstance(sub, Mapping):
+                title = sub.get("title") or _ref_title(sub, defs)
+                sub = _titled(sub, defs)
+                if isinstance(title, str) and title:
+                    more = sub.get("description")
+                    sub = {**sub, "description": f"{title}\n// {more}" if more else title}
+            titled[name] = sub
+        out["properties"] = titled
+    return out
+
+
+def openai_tool_namespace(tools: Sequence[Mapping[str, Any]], *, titles: bool = False) -> str:
     """The ``namespace functions`` declaration OpenAI's models read the tools as.
 
     Takes Chat Completions (``{type, function: {...}}``) or Responses (``{type, name,
-    ...}``) function tools; other tool types are skipped.
+    ...}``) function tools; other tool types are skipped.  With ``titles`` (the
+    Responses API on the GPT-4o / 4.1 models) the parameters' titles and the
+    parameters object's own title and description are comment lines too.
     """
     lines = ["namespace functions {", ""]
     for t in tools:
@@ -246,6 +283,11 @@ def openai_tool_namespace(tools: Sequence[Mapping[str, Any]]) -> str:
         if fn.get("description"):
             lines.append(f"// {fn['description']}")
         params = fn.get("parameters")
+        if titles and isinstance(params, Mapping):
+            for key in ("title", "description"):
+                if isinstance(params.get(key), str) and params[key]:
+                    lines.append(f"// {params[key]}")
+            params = _titled(params, _defs(params) or {})
         if isinstance(params, Mapping) and params.get("properties"):
             lines.append(f"type {fn['name']} = (_: {_ts_type(params, _defs(params))}) => any;")
         else:
@@ -255,14 +297,14 @@ def openai_tool_namespace(tools: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _tool_texts(tools: list[Mapping[str, Any]]) -> list[str]:
+def _tool_texts(tools: list[Mapping[str, Any]], *, titles: bool = False) -> list[str]:
     """The tools as the model reads them (both APIs): the function namespace, and the
     JSON of any other (built-in) tool; nothing without tools."""
     functions = [t for t in tools if t.get("type", "function") == "function"]
     others = [t for t in tools if t not in functions]  # built-in tools: their JSON
     if not functions and not others:
         return []
-    return [openai_tool_namespace(functions), *(compact_json(t) for t in others)]
+    return [openai_tool_namespace(functions, titles=titles), *(compact_json(t) for t in others)]
 
 
 def openai_tools(
@@ -270,10 +312,12 @@ def openai_tools(
     tools: list[Mapping[str, Any]],
     profile: ModelProfile,
     tool_prompt: int | None = None,
+    *,
+    titles: bool = False,
 ) -> None:
-    """Add the tools unit (both APIs): the function namespace plus the tool prompt
-    (``tool_prompt``, default the profile's)."""
-    texts = _tool_texts(tools)
+    """Add the tools unit (both APIs): the function namespace (``titles``: with the
+    parameters' titles) plus the tool prompt (``tool_prompt``, default the profile's)."""
+    texts = _tool_texts(tools, titles=titles)
     if texts:
         prompt = profile.tool_prompt_tokens if tool_prompt is None else tool_prompt
         u.add({"tools": tools}, structured=texts, tool_prompt=prompt)
@@ -301,10 +345,12 @@ def openai_frame(
     framing: Mapping[str, float] | None = None,
     tool_prompt: int | None = None,
     output_format: Any = None,
+    titles: bool = False,
 ) -> EstimateFrame | None:
     """The frame of an OpenAI request (both APIs) whose body declares ``tools`` and
-    asks for ``output_format`` (a structured-output format, or ``None``)."""
-    texts = _tool_texts(list(tools))
+    asks for ``output_format`` (a structured-output format, or ``None``); ``titles``:
+    the parameters' titles are read too (``openai_tool_namespace``)."""
+    texts = _tool_texts(list(tools), titles=titles)
     prompt = profile.tool_prompt_tokens if tool_prompt is None else tool_prompt
     units = [tool_unit({"tools": tools}, structured=texts, tool_prompt=prompt)] if texts else []
     schema = _schema_unit(output_format, profile)
