@@ -34,7 +34,7 @@ from ..errors import RuleError
 from ..model import ContextCommit, ContextItem, Node
 from ..ruleapi import RuleContext, cache
 from ..ruleapi import delta as cdelta
-from ..ruleapi.context import COMPACTION_BLOCKS
+from ..ruleapi.context import COMPACTION_BLOCKS, InlineAnswer
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from .anchor import task_anchor
 from .boundary import fold_at, is_boundary
@@ -90,6 +90,7 @@ def derive_commit(
     load_commit: Callable[[str], ContextCommit | None] | None = None,
     marks: Mapping[str, int] | None = None,
     summaries: Mapping[str, SummaryResult | str] | None = None,
+    answer: InlineAnswer | None = None,
 ) -> Generated:
     """Derive the commit at ``head_node_id``: ``parent`` plus ``calls`` through the pipeline.
 
@@ -101,7 +102,12 @@ def derive_commit(
     under this commit.  ``summaries`` answers summary requests by key (a
     ``SummaryResult`` or the text); a request without an answer is returned in
     ``Generated.requests`` and the commit then folds nothing for it (its notes say it
-    is waiting).  A rule that breaks its contract raises ``RuleError`` naming it.
+    is waiting).  ``answer`` (``derive_with_summaries`` gives it) answers the other
+    requests as the rules make them, so the rule gets its answer in this derive: the
+    commit is then the one ``summaries`` holding those answers gives (pure only as
+    far as ``answer`` is); an exception ``answer`` raises stops further answers and is
+    raised once the rules ran.  A rule that breaks its contract raises ``RuleError``
+    naming it.
     """
     items = _working_list(parent)
     cursors = (
@@ -131,6 +137,7 @@ def derive_commit(
         summaries=answers,
         pricing=pipeline.cache,
         compaction_blocks=_compaction_blocks(cursors.get(COMPACTION_BLOCKS)),
+        answer=answer,
     )
     # The task anchor is chosen once per branch: the first real instruction
     # (``task_anchor``), looked for until a commit on the branch has found it.
@@ -197,6 +204,8 @@ def derive_commit(
                 where=f"rule {rule.name!r}",
             )
     ctx.rule_name = ""
+    if ctx.answer_error is not None:  # as if the answer had been asked after the derive
+        raise ctx.answer_error
     if pipeline.rules:  # the cache ledger (ctxrules.ruleapi.cache): a commit per request
         cache.advance(cursors, items, ctx.new_positions(), now)
     # After the rules, so every rule sees the new items as it would without a boundary
@@ -280,13 +289,18 @@ def derive_with_summaries(
 ) -> Generated:
     """``derive_commit``, with every summary request answered: the final commit.
 
-    Derives, answers each new request with ``answer`` (default ``run_summarizer``: the
-    registered summarizer within the request's time limit), and derives again with the
-    answers, until no request is left.  The result is exactly ``derive_commit(...,
+    Each request is answered with ``answer`` (default ``run_summarizer``: the
+    registered summarizer within the request's time limit) as the rules make it, in
+    the derive (``derive_commit(answer=…)``), so a summary costs no second derive;
+    requests left (once ``MAX_SUMMARY_ROUNDS`` answers were made in-line, or an answer
+    was ``None``) are answered after it and the commit derived again with the answers,
+    until none is left.  The result is exactly ``derive_commit(...,
     summaries=answers)``: how long an answer took, or on which machine, never changes
     the commit, only the answer itself does (a timed-out answer is an answer too: the
-    rule records it and backs off).  ``load_commit`` is called once per attach source,
-    before deriving; ``summaries`` are answers known already.
+    rule records it and backs off).  An exception ``answer`` raises is raised as it is
+    (after the rules of that derive ran, as if asked after it).  ``load_commit`` is
+    called once per attach source, before deriving; ``summaries`` are answers known
+    already.
     """
     attached: dict[str, ContextCommit | None] = {}
     if load_commit is not None:
@@ -298,6 +312,18 @@ def derive_with_summaries(
                 except Exception:  # an unloadable source degrades to one item (attach_items)
                     attached[ref["commit"]] = None
     answers: dict[str, SummaryResult | str] = dict(summaries or {})
+    # In-line answers are bounded like rounds are: a rule asking for ever new summaries
+    # gets MAX_SUMMARY_ROUNDS of them in-line, then the rounds below (and their limit).
+    inline_left = MAX_SUMMARY_ROUNDS
+
+    def inline(request: SummaryRequest) -> SummaryResult | None:
+        nonlocal inline_left
+        if inline_left <= 0:
+            return None
+        inline_left -= 1
+        found = answers[request.key] = answer(request)
+        return found
+
     for _ in range(MAX_SUMMARY_ROUNDS):
         gen = derive_commit(
             parent,
@@ -309,11 +335,13 @@ def derive_with_summaries(
             load_commit=attached.get if load_commit is not None else None,
             marks=marks,
             summaries=answers,
+            answer=inline,
         )
         if not gen.requests:
             return gen
         for request in gen.requests:
-            answers[request.key] = answer(request)
+            if request.key not in answers or answers[request.key] is None:
+                answers[request.key] = answer(request)
     rules = sorted({r.rule for r in gen.requests})
     raise RuleError(
         f"still asking for summaries after {MAX_SUMMARY_ROUNDS} rounds of answers",

@@ -23,7 +23,7 @@ guide for rule authors.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -33,6 +33,10 @@ from ..model import STATE_RANK, CompactionBlock, ContextItem, provider_compactio
 from ..summarizers.request import SummaryRequest, SummaryResult, request_key
 from .cache import DEFAULT_PRICING, CacheLedger, CachePricing
 from .delta import Delta, folded_item
+
+#: What answers a summary request during a derive (``derive_with_summaries`` hands one
+#: in): a ``SummaryResult``, or ``None`` for no answer yet.
+InlineAnswer = Callable[[SummaryRequest], SummaryResult | None]
 
 __all__ = ["COMPACTION_BLOCKS", "RuleContext", "item_text_for_tokens"]
 
@@ -66,7 +70,8 @@ class RuleContext:
     ``note``; ask for summaries with ``summary``.  ``tokens()`` / ``total_tokens()``
     give exact counts, counting every pending changed item in one batch first.
     ``positions`` are the cursor keys that name item positions (the pipeline's
-    ``Rule.position_cursors``); ``summaries`` the caller's answers to summary requests.
+    ``Rule.position_cursors``); ``summaries`` the caller's answers to summary requests,
+    ``answer`` (optional) a function that answers the others as they are asked.
     ``cache`` is the commit's cache ledger (``ctxrules.ruleapi.cache``): whether
     changing cached items now pays, at the model's cache prices (``pricing``).
     """
@@ -86,6 +91,7 @@ class RuleContext:
         summaries: Mapping[str, SummaryResult] | None = None,
         pricing: CachePricing = DEFAULT_PRICING,
         compaction_blocks: bool | None = None,
+        answer: InlineAnswer | None = None,
     ):
         self.items = items
         self.now = now
@@ -99,7 +105,10 @@ class RuleContext:
         #: Summary requests no answer was given for, in the order they were made.
         self.requests: list[SummaryRequest] = []
         self._positions = tuple(positions)
-        self._summaries = summaries or {}
+        self._summaries = dict(summaries) if summaries else {}
+        self._answer = answer
+        #: The exception ``answer`` raised (the derive raises it once the rules ran).
+        self.answer_error: Exception | None = None
         self._new_ids = new_ids
         self._first_new = first_new
         self._inserted_inside = False  # whether an item was inserted before the parent's end
@@ -378,18 +387,31 @@ class RuleContext:
         answer = self._summaries.get(key)
         if answer is not None:
             return answer
-        if all(r.key != key for r in self.requests):
-            self.requests.append(
-                SummaryRequest(
-                    key=key,
-                    rule=self.rule_name,
-                    summarizer=summarizer,
-                    items=run,
-                    budget=budget,
-                    timeout_seconds=timeout_seconds,
-                    instructions=instructions,
-                )
-            )
+        if any(r.key == key for r in self.requests):
+            return None
+        request = SummaryRequest(
+            key=key,
+            rule=self.rule_name,
+            summarizer=summarizer,
+            items=run,
+            budget=budget,
+            timeout_seconds=timeout_seconds,
+            instructions=instructions,
+        )
+        # Answered here when the caller gave an answer function (derive_with_summaries):
+        # the rule gets what a derive handed that answer would give it.  Once one
+        # answer failed, none is asked for any more: the derive ends as one without
+        # answers would and raises that failure (derive_commit).
+        if self._answer is not None and self.answer_error is None:
+            try:
+                found = self._answer(request)
+            except Exception as exc:
+                self.answer_error = exc
+            else:
+                if found is not None:
+                    self._summaries[key] = found
+                    return found
+        self.requests.append(request)
         return None
 
     def note(self, text: str) -> None:

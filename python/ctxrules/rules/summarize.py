@@ -18,7 +18,7 @@ says so in its notes.
 The summarizer is a plugin (``summarizer``, checked when the rule is built) that the
 rule never calls: it asks the context for the summary of the run (``ctx.summary``)
 and the caller answers (``ctxrules.commit.derive_with_summaries`` runs the summarizer
-within ``timeout_seconds`` and derives again).  Until answered, nothing is folded and
+within ``timeout_seconds``, in the same derive).  Until answered, nothing is folded and
 the commit's notes say it is waiting.  If the summarizer raised, timed out or returned
 nothing, nothing is folded and the reason is noted on the commit; a fold that cannot
 get under the threshold says so too, and so does a fold whose summary leaves out the

@@ -8,7 +8,9 @@ caller answers each request (``run_summarizer`` runs the registered summarizer w
 the request's time limit) and derives again with the answers as input: the same
 answers give the same commit, however long they took to obtain.
 
-``ctxrules.commit.derive_with_summaries`` does that loop in one call.
+``ctxrules.commit.derive_with_summaries`` does that in one call, and in one derive: it
+hands its answer function to the derive, whose context answers each request as the
+rule makes it (the rule still calls no summarizer: the caller's function does).
 
 How ``run_summarizer`` gets an answer, in order:
 
