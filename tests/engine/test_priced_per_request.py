@@ -13,6 +13,7 @@ as a replay does with the model that answered each recorded request)."""
 from __future__ import annotations
 
 from ctxrules import dag
+from ctxrules.commit import persist
 from ctxrules.config import PipelineConfig
 from ctxrules.engine import Engine, EngineConfig, TurnPrep
 from ctxrules.model import TextBlock, ToolUseBlock
@@ -113,3 +114,13 @@ def test_one_pricing_of_a_model():
         assert engine.pipeline_for(model).cache == expected == engine.pricing(model)
     # The configured model's (here the provider's default) is ``pipeline``.
     assert engine.pipeline is engine.pipeline_for(engine.provider.default_model)
+
+
+def test_a_manual_compaction_is_priced_at_the_model_of_the_next_request():
+    # No model configured: the session's answers are gpt-5's, so its next request goes
+    # to gpt-5, and so does a compaction made now (not to the provider's default).
+    engine, preps = _play(["gpt-5"] * 4)
+    assert preps[-1].model == "gpt-5"
+    result = engine.compact("s1", now=NOW + 100)
+    commit = persist.load(engine.store, result.commit)
+    assert commit.rules_version == _version(engine, "gpt-5") != _version(engine, "gpt-4o")

@@ -490,13 +490,21 @@ class Engine(UsageFusion, AsyncTwins):
         through the session's circuit breaker; the next request collects the context
         sources afresh.  ``acompact`` is the async twin.  See
         ``ctxrules.compaction.compact`` for ``instructions``, ``direction`` and
-        ``pivot`` and for its errors."""
+        ``pivot`` and for its errors.  The model is the one the session's next request
+        would be sent to (``prepare``'s choice): the summary is asked of it and the
+        rules are priced at its cache."""
         now = check_now(now)
         with self.session_lock(session):
+            info = self.store.get_session(session)
+            model = (
+                self._defaults(session, info.head, info)[0]
+                if info.head is not None
+                else self.config.model or self.provider.default_model
+            )
             result = self._compact(
                 session,
                 None,
-                self.config.model or self.provider.default_model,
+                model,
                 now,
                 instructions=instructions,
                 direction=direction,
