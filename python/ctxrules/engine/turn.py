@@ -49,6 +49,7 @@ from ..context_sources import SourceMemo, SourceRequest
 from ..errors import (
     CompactionDeclined,
     CompactionError,
+    CtxrulesError,
     DagError,
     RenderError,
     ValidationError,
@@ -161,6 +162,10 @@ class Engine(UsageFusion, AsyncTwins):
         # sent to (``pipeline_for``); ``pipeline`` is priced at the configured model.
         self._unpriced = built
         self._priced: dict[CachePricing, Pipeline] = {}
+        # Per model (and cache rule, TTL): its pricing, with the profile it was made from.
+        self._pricings: dict[
+            tuple[str, str, str | None], tuple[ModelProfile | None, CachePricing]
+        ] = {}
         self.pipeline = self.pipeline_for(self.config.model or self.provider.default_model)
         self.sources = SourceMemo()
         self._locks: dict[str, threading.RLock] = {}
@@ -555,8 +560,23 @@ class Engine(UsageFusion, AsyncTwins):
         """How the provider's prompt cache bills ``model`` (``CachePricing``: its cache
         read and write prices, TTL — ``cache_ttl`` — and layout), what the cache ledger
         of the rules and of automatic compaction prices a rewrite with; Anthropic's
-        when the model has no profile (``CachePricing.for_model``)."""
-        return CachePricing.for_model(self.provider, model, cache_ttl=self.config.cache_ttl)
+        when the model has no profile (``CachePricing.for_model``).  Made once per model
+        while the provider gives the same profile for it (a model registered since is
+        priced anew)."""
+        provider, ttl = self.provider, self.config.cache_ttl
+        try:
+            profile: ModelProfile | None = provider.model_profile(model)
+        except CtxrulesError:
+            profile = None  # priced as Anthropic's (``for_model``)
+        key = (model, provider.cache_rule, ttl)
+        found = self._pricings.get(key)
+        if found is not None and found[0] is profile:
+            return found[1]
+        made = CachePricing.for_model(provider, model, cache_ttl=ttl)
+        if len(self._pricings) >= _RENDERERS_KEPT:
+            self._pricings.clear()
+        self._pricings[key] = (profile, made)
+        return made
 
     def _last_answer(self, commit: ContextCommit) -> tuple[float, str | None] | None:
         """The time of the branch's last answer and the model its request was made for
