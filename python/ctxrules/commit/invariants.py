@@ -59,18 +59,30 @@ def _protected_broken(
     not full (while the pipeline locks them), and a task anchor — ``task_anchor`` of the
     commit's own nodes, when ``nodes`` are given — not marked as one or not full."""
     broken: list[str] = []
-    native = [it for it in commit.items if it.attached_from is None]
+    items = commit.items
     if pipeline.lock_system:
         broken.extend(
             f"system item {it.source_node_id} is {it.state if it.locked else 'not locked'}"
-            for it in native
-            if it.role == "system" and (not it.locked or it.state != "full")
+            for it in items
+            if it.role == "system"
+            and it.attached_from is None
+            and (not it.locked or it.state != "full")
         )
     if pipeline.anchor_task and nodes is not None:
-        shown = [it for it in native if it.source_node_id in nodes]
-        task = task_anchor((nodes[it.source_node_id] for it in shown), pipeline.anchor_skip)
-        for it in shown:
-            if task is not None and it.source_node_id == task.id:
+        # The task statement is looked for among the shown nodes in order only as far as
+        # it is (usually among the first few), then its items are checked.
+        task = task_anchor(
+            (
+                nodes[it.source_node_id]
+                for it in items
+                if it.attached_from is None and it.source_node_id in nodes
+            ),
+            pipeline.anchor_skip,
+        )
+        sid = task.id if task is not None else None
+        mine = [] if sid is None or sid not in nodes else items
+        for it in mine:
+            if it.source_node_id == sid and it.attached_from is None:
                 if not it.is_anchor:
                     broken.append(
                         f"the task statement {it.source_node_id} (the first real "
