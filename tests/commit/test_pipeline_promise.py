@@ -19,26 +19,23 @@ from ctxrules.model import ContextCommit, ContextItem, Node
 PIPELINE = Pipeline.from_config(PipelineConfig.preset("off"))
 
 
-def _specification(commit: ContextCommit, nodes: Mapping[str, Node]) -> list[str]:
-    """The pipeline's promise as docs/rules.md states it, item list by item list."""
-    broken: list[str] = []
+def _specification(commit: ContextCommit, nodes: Mapping[str, Node]) -> list[tuple[str, str]]:
+    """The pipeline's promise as docs/rules.md states it, item list by item list: each
+    item that breaks it and what it is (``system`` or ``task``)."""
     native = [it for it in commit.items if it.attached_from is None]
-    for it in native:
-        if it.role == "system" and (not it.locked or it.state != "full"):
-            broken.append(
-                f"system item {it.source_node_id} is {it.state if it.locked else 'not locked'}"
-            )
+    broken = [
+        ("system", it.source_node_id)
+        for it in native
+        if it.role == "system" and not (it.locked and it.state == "full")
+    ]
     shown = [it for it in native if it.source_node_id in nodes]
     task = task_anchor((nodes[it.source_node_id] for it in shown), PIPELINE.anchor_skip)
-    for it in shown:
-        if task is not None and it.source_node_id == task.id:
-            if not it.is_anchor:
-                broken.append(
-                    f"the task statement {it.source_node_id} (the first real "
-                    "instruction) is not the anchor"
+    if task is not None:
+        for it in shown:
+            if it.source_node_id == task.id:
+                broken += [("task", it.source_node_id)] * (
+                    (not it.is_anchor) + (it.state != "full")
                 )
-            if it.state != "full":
-                broken.append(f"the task anchor {it.source_node_id} is {it.state}")
     return broken
 
 
@@ -101,7 +98,9 @@ def test_the_pipeline_promise_is_the_specification(items: list[ContextItem]) -> 
     found = _findings(commit, NODES)
     assert bool(found) == bool(spec)
     if spec:
-        assert spec[0] in found[0]
+        what, item = spec[0]
+        assert item in found[0]
+        assert ("system item" if what == "system" else "the task") in found[0]
         more = f"(and {len(spec) - 1} more)"
         assert (more in found[0]) == (len(spec) > 1)
 
