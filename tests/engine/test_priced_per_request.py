@@ -15,7 +15,7 @@ from __future__ import annotations
 from ctxrules import dag
 from ctxrules.commit import persist
 from ctxrules.config import PipelineConfig
-from ctxrules.engine import Engine, EngineConfig, TurnPrep
+from ctxrules.engine import Engine, EngineConfig, TurnPrep, merge, merged_into
 from ctxrules.model import TextBlock, ToolUseBlock
 from ctxrules.ruleapi.cache import CachePricing
 from ctxrules.store import MemoryStore
@@ -124,3 +124,42 @@ def test_a_manual_compaction_is_priced_at_the_model_of_the_next_request():
     result = engine.compact("s1", now=NOW + 100)
     commit = persist.load(engine.store, result.commit)
     assert commit.rules_version == _version(engine, "gpt-5") != _version(engine, "gpt-4o")
+
+
+def _chat_answer(text: str) -> dict:
+    return {
+        "id": "chatcmpl-merge",
+        "object": "chat.completion",
+        "model": "gpt-5",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+    }
+
+
+def test_a_merge_is_priced_at_the_model_of_its_turn():
+    # The target's answers are gpt-5's, so the merge turn goes to gpt-5: every commit of
+    # the merge is priced there, and the merge commit is the one its request carried
+    # (under the provider's default, gpt-4o, the merge recorded another commit).
+    engine, _ = _play(["gpt-5"] * 3)
+    store = engine.store
+    store.create_session(session_id="peer", metadata={})
+    dag.append(store, "peer", "user", "Try the other package.", node_id="pu", created_at=NOW)
+    dag.append(
+        store, "peer", "assistant", "Done: pkg9.", name="gpt-5", node_id="pa", created_at=NOW
+    )
+    assert engine.next_model("s1") == "gpt-5"
+    result = merge(
+        engine,
+        "s1",
+        ["peer"],
+        instruction="Combine both.",
+        call=lambda prep: _chat_answer("Merged."),
+        now=NOW + 100,
+    )
+    assert result.prep.model == "gpt-5"
+    assert result.commit == result.prep.commit.id
+    assert result.prep.commit.rules_version == _version(engine, "gpt-5")
+    (entry,) = merged_into(store, "peer")
+    assert entry["merge_commit"] == result.prep.commit.id

@@ -308,7 +308,8 @@ def merge(
 
     ``peers`` are session ids (their HEAD) or ``(session, head)`` pairs; ``base`` (one of
     them, default the first) is attached locked, the others as ordinary items the rules
-    may compress.  Each peer's commit is made (or reused) under the engine's pipeline,
+    may compress.  Each peer's commit is made (or reused) under the engine's pipeline
+    priced at the model the merge turn goes to (``Engine.next_model``),
     one pointer per peer — the others in the order given, then the base, next to the
     instruction — and the instruction are appended at ``target``'s HEAD, and the
     request is prepared at the instruction: its commit — the merge commit — has
@@ -365,7 +366,9 @@ def _stage_and_prepare(
     instruction: str,
     now: float,
 ) -> MergeResult:
-    store, pipeline = engine.store, engine.pipeline
+    # Every commit of the merge is priced at the model the merge turn goes to, so the
+    # turn's commit builds on the target's and the peers' commits made here.
+    store, pipeline = engine.store, engine.pipeline_for(engine.next_model(target))
     before = make_commit(target, head, now=now, store=store, config=pipeline)
     peers: list[Peer] = []
     for k, (session, at) in enumerate(heads):
@@ -471,7 +474,10 @@ def record_merge(engine: Engine, prep: TurnPrep, response: Any, *, now: float) -
     node, pointers = _merge_turn(store, prep)
     check_answer(engine, response)
     recorded = engine.record(prep, response, now=now)
-    commit = make_commit(prep.session_id, node.id, now=now, store=store, config=engine.pipeline)
+    # The merge commit: the one the merge turn's request carried (priced at its model).
+    commit = make_commit(
+        prep.session_id, node.id, now=now, store=store, config=engine.pipeline_for(prep.model)
+    )
     record = node.metadata[MERGE_KEY]
     peers = tuple(
         Peer(

@@ -500,16 +500,10 @@ class Engine(UsageFusion, AsyncTwins):
         rules are priced at its cache."""
         now = check_now(now)
         with self.session_lock(session):
-            info = self.store.get_session(session)
-            model = (
-                self._defaults(session, info.head, info)[0]
-                if info.head is not None
-                else self.config.model or self.provider.default_model
-            )
             result = self._compact(
                 session,
                 None,
-                model,
+                self.next_model(session),
                 now,
                 instructions=instructions,
                 direction=direction,
@@ -544,6 +538,15 @@ class Engine(UsageFusion, AsyncTwins):
             pricing=pricing,
             now=now,
         )
+
+    def next_model(self, session: str) -> str:
+        """The model ``session``'s next request goes to when ``prepare`` chooses it: the
+        configured one, else the one the session's recording names at its HEAD (else
+        the provider's default).  A compaction or a merge made now is priced at it."""
+        info = self.store.get_session(session)
+        if info.head is None:
+            return self.config.model or self.provider.default_model
+        return self._defaults(session, info.head, info)[0]
 
     def pipeline_for(self, model: str) -> Pipeline:
         """The engine's rules priced at ``model``'s cache (``pricing``): what a request
