@@ -34,7 +34,7 @@ from ..errors import RuleError
 from ..model import ContextCommit, ContextItem, Node
 from ..ruleapi import RuleContext, cache
 from ..ruleapi import delta as cdelta
-from ..ruleapi.context import COMPACTION_BLOCKS, InlineAnswer
+from ..ruleapi.context import COMPACTION_BLOCKS, SUMMARY_TOKENS, InlineAnswer
 from ..summarizers.request import SummaryRequest, SummaryResult, run_summarizer
 from .anchor import task_anchor
 from .boundary import fold_at, is_boundary
@@ -44,9 +44,9 @@ from .pipeline import Pipeline
 __all__ = ["Generated", "derive_commit", "derive_with_summaries"]
 
 #: Cursors a change of rules keeps: the anchor, the expanded attach blocks, the cache
-#: ledger (what the provider holds does not depend on the rules) and whether an item
-#: holds a compaction block.
-_STICKY = ("anchor", "attach:", "cache.", COMPACTION_BLOCKS)
+#: ledger (what the provider holds does not depend on the rules), whether an item
+#: holds a compaction block and the summaries' tokens.
+_STICKY = ("anchor", "attach:", "cache.", COMPACTION_BLOCKS, SUMMARY_TOKENS)
 #: Cursor keys describing the graph a commit was made from; each commit sets its own.
 _MARKS = ("seq:", "variants:")
 
@@ -138,6 +138,7 @@ def derive_commit(
         pricing=pipeline.cache,
         compaction_blocks=_compaction_blocks(cursors.get(COMPACTION_BLOCKS)),
         answer=answer,
+        summary_tokens=_summary_tokens(cursors.get(SUMMARY_TOKENS)),
     )
     # The task anchor is chosen once per branch: the first real instruction
     # (``task_anchor``), looked for until a commit on the branch has found it.
@@ -217,6 +218,7 @@ def derive_commit(
     if marks:
         cursors.update(marks)
     cursors[COMPACTION_BLOCKS] = int(ctx.holds_compaction())
+    cursors[SUMMARY_TOKENS] = ctx.summary_tokens()
     inserted, changed, folds = ctx.delta()
     summary = parent.summary if parent is not None else ""
     for _, it in changed:
@@ -261,6 +263,12 @@ def derive_commit(
     )
     _keep_working_list(commit, items)
     return Generated(commit, delta, tuple(ctx.requests), ctx.reasons)
+
+
+def _summary_tokens(value: int | None) -> int | None:
+    """The parent's ``summary.tokens`` cursor: None when it was not written (a parent
+    made before it) or is not a count (a rule wrote over it)."""
+    return value if type(value) is int and value >= 0 else None
 
 
 def _compaction_blocks(value: int | None) -> bool | None:

@@ -38,12 +38,15 @@ from .delta import Delta, folded_item
 #: in): a ``SummaryResult``, or ``None`` for no answer yet.
 InlineAnswer = Callable[[SummaryRequest], SummaryResult | None]
 
-__all__ = ["COMPACTION_BLOCKS", "RuleContext", "item_text_for_tokens"]
+__all__ = ["COMPACTION_BLOCKS", "SUMMARY_TOKENS", "RuleContext", "item_text_for_tokens"]
 
 #: The generator's cursor saying whether any item of a commit holds a
 #: ``CompactionBlock`` (1) or none does (0): a commit without one needs no scan for a
 #: provider's compaction (``RuleContext.provider_compaction_start``).
 COMPACTION_BLOCKS = "compaction.blocks"
+#: The generator's cursor holding the tokens of a commit's ``summary`` items
+#: (``RuleContext.summary_tokens``), kept up to date change by change.
+SUMMARY_TOKENS = "summary.tokens"
 
 
 def _holds_compaction(item: ContextItem) -> bool:
@@ -92,6 +95,7 @@ class RuleContext:
         pricing: CachePricing = DEFAULT_PRICING,
         compaction_blocks: bool | None = None,
         answer: InlineAnswer | None = None,
+        summary_tokens: int | None = None,
     ):
         self.items = items
         self.now = now
@@ -114,6 +118,9 @@ class RuleContext:
         self._inserted_inside = False  # whether an item was inserted before the parent's end
         self._counter = counter
         self._total = total_tokens
+        # Tokens of the summary items (the parent's ``summary.tokens``), kept as
+        # ``_total`` is; None until known (a parent made before the cursor).
+        self._summary_total = summary_tokens
         self._pending: set[int] = set()
         self._changed: set[int] = set()
         self._inserted: set[int] = set()
@@ -219,6 +226,20 @@ class RuleContext:
             self.flush()
         return self._total
 
+    def summary_tokens(self) -> int:
+        """Tokens of the ``summary`` items now: the parent's figure (its
+        ``summary.tokens`` cursor) kept up to date with each change, so no item is
+        looked at (a parent made before the cursor is summed once)."""
+        if self._pending:
+            self.flush()
+        if self._summary_total is None:
+            self._summary_total = sum(it.tokens for it in self.items if it.state == "summary")
+        return self._summary_total
+
+    def _summaries_changed(self, tokens: int) -> None:
+        if self._summary_total is not None:
+            self._summary_total += tokens
+
     # -- changing ----------------------------------------------------------------
 
     def replace(self, pos: int, *, reason: str, **changes: Any) -> ContextItem:
@@ -309,6 +330,8 @@ class RuleContext:
                 self._swap(pos, new, recount=False)
             else:  # the parent's item: the delta records the fold, not the item
                 self._total -= it.tokens
+                if it.state == "summary":  # an earlier summary folded (a compaction)
+                    self._summaries_changed(-it.tokens)
                 self.items[pos] = new
                 self._folded[pos] = fold_no
         summary = ContextItem(
@@ -362,6 +385,8 @@ class RuleContext:
         self._inserted.add(pos)
         if item.state != "summarized":
             self._total += item.tokens  # corrected by flush() with the real count
+        if item.state == "summary":
+            self._summaries_changed(item.tokens)
 
     def summary(
         self,
@@ -431,6 +456,10 @@ class RuleContext:
             self._total -= old.tokens
         if new.state != "summarized":
             self._total += new.tokens  # corrected by flush() with the real count
+        if old.state == "summary":
+            self._summaries_changed(-old.tokens)
+        if new.state == "summary":
+            self._summaries_changed(new.tokens)
         self.items[pos] = new
         self._changed.add(pos)
         if recount:
@@ -472,6 +501,8 @@ class RuleContext:
             it = self.items[p]
             if it.state != "summarized":
                 self._total += tokens - it.tokens
+            if it.state == "summary":
+                self._summaries_changed(tokens - it.tokens)
             if tokens != it.tokens:
                 # Token counts are bookkeeping, not a change of content: no new op.
                 self.items[p] = msgspec.structs.replace(it, tokens=tokens)

@@ -327,7 +327,7 @@ class Summarize(Rule):
             ctx.cursors["summarize.pos"] = sm_pos
             p = sm_pos + 1
         if total > self.threshold_tokens:
-            summaries = sum(it.tokens for it in items if it.state == "summary")
+            summaries = ctx.summary_tokens()
             why = (
                 f"; summaries hold {summaries} tokens (a full compaction merges them)"
                 if summaries
