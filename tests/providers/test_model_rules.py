@@ -181,8 +181,8 @@ def test_gemini_2_5_flash_bills_a_streamed_calls_signature_as_its_thinking():
 def test_gemini_2_5_flash_bills_no_signature_on_a_call_not_streamed():
     """Fit set: the 2.5 Flash calls to generateContent that send a signature back in the
     current turn (Google ADK under openinference, 2025-12, and langsmith, 2026-04) bill
-    none — each is estimated without it, below its bill and within 13 % (counting the
-    signature put them 15 … 49 % over)."""
+    none — each is estimated without it, within 5 % of its bill (counting the signature
+    put them 15 … 49 % over)."""
     paths = [
         CORPUS / "vcr-cassettes-yaml" / "gemini" / name
         for name in (
@@ -195,7 +195,7 @@ def test_gemini_2_5_flash_bills_no_signature_on_a_call_not_streamed():
     assert len(calls) == 6 and not any(o.streamed for o in calls)
     for o in calls:
         est = estimate_observation(o).input_tokens
-        assert 0.87 * o.billed <= est <= o.billed, (o.index, est, o.billed)
+        assert abs(est / o.billed - 1) <= 0.05, (o.index, est, o.billed)
 
 
 def test_gemini_3_bills_no_signature_of_an_earlier_turn():
@@ -734,3 +734,28 @@ def test_responses_gpt_4o_and_4_1_tool_requests_bill_as_recorded():
     for o in first:
         est = estimate_observation(o).input_tokens
         assert abs(est / o.billed - 1) <= 0.035, (o.source, est, o.billed)
+
+
+def test_gemini_2_5_flash_bills_a_function_part_twelve_tokens():
+    """Fit set: Gemini 2.5 Flash conversations with function calls (chatlas' streamed
+    tool tests, Google ADK under openinference and langsmith) grow 6 … 8 tokens an
+    exchange faster than their parts at Gemini 3's 6; with 12 a part their requests are
+    estimated within 5 % on average and 9 % each (with 6: 3 … 16 % under, 9.5 % on
+    average)."""
+    assert resolve_model("gemini:gemini-2.5-flash").rule("function_part") == 12
+    assert resolve_model("gemini:gemini-2.5-pro").rule("function_part") == 6
+    folder = CORPUS / "vcr-cassettes-yaml" / "gemini"
+    paths = [
+        *sorted(folder.glob("chatlas-7d9a421e__*")),
+        folder / "openinference__test_google_adk_instrumentor_multi_tool_call.yaml",
+        folder / "langsmith__test_google_adk_test_runner_run_async.yaml",
+        folder / "langsmith__test_google_adk_test_runner_run_sync_with_tool.yaml",
+    ]
+    calls = [
+        o
+        for o in read_observations(paths)
+        if any("functionCall" in p for c in o.body["contents"] for p in c["parts"])
+    ]
+    assert len(calls) == 13
+    errors = [abs(estimate_observation(o).input_tokens / o.billed - 1) for o in calls]
+    assert sum(errors) / len(errors) <= 0.05 and max(errors) <= 0.09, errors
