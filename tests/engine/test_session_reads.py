@@ -84,3 +84,28 @@ def test_render_defaults_takes_the_row_it_is_given_and_refuses_another_sessions(
     elsewhere = store.create_session()
     with pytest.raises(ValidationError, match="not the request's"):
         render_defaults(store, request, "anthropic", session_info=elsewhere)
+
+
+def test_a_turn_reads_heads_calls_once_before_its_appends(grown, monkeypatch):
+    """HEAD's node and the tool results under it are read by ``settle`` (which hands its
+    calls to the appends) and the commit's plan, HEAD's node once more by usage
+    fusion: the appends read neither again."""
+    store, engine, sid = grown
+    head = store.get_session(sid).head
+    nodes: list[str] = []
+    results: list[str] = []
+    real_get_node, real_children = store.get_node, store.children
+
+    def get_node(node_id: str):
+        nodes.append(node_id)
+        return real_get_node(node_id)
+
+    def children(node_id: str, **kw):
+        results.append(node_id)
+        return real_children(node_id, **kw)
+
+    monkeypatch.setattr(store, "get_node", get_node)
+    monkeypatch.setattr(store, "children", children)
+    engine.prepare(sid, tool_results=[ToolResult("r3", "y\n" * 50)], now=2e9)
+    assert nodes.count(head) == 3  # settle, the plan, usage fusion's walk back
+    assert results.count(head) == 2  # settle, the plan

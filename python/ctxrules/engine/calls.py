@@ -14,7 +14,8 @@ stored: a result for no waiting call, or a second result for one, is a ``DagErro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from .. import dag
 from ..errors import DagError, UnansweredToolCallsError
@@ -23,7 +24,16 @@ from ..store import CommitStore
 from .config import EngineConfig
 from .results import ToolResult
 
-__all__ = ["append_results", "settle"]
+__all__ = ["Settled", "append_results", "settle"]
+
+
+class Settled(NamedTuple):
+    """What ``settle`` decided: the results to append, the calls answered as not run,
+    and HEAD's calls by id (read once: ``append_results`` takes them)."""
+
+    results: list[ToolResult]
+    not_run: tuple[str, ...]
+    calls: Mapping[str, ToolUseBlock]
 
 
 def _calls(store: CommitStore, session: str, head: str) -> tuple[list[ToolUseBlock], set[str]]:
@@ -49,15 +59,17 @@ def settle(
     head: str | None,
     results: Sequence[ToolResult],
     config: EngineConfig,
-) -> tuple[list[ToolResult], tuple[str, ...]]:
+) -> Settled:
     """The results to append for ``prepare``'s input, and the calls answered as not run.
 
     ``results`` are the caller's (checked: each answers a waiting call, once); the calls
     they leave unanswered are refused (``UnansweredToolCallsError``) or answered with
     ``config.not_run_result`` (see the module docstring).  Nothing is stored here.
     """
-    # One read of HEAD's calls and results serves both the waiting list and the checks.
+    # One read of HEAD's calls and results serves the waiting list, the checks and the
+    # appends (``Settled.calls``).
     calls, answered = _calls(store, session, head) if head is not None else ([], set())
+    by_id = {c.id: c for c in calls}
     waiting = [c for c in calls if c.id not in answered]
     ids = [r.tool_use_id for r in results]
     if results:
@@ -77,7 +89,7 @@ def settle(
                 )
     left = [c for c in waiting if c.id not in ids]
     if not left:
-        return list(results), ()
+        return Settled(list(results), (), by_id)
     names = ", ".join(f"{c.id} ({c.name})" for c in left)
     if config.unanswered_calls == "refuse":
         raise UnansweredToolCallsError(
@@ -88,7 +100,7 @@ def settle(
             'EngineConfig(unanswered_calls="not_run") to answer the rest as not run',
         )
     filled = [ToolResult(c.id, config.not_run_result, is_error=True) for c in left]
-    return [*results, *filled], tuple(c.id for c in left)
+    return Settled([*results, *filled], tuple(c.id for c in left), by_id)
 
 
 def append_results(
@@ -96,13 +108,14 @@ def append_results(
     session: str,
     head: str,
     results: Sequence[ToolResult],
+    calls: Mapping[str, ToolUseBlock],
     now: float,
     *,
     not_run: Sequence[str] = (),
 ) -> list[str]:
     """Append one tool node per result under the answer at ``head`` (checked by
-    ``settle``); a result in ``not_run`` is marked so in its metadata."""
-    calls = {c.id: c for c in _calls(store, session, head)[0]}
+    ``settle``, whose ``calls`` these are: HEAD's calls by id); a result in ``not_run``
+    is marked so in its metadata."""
     out = []
     for r in results:
         use = calls[r.tool_use_id]

@@ -252,11 +252,11 @@ class Engine(UsageFusion, AsyncTwins):
         if tool_results and info.head is None:
             raise DagError(f"session {session!r} is empty: no tool call to answer")
         # Every call waiting at HEAD is answered before anything else goes on (calls.py).
-        results, not_run = settle(self.store, info.id, info.head, tool_results, self.config)
+        results, not_run, calls = settle(self.store, info.id, info.head, tool_results, self.config)
         if results:
             assert info.head is not None
             appended += append_results(
-                self.store, info.id, info.head, results, now, not_run=not_run
+                self.store, info.id, info.head, results, calls, now, not_run=not_run
             )
         if user_input is not None:
             node, refs = self._append_user(info.id, user_input, now)
