@@ -146,7 +146,7 @@ def _peer_bill(
         if priced is not None:
             profile = done.provider.model_profile(priced)
         est = done.provider.estimate_prompt(body, profile, prefix_tokens=prefix)
-        bill.add(est, profile, point.now, out_tokens)
+        bill.add(est, profile, point.now, out_tokens, prep.model)
         if point.answer is not None:
             bodies[point.answer.id] = json.dumps(body).encode()
     return bill.prompt, bill.input_cost or 0.0, bodies

@@ -192,19 +192,21 @@ def test_the_merge_commit_is_derived_from_the_graph_again(scene, store):
     parent = load(store, merged.parent_ids[0])
     calls = [store.get_node(n) for n in (*result.pointers, result.node)]
     marks = {k: v for k, v in merged.cursors.items() if k.startswith(("seq:", "variants:"))}
+    # The rules of the merge turn: priced for the model it goes to (the ledger records it).
+    pipeline = engine.pipeline_for(result.prep.model)
     again = derive_with_summaries(
         parent,
         calls,
         session_id=target,
         head_node_id=result.node,
-        pipeline=engine.pipeline,
+        pipeline=pipeline,
         now=T0 + 5,
         load_commit=lambda cid: load(store, cid),
         marks=marks,
     )
     assert again.commit.id == merged.id and again.commit.parent_ids == merged.parent_ids
     nodes = {n.id: n for sid in (target, alt, init) for n in store.nodes(sid, inherited=True)}
-    assert check_commits([(parent, again, nodes)], engine.pipeline) == 1
+    assert check_commits([(parent, again, nodes)], pipeline) == 1
 
 
 def test_without_call_the_merge_waits_for_the_answer(scene, store):

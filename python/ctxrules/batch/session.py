@@ -137,7 +137,8 @@ class Bill:
 
     ``input_cost`` is the prompt's part of ``cost`` (uncached input, cache reads at
     their discount, cache writes at their premium): what a context policy changes.
-    Costs are ``None`` once a request's model has no prices."""
+    Costs are ``None`` once a request's model has no prices.  The provider caches per
+    model: a request sent to another model than the previous one reads nothing."""
 
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
@@ -146,13 +147,27 @@ class Bill:
         self.input_cost: float | None = 0.0
         self._before: Estimate | None = None
         self._before_at = 0.0
+        self._before_model: str | None = None
 
-    def add(self, est: Estimate, profile: ModelProfile, now: float, output_tokens: int) -> None:
-        """Add a request whose billed prompt is ``est``, sent at ``now``, priced with
-        ``profile``, answered with ``output_tokens``."""
-        elapsed = None if self._before is None else max(0.0, now - self._before_at)
-        cache = self.provider.predict_cache(self._before, est, elapsed=elapsed, profile=profile)
+    def add(
+        self,
+        est: Estimate,
+        profile: ModelProfile,
+        now: float,
+        output_tokens: int,
+        model: str | None = None,
+    ) -> None:
+        """Add a request whose billed prompt is ``est``, sent at ``now`` to ``model``
+        (``None``: not known, taken as the previous request's), priced with ``profile``,
+        answered with ``output_tokens``."""
+        before = self._before
+        if model is not None and self._before_model is not None and model != self._before_model:
+            before = None  # a cache is per model: after a switch nothing is read
+        elapsed = None if before is None else max(0.0, now - self._before_at)
+        cache = self.provider.predict_cache(before, est, elapsed=elapsed, profile=profile)
         self._before, self._before_at = est, now
+        if model is not None:
+            self._before_model = model
         self.prompt += est.input_tokens
         self.read += cache.read_tokens
         self.write += cache.write_tokens
@@ -245,7 +260,7 @@ class _Track:
         profile = self.provider.model_profile(prep.model)
         if priced_as is not None:
             profile = _profile(self.provider, priced_as) or profile
-        self.bill.add(est, profile, point.now, output_tokens)
+        self.bill.add(est, profile, point.now, output_tokens, prep.model)
         self.accounted.append((point, prep, prefix, output_tokens, priced_as))
         if point.usage is not None:
             self.prompt_recorded += est.input_tokens

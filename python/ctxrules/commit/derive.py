@@ -136,6 +136,7 @@ def derive_commit(
         positions=pipeline.position_cursors,
         summaries=answers,
         pricing=pipeline.cache,
+        model=pipeline.model,
         compaction_blocks=_compaction_blocks(cursors.get(COMPACTION_BLOCKS)),
         answer=answer,
         summary_tokens=_summary_tokens(cursors.get(SUMMARY_TOKENS)),
@@ -208,7 +209,7 @@ def derive_commit(
     if ctx.answer_error is not None:  # as if the answer had been asked after the derive
         raise ctx.answer_error
     if pipeline.rules:  # the cache ledger (ctxrules.ruleapi.cache): a commit per request
-        cache.advance(cursors, items, ctx.new_positions(), now)
+        cache.advance(cursors, items, ctx.new_positions(), now, pipeline.model)
     # After the rules, so every rule sees the new items as it would without a boundary
     # (none of them folded yet) and the fold takes the items as the rules left them.
     for call, handle in boundaries:

@@ -64,7 +64,10 @@ class Pipeline:
     ledger prices a rewrite of the provider's cached prompt (``CachePricing``; default
     Anthropic's): the engine sets its model's (``priced``).  It is part of the version
     when a rule decides by it (``rules_version``): a commit made at one model's prices
-    is not reused at another's.
+    is not reused at another's.  ``model`` names the model the commits are made for
+    (``""``: not known); not part of the version — models of one price share their
+    commits — but the cache ledger records it (``cache.model``), so the request after a
+    switch of model, which finds nothing cached, changes cached items for free.
     """
 
     rules: tuple[Rule, ...]
@@ -76,6 +79,7 @@ class Pipeline:
     anchor_skip: AnchorSkip = field(default_factory=AnchorSkip)
     position_cursors: frozenset[str] = field(init=False, compare=False, repr=False)
     cache: CachePricing = field(default=DEFAULT_PRICING, compare=False)
+    model: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if self.tokenizer is None:
@@ -101,9 +105,12 @@ class Pipeline:
             anchor_skip=skip,
         )
 
-    def priced(self, cache: CachePricing) -> Pipeline:
+    def priced(self, cache: CachePricing, model: str | None = None) -> Pipeline:
         """This pipeline with the cache ledger pricing rewrites as ``cache`` says (and
-        the version of those prices)."""
+        the version of those prices), for the requests to ``model`` (``None``: the
+        model this pipeline names)."""
+        if model is not None and model != self.model:
+            return dataclasses.replace(self, model=model).priced(cache)
         if cache == self.cache:
             return self
         version = rules_version(
@@ -125,7 +132,7 @@ class Pipeline:
             anchor_task=self.anchor_task,
             lock_system=self.lock_system,
             anchor_skip=self.anchor_skip,
-        ).priced(self.cache)
+        ).priced(self.cache, self.model)
 
     @classmethod
     def of(

@@ -161,7 +161,7 @@ class Engine(UsageFusion, AsyncTwins):
         # The cache-aware rules price a rewrite at the cache of the model each request is
         # sent to (``pipeline_for``); ``pipeline`` is priced at the configured model.
         self._unpriced = built
-        self._priced: dict[CachePricing, Pipeline] = {}
+        self._priced: dict[tuple[CachePricing, str], Pipeline] = {}
         # Per model (and cache rule, TTL): its pricing, with the profile it was made from.
         self._pricings: dict[
             tuple[str, str, str | None], tuple[ModelProfile | None, CachePricing]
@@ -554,9 +554,9 @@ class Engine(UsageFusion, AsyncTwins):
         session that switches model prices each request's rewrites at its own model."""
         pricing = self.pricing(model)
         # No lock: two threads racing here make two equal pipelines, and either will do.
-        made = self._priced.get(pricing)
+        made = self._priced.get((pricing, model))
         if made is None:
-            made = self._priced[pricing] = self._unpriced.priced(pricing)
+            made = self._priced[(pricing, model)] = self._unpriced.priced(pricing, model)
         return made
 
     def pricing(self, model: str) -> CachePricing:

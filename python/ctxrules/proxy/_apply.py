@@ -93,11 +93,14 @@ class Applier:
             options = session_defaults(defaults, ex.provider).options
             # The cache-aware rules price a rewrite at the cache of the model sent to
             # (and a commit made at its prices is not reused at another's).
-            priced = CachePricing.for_model(
-                get_provider(ex.provider), str(options.get("model", ""))
-            )
+            model = str(options.get("model", ""))
+            priced = CachePricing.for_model(get_provider(ex.provider), model)
             commit = make_commit(
-                step.session_id, step.head, now=at, store=store, config=self.pipeline.priced(priced)
+                step.session_id,
+                step.head,
+                now=at,
+                store=store,
+                config=self.pipeline.priced(priced, model),
             )
             rendered = render(commit, ex.provider, **options)
             estimate = estimate_request(rendered, ex.provider).input_tokens

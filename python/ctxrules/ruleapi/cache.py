@@ -26,13 +26,20 @@ writes it again.  The ledger prices that trade for the rules of one commit:
   within that many requests.  A compaction ends an epoch (``reset``): it rewrites the
   whole prompt and folds what a rule saved, so savings are counted from there again.
 
-The ledger's state lives in two value cursors the commit generator keeps
-(``cache.at``: when the previous commit was made, in whole seconds; ``cache.requests``:
-the answers of the epoch), so a commit reads it without scanning the history.
+A cache belongs to one model: a request sent to another model than the previous one
+finds nothing cached (the provider caches per model), so a change there is free, as
+when the cache is cold.
+
+The ledger's state lives in value cursors the commit generator keeps (``cache.at``:
+when the previous commit was made, in whole seconds; ``cache.requests``: the answers of
+the epoch; ``cache.model``: a key of the model the previous commit was priced for,
+``model_key``, when the pipeline names one), so a commit reads it without scanning the
+history.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Literal
@@ -45,12 +52,14 @@ __all__ = [
     "AT",
     "CACHE_READ",
     "CACHE_WRITE",
+    "MODEL",
     "REQUESTS",
     "TTL_SECONDS",
     "CacheLedger",
     "CachePricing",
     "advance",
     "min_saving",
+    "model_key",
     "reset",
 ]
 
@@ -66,6 +75,7 @@ ANTHROPIC_LONG_WRITE = 2.0
 #: The ledger's cursors (plain values, not positions).
 AT = "cache.at"
 REQUESTS = "cache.requests"
+MODEL = "cache.model"
 
 Layout = Literal["breakpoints", "prefix", "none"]
 
@@ -157,6 +167,12 @@ def min_saving(rewrite: int, horizon: int, pricing: CachePricing = DEFAULT_PRICI
     return math.ceil(extra / (pricing.read * max(1, horizon) + pricing.write))
 
 
+def model_key(model: str) -> int:
+    """The ``cache.model`` cursor's value for ``model``: a 48-bit hash of its name (a
+    cursor holds an integer; 48 bits stay exact as a JSON number)."""
+    return int.from_bytes(hashlib.blake2b(model.encode(), digest_size=6).digest(), "big")
+
+
 def _answers(items: Sequence[ContextItem], positions: Sequence[int]) -> int:
     return sum(1 for p in positions if items[p].role == "assistant" and items[p].state != "summary")
 
@@ -166,10 +182,17 @@ def advance(
     items: Sequence[ContextItem],
     new_positions: Sequence[int],
     now: float,
+    model: str = "",
 ) -> None:
-    """Record a derived commit in the ledger: its time and the answers it added."""
+    """Record a derived commit in the ledger: its time, the answers it added and the
+    model it was priced for (``model``; ``""``, not known: the record is dropped, so
+    the next commit does not take its cache for another model's)."""
     cursors[AT] = int(now)
     cursors[REQUESTS] = cursors.get(REQUESTS, 0) + _answers(items, new_positions)
+    if model:
+        cursors[MODEL] = model_key(model)
+    else:
+        cursors.pop(MODEL, None)
 
 
 def reset(cursors: MutableMapping[str, int]) -> None:
@@ -182,7 +205,9 @@ class CacheLedger:
 
     ``cached_tokens``: the parent commit's tokens, what the provider holds (0 without a
     parent); ``rewritten``: whether a cached item already changed in this commit
-    (then further changes cost nothing more); ``cold``: whether the cache expired;
+    (then further changes cost nothing more); ``cold``: whether nothing is cached for
+    this request — the cache expired, or the previous commit was priced for another
+    model (``model``: the one this commit is priced for; ``""`` when not known);
     ``pricing``: the model's cache prices and TTL (``CachePricing``; the pipeline's).
     """
 
@@ -196,6 +221,7 @@ class CacheLedger:
         rewritten: Any,
         pricing: CachePricing = DEFAULT_PRICING,
         tokens_from: Any = None,
+        model: str = "",
     ) -> None:
         self.now = now
         self.pricing = pricing
@@ -205,7 +231,12 @@ class CacheLedger:
         at = cursors.get(AT)
         # Without a record of the previous commit (a parent made before the ledger, or
         # under other rules) the cache is taken as warm: the ledger errs on waiting.
-        self.cold = has_parent and at is not None and now - at > pricing.ttl_seconds
+        expired = at is not None and now - at > pricing.ttl_seconds
+        # The provider caches per model: after a request to another model, nothing this
+        # one sends is cached.  Unknown on either side: taken as the same model.
+        previous = cursors.get(MODEL)
+        switched = bool(model) and previous is not None and previous != model_key(model)
+        self.cold = has_parent and (expired or switched)
         self.requests = int(cursors.get(REQUESTS, 0))
 
     @property

@@ -76,7 +76,9 @@ class RuleContext:
     ``Rule.position_cursors``); ``summaries`` the caller's answers to summary requests,
     ``answer`` (optional) a function that answers the others as they are asked.
     ``cache`` is the commit's cache ledger (``ctxrules.ruleapi.cache``): whether
-    changing cached items now pays, at the model's cache prices (``pricing``).
+    changing cached items now pays, at the model's cache prices (``pricing``), for the
+    request to ``model`` (``""``: not known; another model than the previous commit's
+    has nothing cached).
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class RuleContext:
         compaction_blocks: bool | None = None,
         answer: InlineAnswer | None = None,
         summary_tokens: int | None = None,
+        model: str = "",
     ):
         self.items = items
         self.now = now
@@ -136,6 +139,7 @@ class RuleContext:
         self._parent_tokens = total_tokens
         self._cache: CacheLedger | None = None
         self._pricing = pricing
+        self._model = model
         # Whether an item of the parent holds a compaction block (None: not known).
         self._parent_blocks = compaction_blocks
 
@@ -184,6 +188,7 @@ class RuleContext:
                 rewritten=lambda: self._cached_changed,
                 pricing=self._pricing,
                 tokens_from=self._cached_from,
+                model=self._model,
             )
         return self._cache
 

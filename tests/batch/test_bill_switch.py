@@ -1,0 +1,58 @@
+"""The replay's bill sees a switch of model: a provider caches a prompt per model, so
+the first request sent to another model reads nothing of what the previous one wrote
+(it writes its whole prompt).  The bill read the previous model's entries across the
+switch, so a change of cached items the rules made there — free, the cache being empty
+— was billed as a rewrite."""
+
+from __future__ import annotations
+
+from ctxrules.batch import Bill
+from ctxrules.providers import get_provider
+
+NOW = 1_767_225_600.0
+SONNET, OPUS = "claude-sonnet-4-5", "claude-opus-4-5"
+
+
+def _body(model: str, turns: int) -> dict:
+    policy = " ".join(f"Rule {i}: answer with the ticket number." for i in range(600))
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"Message {i} of the session."}
+        for i in range(turns)
+    ]
+    messages[-1]["content"] = [
+        {"type": "text", "text": messages[-1]["content"], "cache_control": {"type": "ephemeral"}}
+    ]
+    return {
+        "model": model,
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": policy, "cache_control": {"type": "ephemeral"}}],
+        "messages": messages,
+    }
+
+
+def _reads(models: list[str], *, name_the_model: bool = True) -> list[int]:
+    provider = get_provider("anthropic")
+    bill = Bill(provider)
+    reads = []
+    for k, model in enumerate(models):
+        profile = provider.model_profile(model)
+        est = provider.estimate_prompt(_body(model, 2 * k + 1), profile)
+        before = bill.read
+        bill.add(est, profile, NOW + 10 * k, 10, model if name_the_model else None)
+        reads.append(bill.read - before)
+    return reads
+
+
+def test_a_request_to_another_model_reads_nothing():
+    same = _reads([SONNET, SONNET, SONNET])
+    assert same[0] == 0 and same[1] > 0 and same[2] > 0
+    switched = _reads([SONNET, OPUS, OPUS])
+    assert switched == [0, 0, same[2]]
+    # And back: the bill keeps only the previous request's entry (as the rules' ledger
+    # does), so the first model's, still alive at the provider, is not read: a
+    # simplification that bills every replay the same way.
+    assert _reads([SONNET, OPUS, SONNET])[2] == 0
+
+
+def test_an_unnamed_model_is_taken_as_the_previous_one():
+    assert _reads([SONNET, OPUS, OPUS], name_the_model=False) == _reads([SONNET] * 3)
