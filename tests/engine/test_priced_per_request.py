@@ -15,7 +15,7 @@ from __future__ import annotations
 from ctxrules import dag
 from ctxrules.commit import persist
 from ctxrules.config import PipelineConfig
-from ctxrules.engine import Engine, EngineConfig, TurnPrep, merge, merged_into
+from ctxrules.engine import Engine, EngineConfig, TurnPrep, attach, merge, merged_into
 from ctxrules.model import TextBlock, ToolUseBlock
 from ctxrules.ruleapi.cache import CachePricing
 from ctxrules.store import MemoryStore
@@ -138,17 +138,22 @@ def _chat_answer(text: str) -> dict:
     }
 
 
+def _peer(store) -> None:
+    """A peer session of one gpt-5 turn."""
+    store.create_session(session_id="peer", metadata={})
+    dag.append(store, "peer", "user", "Try the other package.", node_id="pu", created_at=NOW)
+    dag.append(
+        store, "peer", "assistant", "Done: pkg9.", name="gpt-5", node_id="pa", created_at=NOW
+    )
+
+
 def test_a_merge_is_priced_at_the_model_of_its_turn():
     # The target's answers are gpt-5's, so the merge turn goes to gpt-5: every commit of
     # the merge is priced there, and the merge commit is the one its request carried
     # (under the provider's default, gpt-4o, the merge recorded another commit).
     engine, _ = _play(["gpt-5"] * 3)
     store = engine.store
-    store.create_session(session_id="peer", metadata={})
-    dag.append(store, "peer", "user", "Try the other package.", node_id="pu", created_at=NOW)
-    dag.append(
-        store, "peer", "assistant", "Done: pkg9.", name="gpt-5", node_id="pa", created_at=NOW
-    )
+    _peer(store)
     assert engine.next_model("s1") == "gpt-5"
     result = merge(
         engine,
@@ -163,3 +168,15 @@ def test_a_merge_is_priced_at_the_model_of_its_turn():
     assert result.prep.commit.rules_version == _version(engine, "gpt-5")
     (entry,) = merged_into(store, "peer")
     assert entry["merge_commit"] == result.prep.commit.id
+
+
+def test_an_attached_commit_is_priced_at_the_model_of_the_request_it_is_attached_for():
+    # The session's answers are gpt-5's, so its next request goes to gpt-5: the source's
+    # commit an attach pointer names is made at gpt-5's prices (an engine's ``pipeline``
+    # is priced at the provider's default, gpt-4o, here).
+    engine, _ = _play(["gpt-5"] * 3)
+    store = engine.store
+    _peer(store)
+    ptr = attach(store, "s1", "peer", config=engine, now=NOW + 100)
+    commit = persist.load(store, ptr.metadata["attach"]["commit"])
+    assert commit.rules_version == _version(engine, "gpt-5") != engine.pipeline.version

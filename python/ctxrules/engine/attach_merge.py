@@ -180,17 +180,19 @@ def attach(
     head: str | None = None,
     *,
     locked: bool = False,
-    config: PipelineConfig | Pipeline | None = None,
+    config: PipelineConfig | Pipeline | Engine | None = None,
     now: float,
 ) -> Node:
     """Stage an attach pointer at ``session``'s HEAD to ``source`` at ``head`` (a node id
     or unique prefix; default its HEAD); returns the pointer node.
 
-    The source's commit is made (or reused) under ``config`` (an engine's
-    ``Engine.pipeline``; default ``find_config()``) at ``now``, and the pointer names
-    it.  Nothing else happens now: the next commit of ``session`` — the next
-    ``Engine.prepare`` — expands it into a marked block (once, however many pointers
-    name the same commit).  ``locked`` locks the block against every rule.
+    The source's commit is made (or reused) under ``config`` at ``now``, and the pointer
+    names it: an ``Engine`` — its rules priced at the model of ``session``'s next
+    request (``Engine.next_model``), the request the block is attached for — a
+    ``Pipeline`` or ``PipelineConfig`` as given (default ``find_config()``).  Nothing
+    else happens now: the next commit of ``session`` — the next ``Engine.prepare`` —
+    expands it into a marked block (once, however many pointers name the same commit).
+    ``locked`` locks the block against every rule.
 
     ``NotFoundError`` for an unknown session; ``DagError`` for an empty source, a
     ``head`` outside it or already on ``session``'s current branch, or a HEAD whose tool
@@ -201,6 +203,8 @@ def attach(
     src, at = _source_head(store, source, head)
     _check_off_branch(store, info.id, info.head, at)
     _check_no_pending(store, info.id, info.head)
+    if isinstance(config, Engine):
+        config = config.pipeline_for(config.next_model(info.id))
     commit = make_commit(src, at, now=now, store=store, config=config)
     return _append_pointers(store, info.id, info.head, [(src, at, commit.id, locked)], now)[0]
 
