@@ -121,7 +121,7 @@ def register_summarizers(register: RegisterSummarizers) -> None:
 
     Called once, the first time a summarizer is looked up.  ``register(summarizer)``
     takes an object with ``name: str``, ``summarize(items, *, budget, instructions="")
-    -> str`` and optionally ``max_input_tokens: int | None`` (see
+    -> str`` and optionally ``max_input_tokens: int | None`` and ``bounded: bool`` (see
     ``ctxrules.summarizers.Summarizer``).
     """
 

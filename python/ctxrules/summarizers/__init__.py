@@ -58,7 +58,11 @@ class Summarizer(Protocol):
     Optional attribute ``max_input_tokens: int | None``: the most item tokens (the
     items' own ``tokens``) one call can take; over it, ``run_summarizer`` hands the
     items over in chunks, each after the summary so far.  Missing or ``None``: no
-    limit.  A ``summarize`` without the ``instructions`` keyword (written before it
+    limit.  Optional attribute ``bounded: bool``: ``True`` when a call finishes on its
+    own, quickly (no model, no network, no lock): ``run_summarizer`` then calls it on the
+    caller's thread, and answers a call that took longer than the time limit as timed
+    out when it returns.  Missing or ``False``: a thread of its own per call.  A
+    ``summarize`` without the ``instructions`` keyword (written before it
     existed) still works: it is called without them, with a ``PluginWarning`` when
     there were some.
     """

@@ -295,6 +295,9 @@ class ExtractiveSummarizer:
     name = "extractive"
     #: It reads any amount of input.
     max_input_tokens: int | None = None
+    #: It finishes on its own, in about a millisecond a turn: ``run_summarizer`` calls it
+    #: in-line rather than on a thread of its own (timed all the same).
+    bounded = True
 
     def summarize(
         self, items: Sequence[ContextItem], *, budget: int, instructions: str = ""

@@ -27,7 +27,13 @@ How ``run_summarizer`` gets an answer, in order:
    except ``ConfigError`` and ``PluginError`` (a missing key or plugin stays missing).
 
 Each call gets the request's time limit; a call that outlives it ends the request
-(``timed_out``).  ``instructions`` reach the summarizer when its ``summarize`` takes an
+(``timed_out``).  A summarizer that declares itself ``bounded`` (it finishes on its own,
+quickly: no model, no network, no lock; the built-in ``extractive`` does) is called on
+the caller's thread and timed when it returns: a call that took longer than the limit
+is answered ``timed_out`` all the same, its text dropped (a timed-out answer is an
+answer too).  Any other summarizer is called on a thread of its own, abandoned when it
+outlives the limit: starting that thread costs more than the extractive summary of a
+turn.  ``instructions`` reach the summarizer when its ``summarize`` takes an
 ``instructions`` keyword (or ``**kwargs``); a summarizer written before instructions
 existed is called without them, and a ``PluginWarning`` says they were not applied.
 """
@@ -37,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import threading
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -164,7 +171,9 @@ def run_summarizer(
     ``timeout`` defaults to the request's ``timeout_seconds`` (0 or None: wait for the
     answer).  Python cannot stop a thread, so a summarizer that times out keeps running
     on a daemon thread until it returns; it cannot change anything, since it was handed
-    a tuple of immutable items and its result is dropped.  The last exception becomes
+    a tuple of immutable items and its result is dropped.  A ``bounded`` summarizer is
+    called in-line instead, and its call answered as timed out when it took longer than
+    the limit.  The last exception becomes
     ``SummaryResult(error=...)``: a plugin failure never loses content, the rule just
     folds nothing.
     """
@@ -233,6 +242,8 @@ class _Call:
         self.summarizer = summarizer
         self.request = request
         self.limit = limit
+        # Bounded: called in-line and timed when it returns (see the module docstring).
+        self.in_line = getattr(summarizer, "bounded", False) is True
         self.retries = retries
         self.trims = trims
         self.kwargs: dict[str, Any] = {"budget": request.budget}
@@ -283,7 +294,12 @@ class _Call:
             except Exception as exc:  # reported in the result: a plugin failure loses nothing
                 outcome["error"] = exc
 
-        if self.limit:
+        if self.limit and self.in_line:
+            began = time.monotonic()
+            call()
+            if time.monotonic() - began > self.limit:
+                return SummaryResult(timed_out=True)
+        elif self.limit:
             # A daemon thread: a summarizer that hangs is abandoned, and cannot keep the
             # process from exiting (an executor's worker would be joined at exit).
             worker = threading.Thread(target=call, name="ctxrules-summarizer", daemon=True)
