@@ -223,9 +223,9 @@ class _Run:
                 # Bare numbers and dates (line numbers and timestamps, but also the
                 # prices, flight numbers and dates a booking agent quotes next) take
                 # only the room the names leave (``index_tokens``).
-                for kind, token in exact_identifiers(it.rendered):
-                    if kind != "error":
-                        self.identifier(kind, token, output=True)
+                # Its error lines are read once, below (not also as identifiers).
+                for kind, token in exact_identifiers(it.rendered, errors=False):
+                    self.identifier(kind, token, output=True)
                 lines = error_lines(it.rendered, failed=it.is_error)
                 for n, line in enumerate(lines):
                     self.error(line, it.name if it.is_error and n == 0 else "")

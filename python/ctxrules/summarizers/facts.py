@@ -325,27 +325,32 @@ def _class_string(text: str) -> bytes:
     return text.encode("ascii", "ctxrules.identifier_classes")
 
 
-def exact_identifiers_batch(texts: Sequence[str]) -> list[list[tuple[str, str]]]:
-    """``exact_identifiers`` of each text, in one call of the core."""
+def exact_identifiers_batch(
+    texts: Sequence[str], *, errors: bool = True
+) -> list[list[tuple[str, str]]]:
+    """``exact_identifiers`` of each text, in one call of the core (``errors``: as
+    ``exact_identifiers`` takes it)."""
     found = _core.identifier_spans([_class_string(t) for t in texts])
     out = []
     for text, spans in zip(texts, found):
         ids: dict[str, str] = {}
         for i in range(0, len(spans), 3):
             ids.setdefault(text[spans[i + 1] : spans[i + 2]], _KINDS[spans[i]])
-        for line in error_lines(text):
+        for line in error_lines(text) if errors else ():
             ids.setdefault(line, "error")
         out.append([(kind, token) for token, kind in ids.items()])
     return out
 
 
-def exact_identifiers(text: str) -> list[tuple[str, str]]:
+def exact_identifiers(text: str, *, errors: bool = True) -> list[tuple[str, str]]:
     """``(kind, token)`` for every exact identifier of ``text``, first-seen order, each
     once (see the module docstring): kinds ``url``, ``uuid``, ``path``, ``file``,
     ``date``, ``hash``, ``flag``, ``symbol`` (a dotted name, or snake / camel / Pascal
     case; a dotted name's symbol parts too), ``call`` (``name(``), ``id``, ``number``
-    (three digits or more) and ``error`` (an error line)."""
-    return exact_identifiers_batch([text])[0]
+    (three digits or more) and ``error`` (an error line).  ``errors=False``: without
+    the error lines (for a caller that reads them with ``error_lines`` anyway; the
+    other kinds are the same list)."""
+    return exact_identifiers_batch([text], errors=errors)[0]
 
 
 def occurs(token: str, text: str) -> int:
