@@ -59,11 +59,16 @@ AGENT_KINDS = (
 
 @dataclass
 class Row:
-    """One policy's sums over the sessions."""
+    """One policy's sums over the sessions.  ``prefix`` / ``plain_prefix`` are the
+    harness prefix the recordings do not hold (estimated per request, the same in every
+    replay of a session): no rule can touch it, so the share of the recorded tokens
+    leaves it out of both sides."""
 
     name: str
     prompt: int = 0
     plain_prompt: int = 0
+    prefix: int = 0
+    plain_prefix: int = 0
     needed: int = 0
     kept: int = 0
     older_needed: int = 0
@@ -74,10 +79,21 @@ class Row:
     sessions: list[str] = field(default_factory=list)
 
     def add(
-        self, sid: str, prompt: int, plain_prompt: int, recall: Any, cost: float, plain_cost: float
+        self,
+        sid: str,
+        prompt: int,
+        plain_prompt: int,
+        recall: Any,
+        cost: float,
+        plain_cost: float,
+        *,
+        prefix: int,
+        plain_prefix: int,
     ) -> None:
         self.prompt += prompt
         self.plain_prompt += plain_prompt
+        self.prefix += prefix
+        self.plain_prefix += plain_prefix
         self.needed += recall.needed
         self.kept += recall.kept
         self.older_needed += recall.older_needed
@@ -95,6 +111,7 @@ class Row:
         return [
             self.name,
             r(self.prompt, self.plain_prompt),
+            r(self.prompt - self.prefix, self.plain_prompt - self.plain_prefix),
             r(self.kept, self.needed),
             r(self.older_kept, self.older_needed),
             f"{r(self.cost, self.plain_cost)} (worst {self.worst:.2f})",
@@ -165,11 +182,19 @@ def measure(
         plain = replay_detail(data, off)
         p_fig = plain.record["plain"]
         plain_prompt, plain_cost = p_fig["prompt_tokens"], p_fig["input_cost_usd"] or 0.0
+        plain_prefix = sum(prefix for _, _, prefix, _, _ in plain.plain)
         last = plain.plain[-1][1] if plain.plain else None
         final = last.commit.total_tokens if last is not None else 0
         usable = last.budget.usable if last is not None else 1
         rows.setdefault("no rules", Row("no rules")).add(
-            data.id, plain_prompt, plain_prompt, plain.plain_recall, plain_cost, plain_cost
+            data.id,
+            plain_prompt,
+            plain_prompt,
+            plain.plain_recall,
+            plain_cost,
+            plain_cost,
+            prefix=plain_prefix,
+            plain_prefix=plain_prefix,
         )
         for name, make in ours():
             done = replay_detail(data, make(final, usable))
@@ -181,6 +206,8 @@ def measure(
                 done.rules_recall,
                 r["input_cost_usd"] or 0.0,
                 plain_cost,
+                prefix=sum(prefix for _, _, prefix, _, _ in done.rules),
+                plain_prefix=plain_prefix,
             )
         if not with_peers:
             continue
@@ -191,13 +218,27 @@ def measure(
             prompt, cost, bodies = _peer_bill(plain, transform)
             recall = session_recall(data.id, data.nodes, bodies)
             rows.setdefault(name, Row(name)).add(
-                data.id, prompt, plain_prompt, recall, cost, plain_cost
+                data.id,
+                prompt,
+                plain_prompt,
+                recall,
+                cost,
+                plain_cost,
+                prefix=plain_prefix,  # a peer transforms the no-rules requests
+                plain_prefix=plain_prefix,
             )
     return list(rows.values())
 
 
 def table(rows: Sequence[Row]) -> str:
-    head = ["policy", "share of tokens", "recall", "older-fact recall", "billed input vs no rules"]
+    head = [
+        "policy",
+        "share of tokens",
+        "share of the recorded tokens",
+        "recall",
+        "older-fact recall",
+        "billed input vs no rules",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
     return "\n".join(lines)
@@ -316,7 +357,20 @@ def test_quality_table_on_one_session(corpus):
         assert 0 <= row.kept <= row.needed == plain.needed, row.name
         assert 0 <= row.older_kept <= row.older_needed == plain.older_needed, row.name
         assert 0 < row.prompt <= 1.05 * plain.prompt, row.name
-    assert "| no rules | 1.00 | 1.00 | 1.00 | 1.00 (worst 1.00) |" in table(list(rows.values()))
+    assert "| no rules | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 (worst 1.00) |" in table(
+        list(rows.values())
+    )
+
+
+def test_recorded_share_leaves_the_harness_prefix_out():
+    class Recall:
+        needed = kept = older_needed = older_kept = 1
+
+    row = Row("policy")
+    # 150 of 250 tokens sent, 100 of them the harness prefix on both sides: 50 of the
+    # 150 recorded tokens are left.
+    row.add("s", 150, 250, Recall(), 1.0, 2.0, prefix=100, plain_prefix=100)
+    assert row.cells()[1:3] == ["0.60", "0.33"]
 
 
 if __name__ == "__main__":
