@@ -34,8 +34,8 @@ def grep_engine(provider: str, preset: str, model: str | None = None):
 GREP_T0 = 1_767_225_600.0
 
 
-def grep_turn(store, session: str, k: int, *, name: str, at: float) -> None:
-    """Append the k-th turn of a grep session: an answer ``name`` calling grep at
+def grep_turn(store, session: str, k: int, *, at: float, name: str = "") -> None:
+    """Append the k-th turn of a grep session: an answer ``name`` (``""``: unnamed) calling grep at
     ``at + 1``, and its output (some 1,300 tokens, distinct in each turn) at ``at + 2``."""
     from ctxrules import dag
     from ctxrules.model import TextBlock, ToolUseBlock

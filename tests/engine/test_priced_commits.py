@@ -13,21 +13,13 @@ from ctxrules import dag
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
 from ctxrules.engine import Engine, EngineConfig
-from ctxrules.model import TextBlock, ToolUseBlock
 from ctxrules.ruleapi.cache import CachePricing
 from ctxrules.store import MemoryStore
 
-from .conftest import QUIET
+from .conftest import QUIET, grep_turn
 
 NOW = 1_767_225_600.0
 TURNS = 6
-
-
-def _result(k: int) -> str:
-    """A grep output of some 1,300 tokens, distinct in each turn."""
-    return "\n".join(
-        f"src/pkg{k}/module_{i}.py:{i}: def handler_{k}_{i}(request): return {i}" for i in range(60)
-    )
 
 
 def _engine(store: MemoryStore, model: str, preset: str = "default") -> Engine:
@@ -44,26 +36,7 @@ def _play(store: MemoryStore, engines: list[Engine]) -> list[list[tuple[str, ...
     seen: list[list[tuple[str, ...]]] = [[] for _ in engines]
     for k in range(TURNS):
         t = NOW + 10 * k
-        call = ToolUseBlock(id=f"t{k}", name="grep", input={"pattern": f"pkg{k}"})
-        dag.append(
-            store,
-            "s1",
-            "assistant",
-            [TextBlock(text=f"Looking at pkg{k}."), call],
-            node_id=f"a{k}",
-            created_at=t + 1,
-        )
-        dag.append(
-            store,
-            "s1",
-            "tool",
-            _result(k),
-            name="grep",
-            caller=f"a{k}",
-            metadata={"tool_use_id": f"t{k}"},
-            node_id=f"r{k}",
-            created_at=t + 2,
-        )
+        grep_turn(store, "s1", k, at=t)
         for e, engine in enumerate(engines):
             prep = engine.prepare("s1", now=t + 3)
             seen[e].append(tuple(it.state for it in prep.commit.items if it.role == "tool"))

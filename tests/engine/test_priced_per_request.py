@@ -16,20 +16,12 @@ from ctxrules import dag
 from ctxrules.commit import persist
 from ctxrules.config import PipelineConfig
 from ctxrules.engine import Engine, EngineConfig, TurnPrep, attach, merge, merged_into
-from ctxrules.model import TextBlock, ToolUseBlock
 from ctxrules.ruleapi.cache import CachePricing
 from ctxrules.store import MemoryStore
 
-from .conftest import QUIET
+from .conftest import QUIET, grep_turn
 
 NOW = 1_767_225_600.0
-
-
-def _result(k: int) -> str:
-    """A grep output of some 1,300 tokens, distinct in each turn."""
-    return "\n".join(
-        f"src/pkg{k}/module_{i}.py:{i}: def handler_{k}_{i}(request): return {i}" for i in range(60)
-    )
 
 
 def _play(
@@ -46,27 +38,7 @@ def _play(
     preps = []
     for k, name in enumerate(answered_by):
         t = NOW + 10 * k
-        call = ToolUseBlock(id=f"t{k}", name="grep", input={"pattern": f"pkg{k}"})
-        dag.append(
-            store,
-            "s1",
-            "assistant",
-            [TextBlock(text=f"Looking at pkg{k}."), call],
-            name=name,
-            node_id=f"a{k}",
-            created_at=t + 1,
-        )
-        dag.append(
-            store,
-            "s1",
-            "tool",
-            _result(k),
-            name="grep",
-            caller=f"a{k}",
-            metadata={"tool_use_id": f"t{k}"},
-            node_id=f"r{k}",
-            created_at=t + 2,
-        )
+        grep_turn(store, "s1", k, at=t, name=name)
         preps.append(engine.prepare("s1", now=t + 3, model=sent_to))
     return engine, preps
 

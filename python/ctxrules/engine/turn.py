@@ -556,6 +556,8 @@ class Engine(UsageFusion, AsyncTwins):
         # No lock: two threads racing here make two equal pipelines, and either will do.
         made = self._priced.get((pricing, model))
         if made is None:
+            if len(self._priced) >= _RENDERERS_KEPT:  # bounded like ``_pricings``
+                self._priced.clear()
             made = self._priced[(pricing, model)] = self._unpriced.priced(pricing, model)
         return made
 
