@@ -167,3 +167,53 @@ def test_merge_needs_an_answer_or_a_dry_run(capsys):
     with pytest.raises(SystemExit):
         main(["merge", "s_a", "s_b", "--instruction", "x", "--dry-run", "--answer", "f"])
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_attach_prices_the_commit_at_the_model_of_the_next_request(tmp_path, capsys):
+    # The target's answers are gpt-5's (an openai-chat session), so its next request goes
+    # to gpt-5 and the source's commit is made with the rules priced at gpt-5's cache, as
+    # ``attach(config=engine)`` makes it — not at the provider's default model (gpt-4o),
+    # whose prices decide otherwise (tests/engine/test_priced_commits.py).
+    from ctxrules import dag
+    from ctxrules.commit import persist
+    from ctxrules.config import PipelineConfig
+    from ctxrules.context_sources import SourcesConfig
+    from ctxrules.engine import Engine, EngineConfig
+
+    path = str(tmp_path / "store")
+    store = open_store(path)
+    try:
+        store.create_session(session_id="s_target", metadata={"provider": "openai-chat"})
+        dag.append(store, "s_target", "user", "Where are the handlers?", created_at=1.0)
+        dag.append(store, "s_target", "assistant", "In pkg0.", name="gpt-5", created_at=2.0)
+        store.create_session(session_id="s_source", metadata={})
+        dag.append(store, "s_source", "user", "Try the other package.", created_at=1.0)
+        dag.append(store, "s_source", "assistant", "Done: pkg9.", name="gpt-5", created_at=2.0)
+    finally:
+        store.close()
+    out = json.loads(run(capsys, "attach", "s_target", "s_source", "--store", path, "--json"))
+    store = open_store(path)
+    try:
+        engine = Engine(
+            store,
+            EngineConfig(
+                provider="openai-chat",
+                sources=SourcesConfig(git_status=False, instruction_files=False, date=False),
+            ),
+            pipeline=PipelineConfig.preset("default"),
+        )
+        priced = engine.pipeline_for("gpt-5").version
+        assert priced != engine.pipeline_for("gpt-4o").version  # the premise
+        assert persist.load(store, out["commit"]).rules_version == priced
+        # --model names the next request's model: gpt-4o's prices then
+        dag.append(store, "s_source", "user", "And pkg10?", created_at=3.0)
+    finally:
+        store.close()
+    out = json.loads(
+        run(capsys, "attach", "s_target", "s_source", "--model", "gpt-4o", "--store", path, "--json")
+    )
+    store = open_store(path)
+    try:
+        assert persist.load(store, out["commit"]).rules_version == engine.pipeline_for("gpt-4o").version
+    finally:
+        store.close()

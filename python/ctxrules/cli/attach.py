@@ -1,16 +1,20 @@
 """``ctxrules attach SESSION SOURCE``: stage another session's context for the next request.
 
 Appends an attach pointer at SESSION's HEAD naming SOURCE at ``--head`` (default its
-HEAD) and the commit there (made under the rule configuration if there is none).  The
-next request of SESSION carries SOURCE's items between ``<attached …>`` markers, once;
-the rules treat them like SESSION's own unless ``--locked``.
+HEAD) and the commit there (made under the rule configuration if there is none, its
+rules priced at the model of SESSION's next request — ``--model``, else the one its
+recording names at HEAD — as ``attach(config=engine)`` does).  The next request of
+SESSION carries SOURCE's items between ``<attached …>`` markers, once; the rules treat
+them like SESSION's own unless ``--locked``.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from ..engine import attach
+from ..context_sources import SourcesConfig
+from ..engine import Engine, EngineConfig, attach
+from ..render.defaults import recorded_request
 from ._common import add_now_option, now_of, print_json, subcommand
 from ._store import add_config_options, add_id_argument, add_store_option, config_of, store_of
 from ._terminal import echo
@@ -49,6 +53,18 @@ ctxrules attach s_67f3 s_d85c --head n_29fd --locked --json
         action="store_true",
         help="lock the attached items: no rule ages, clears or folds them",
     )
+    p.add_argument(
+        "--provider",
+        default=None,
+        help="the provider SESSION's next request goes to (default: the session's, else "
+        "anthropic); SOURCE's commit is priced at its cache",
+    )
+    p.add_argument(
+        "--model",
+        default=None,
+        help="the model SESSION's next request goes to (default: the session's at HEAD, "
+        "else the provider's); SOURCE's commit is priced at it",
+    )
     add_now_option(p, "clock for the rules making SOURCE's commit (default: now)")
     add_config_options(p)
     add_store_option(p)
@@ -60,13 +76,27 @@ def run(args: argparse.Namespace) -> int:
 
     config = config_of(args)
     with store_of(args) as store:
+        info = store.get_session(args.session)
+        provider = args.provider or recorded_request(info.metadata).provider or "anthropic"
+        # The engine prices the rules at the model of the session's next request, the
+        # request the block is attached for (a bare config would take the provider's
+        # default model's cache prices).  Nothing is rendered: no context sources.
+        engine = Engine(
+            store,
+            EngineConfig(
+                provider=provider,
+                model=args.model,
+                sources=SourcesConfig(git_status=False, instruction_files=False, date=False),
+            ),
+            pipeline=config,
+        )
         node = attach(
             store,
-            args.session,
+            info.id,
             args.source,
             args.head,
             locked=args.locked,
-            config=config,
+            config=engine,
             now=now_of(args),
         )
     ref = node.metadata["attach"]
