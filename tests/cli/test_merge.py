@@ -210,10 +210,15 @@ def test_attach_prices_the_commit_at_the_model_of_the_next_request(tmp_path, cap
     finally:
         store.close()
     out = json.loads(
-        run(capsys, "attach", "s_target", "s_source", "--model", "gpt-4o", "--store", path, "--json")
+        run(
+            capsys, "attach", "s_target", "s_source", "--model", "gpt-4o", "--store", path, "--json"
+        )
     )
     store = open_store(path)
     try:
-        assert persist.load(store, out["commit"]).rules_version == engine.pipeline_for("gpt-4o").version
+        assert (
+            persist.load(store, out["commit"]).rules_version
+            == engine.pipeline_for("gpt-4o").version
+        )
     finally:
         store.close()
