@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import msgspec
@@ -58,9 +59,9 @@ from ..commit.invariants import InvariantViolation, check_promises
 from ..compaction import boundaries
 from ..config import PipelineConfig
 from ..context_sources import SourcesConfig
-from ..engine import Engine, EngineConfig, TurnPrep
+from ..engine import EngineConfig, TurnPrep
 from ..errors import CtxrulesError, ValidationError
-from ..model import Node, content_text
+from ..model import ContextCommit, Node, content_text
 from ..providers import (
     ModelProfile,
     Provider,
@@ -74,6 +75,7 @@ from ..quality.needed import RecallReport, session_recalls
 from ..render import check_model, estimate_request, recorded_request, session_defaults
 from ..store import MemoryStore
 from ..store.memory import SharedNodes
+from ._recording import ReplayEngine
 from .requests import RequestPoint, SessionData, family_provider, render_provider, request_points
 
 __all__ = [
@@ -197,6 +199,8 @@ class _Track:
         config: EngineConfig,
         provider: Provider,
         shared: SharedNodes,
+        *,
+        in_memory: bool = False,
     ):
         # The replay's two stores hold the same recorded nodes: each decoded and
         # checked once for both (none of the replay's readers changes a node).
@@ -211,7 +215,9 @@ class _Track:
         self.session = data.id
         self.pipeline = pipeline
         self.provider = provider
-        self.engine = Engine(self.store, config, pipeline=pipeline)
+        # Each commit planned from what the replay appended (``_recording``); the plain
+        # replay's, which nothing but the replay reads, kept in memory, never stored.
+        self.engine = ReplayEngine(self.store, config, pipeline=pipeline, stored=not in_memory)
         self.preps: list[TurnPrep] = []
         self.prompt_recorded = self.items = self.body = self.degraded = 0
         self.bill = Bill(provider)
@@ -223,7 +229,7 @@ class _Track:
     def append(self, node: Node, metadata: dict[str, Any]) -> None:
         """Append a recorded node with ``metadata`` (``_metadata``: the same dict for
         both replays, so the node is checked and encoded once)."""
-        dag.append(
+        stored = dag.append(
             self.store,
             self.session,
             node.role,
@@ -236,6 +242,7 @@ class _Track:
             node_id=node.id,
             created_at=node.created_at,
         )
+        self.engine.appended(stored.id)
 
     def prepare(self, now: float, model: str | None = None) -> TurnPrep:
         """The request due at ``now``, sent to ``model`` (``None``: the engine's choice)."""
@@ -297,15 +304,27 @@ class _Track:
         # Each commit through what its delta changed; check_step where that proves nothing.
         steps = ChainChecker(self.pipeline, nodes, self.pipeline.tokenizer)
         out: list[str] = []
-        for row in self.store.session_commits(self.session):
-            commit = persist.load(self.store, row.id)
-            parent = persist.load(self.store, row.parent_id) if row.parent_id else None
+        for parent, gen in self._commits():
             try:
-                steps.check(parent, Generated(commit, row.delta))
-                check_promises(commit, self.pipeline, nodes)
+                steps.check(parent, gen)
+                check_promises(gen.commit, self.pipeline, nodes)
             except InvariantViolation as exc:
                 out.append(str(exc))
         return out
+
+    def _commits(self) -> Iterator[tuple[ContextCommit | None, Generated]]:
+        """Every commit the replay made, in order, with its parent: from memory (the
+        plain replay's) or from the store."""
+        if not self.engine.stored:
+            made = {g.commit.id: g.commit for g in self.engine.generated}
+            for gen in self.engine.generated:
+                ids = gen.commit.parent_ids
+                yield made.get(ids[0]) if ids else None, gen
+            return
+        for row in self.store.session_commits(self.session):
+            commit = persist.load(self.store, row.id)
+            parent = persist.load(self.store, row.parent_id) if row.parent_id else None
+            yield parent, Generated(commit, row.delta)
 
 
 def _metadata(node: Node, measured_estimate: int | None) -> dict[str, Any]:
@@ -420,7 +439,7 @@ def _replay(
     )
     recording = msgspec.structs.replace(base, auto_compact=False, emergency_compact=False)
     shared = SharedNodes()
-    plain = _Track(data, setup.plain, recording, provider, shared)
+    plain = _Track(data, setup.plain, recording, provider, shared, in_memory=True)
     # With no rules the replay is the recording: the engine does not compact either
     # (the recording holds the agent's own compactions), so ``off`` changes nothing,
     # unless the options set a compaction policy.

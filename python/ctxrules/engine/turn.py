@@ -798,9 +798,7 @@ class Engine(UsageFusion, AsyncTwins):
             info = self.store.get_session(session)
         # The model is chosen first: the rules are priced at its cache.
         sent, options = self._defaults(session, head, info, model=model)
-        commit = make_commit(
-            session, head, now=now, store=self.store, config=self.pipeline_for(sent)
-        )
+        commit = self._commit(session, head, now, self.pipeline_for(sent))
         system = self._system(session, commit, info.metadata, now)
         layer = self._layer(session, sent, options, system)
         rendered = self.provider.render(
@@ -820,6 +818,12 @@ class Engine(UsageFusion, AsyncTwins):
             tool_tokens=min(layer.tool_tokens, max(0, estimate - layer.system_tokens)),
             session=info,
         )
+
+    def _commit(self, session: str, head: str, now: float, pipeline: Pipeline) -> ContextCommit:
+        """The commit a request at ``head`` carries: ``make_commit`` (planned from the
+        store, derived, stored).  The replay of a recording, whose commits nothing else
+        reads, keeps them in memory instead (``ctxrules.batch._recording``)."""
+        return make_commit(session, head, now=now, store=self.store, config=pipeline)
 
     def _layer(
         self, session: str, model: str, options: dict[str, Any], system: SystemPrompt
