@@ -20,6 +20,7 @@ from tests.engine.scripted import CONFIG, answer
 
 from ctxrules.batch import ReplayOptions
 from ctxrules.batch import session as replay
+from ctxrules.batch._recording import ReplayEngine
 from ctxrules.batch.requests import session_data
 from ctxrules.commit import Pipeline
 from ctxrules.config import PipelineConfig
@@ -97,12 +98,12 @@ def test_a_replay_estimates_each_request_once(corpus_sessions: Any, monkeypatch)
     preparation is estimated once; the accounting and fusion add none."""
     engines: list[Engine] = []
 
-    class Counted(Engine):
+    class Counted(ReplayEngine):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             engines.append(self)
 
-    monkeypatch.setattr(replay, "Engine", Counted)
+    monkeypatch.setattr(replay, "ReplayEngine", Counted)
     options = ReplayOptions.of(PipelineConfig.preset("default"))
     checked = 0
     for data in corpus_sessions[:40]:
