@@ -191,6 +191,31 @@ def test_a_fold_that_would_not_pay_waits_and_says_why():
     assert any(it.state == "summary" for it in folded.items)
 
 
+def test_a_short_run_before_the_task_does_not_hold_back_the_folds_after_it():
+    # A slash-command line and its answer come before the task anchor: a run the anchor
+    # closes, shorter than any summary, so folding it never pays while the cache is
+    # warm.  The long answer after the task pays for its fold; waiting for the short run
+    # first kept the whole history full until the cache went cold.
+    rule = Summarize(
+        threshold_tokens=4000, target_ratio=0.5, keep_tail_turns=1, cache_aware=True, payback=20
+    )
+    for first in ([], [Step(kind="command")]):
+        steps = [*first, Step(assistant=LONG), *(Step() for _ in range(4))]
+        runs = drive(Script(steps), Pipeline.of([rule]))
+        last = runs[-1][1].commit
+        assert any(it.state == "summary" for it in last.items), (first, last.notes)
+        assert last.total_tokens < 4000
+        for _, gen, _ in runs:
+            assert rule.check_promise(gen.commit) == []
+    # the short run stays as it is, and a commit says so
+    assert all(it.state == "full" for it in last.items[:2])
+    assert any(
+        "stepped over 2 item(s)" in n and "would not pay within 20 requests" in n
+        for _, gen, _ in runs
+        for n in gen.commit.notes
+    )
+
+
 @pytest.mark.parametrize("cls", [ToolAging, IdleClearing, ResultCap, Summarize])
 def test_cache_aware_rules_keep_the_invariants(cls):
     extra = {"tail_turns": 1, "step_turns": 1} if cls is ToolAging else {}

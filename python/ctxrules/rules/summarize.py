@@ -69,6 +69,7 @@ from ..ruleapi import (
     RuleContext,
     SummaryResult,
 )
+from ..ruleapi.cache import min_saving
 from ..summarizers.units import unit_end
 from .tool_aging import is_turn
 
@@ -89,7 +90,9 @@ class Summarize(Rule):
     """Fold the oldest contiguous run of foldable units into one summary item."""
 
     name = "summarize"
-    version = 3  # 3: cache_aware (2: a short run before a kept unit is stepped over)
+    # 4: a cache-aware fold that can never pay before a kept unit is stepped over
+    # (3: cache_aware; 2: a short run before a kept unit is stepped over)
+    version = 4
     position_cursors = frozenset({"summarize.pos", _FAILED_START, _FAILED_END})
     promise = (
         "no locked or anchor item is folded; nothing in the last keep_tail_turns turns "
@@ -155,6 +158,12 @@ class Summarize(Rule):
         return item.locked or item.is_anchor
 
     # -- running -------------------------------------------------------------------
+
+    def _never_pays(self, ctx: RuleContext, saved: int, at: int) -> bool:
+        """Whether a fold saving ``saved`` tokens would not pay for rewriting the cached
+        prompt even over the whole ``payback`` horizon."""
+        rewrite = ctx.cache.rewrite_tokens(at)
+        return saved < min_saving(rewrite, self.payback, ctx.cache.pricing)
 
     @staticmethod
     def _backing_off(ctx: RuleContext, start: int, end: int) -> bool:
@@ -258,6 +267,20 @@ class Summarize(Rule):
                 # rewrite folds whenever the summary comes out shorter, as without it.)
                 saved = run_tokens - self.summary_budget_tokens
                 why = ctx.cache.refusal(saved, payback=self.payback, at=run_start)
+                if why and before_kept and self._never_pays(ctx, saved, run_start):
+                    # A run closed by a kept unit or an earlier summary cannot grow, and
+                    # the cached prompt only grows: while the cache is warm it never
+                    # pays, so waiting for it would hold back every fold after it (a
+                    # slash-command line before the task anchor stopped a session's
+                    # folding until a pause).  Step over it; it is tried again as long as
+                    # nothing after it is folded.
+                    ctx.note(
+                        f"stepped over {len(run)} item(s) ({run_tokens} tokens) before "
+                        f"{blocked_by}: folding them would not pay within {self.payback} "
+                        f"requests while the cache is warm"
+                    )
+                    p = _past(items, end)
+                    continue
                 if why:
                     blocked_by = f"a fold that {why}"
                     break
