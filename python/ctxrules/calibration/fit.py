@@ -62,7 +62,8 @@ PARAMETERS: dict[str, tuple[Parameter, ...]] = {
         Parameter("thinking_prompt", 1, 50, rule=True),
     ),
     # Chat reads a call's tokens from ``chat_tool_call`` where the request declares
-    # tools (the GPT-4 models' differs from ``tool_call``); Responses from ``tool_call``.
+    # tools (the GPT-4 models' differs from ``tool_call``); Responses from ``tool_call``
+    # (GPT-4.1 where the request declares tools: ``responses_tool_call``, kept as it is).
     "openai-chat": (
         Parameter("calibration", 0.01, 0.05),
         Parameter("tool_prompt_tokens", 10, 60),

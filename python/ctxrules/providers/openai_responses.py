@@ -184,6 +184,14 @@ def _responses_titles(profile: ModelProfile) -> bool:
     return profile.rule("responses_titles", RESPONSES_TITLES) == "comment"
 
 
+def _responses_tool_call(profile: ModelProfile, declared: bool) -> float:
+    """What a function call with its output costs on the Responses API beyond their text:
+    the profile's ``responses_tool_call`` where the request declares tools (GPT-4.1),
+    ``tool_call`` where it declares none or the profile states no such rule."""
+    per_call = profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS)
+    return profile.rule("responses_tool_call", per_call) if declared else per_call
+
+
 def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> EstimateFrame | None:
     """What the core estimates a Responses request with (``estimate_frame``)."""
     tools = [
@@ -198,6 +206,7 @@ def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> Es
     ]
     framing = {
         **openai_framing(profile),
+        "tool_call": _responses_tool_call(profile, bool(tools)),
         **{f"state_{k}": v for k, v in COMPACTION_STATE.items()},
         "stored_conversation": _stored(options.extra, profile),
     }
@@ -240,7 +249,8 @@ def estimate_openai_responses(
     text = body.get("text")
     openai_output_schema(u, text.get("format") if isinstance(text, Mapping) else None, profile)
     per_message = profile.rule("message", OPENAI_MESSAGE_TOKENS)
-    per_call = profile.rule("tool_call", OPENAI_TOOL_CALL_TOKENS)
+    declared = any(isinstance(t, Mapping) for t in body.get("tools") or [])
+    per_call = _responses_tool_call(profile, declared)
     named = per_message + profile.rule("name", 1)
     assistant_text = profile.rule("assistant_text", 0)
     if isinstance(body.get("instructions"), str) and body["instructions"]:
