@@ -10,9 +10,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from ctxrules.batch import _recording, session
+from ctxrules.batch import ReplayOptions, _recording, session
 from ctxrules.batch.requests import session_data
 from ctxrules.commit import derive, generate, persist
+from ctxrules.config import PipelineConfig
 from ctxrules.engine import Engine
 from ctxrules.importers import import_paths
 from ctxrules.store import open_store
@@ -41,11 +42,19 @@ def location(subset, tmp_path_factory) -> str:
     return where
 
 
-def _replays(location: str) -> list[session.Replayed]:
+#: The rules replay compacting as soon as it can: its commits after each compaction
+#: are made from what the compaction stored (``make_commit``), not planned.
+COMPACTING = ReplayOptions.of(
+    PipelineConfig.preset("default"),
+    engine={"warn_at": 0.005, "compact_at": 0.01, "critical_at": 0.95},
+)
+
+
+def _replays(location: str, options: ReplayOptions = OPTIONS) -> list[session.Replayed]:
     store = open_store(location, create=False)
     try:
         return [
-            session.replay_detail(session_data(store, info.id), OPTIONS)
+            session.replay_detail(session_data(store, info.id), options)
             for info in store.list_sessions()
         ]
     finally:
@@ -62,10 +71,14 @@ def _encoded(done: list[session.Replayed]) -> list[bytes]:
     return out
 
 
-def test_every_commit_and_request_is_the_one_make_commit_gives(location, monkeypatch):
-    planned = _encoded(_replays(location))
+@pytest.mark.parametrize("options", [OPTIONS, COMPACTING], ids=["aggressive", "compacting"])
+def test_every_commit_and_request_is_the_one_make_commit_gives(location, monkeypatch, options):
+    done = _replays(location, options)
+    planned = _encoded(done)
+    if options is COMPACTING:
+        assert sum(d.record["rules"].get("compactions", 0) for d in done) > 0
     monkeypatch.setattr(session, "ReplayEngine", _FromStore)
-    from_store = _encoded(_replays(location))
+    from_store = _encoded(_replays(location, options))
     assert len(planned) > 100
     assert planned == from_store
 
