@@ -1,6 +1,7 @@
 """The replay's bill sees a switch of model: a provider caches a prompt per model, so
 the first request sent to another model reads nothing of what the previous one wrote
-(it writes its whole prompt).  The bill read the previous model's entries across the
+(it writes its whole prompt), and a return to a model reads that model's own entry while
+it lives.  The bill read the previous model's entries across the
 switch, so a change of cached items the rules made there — free, the cache being empty
 — was billed as a rewrite."""
 
@@ -30,15 +31,22 @@ def _body(model: str, turns: int) -> dict:
     }
 
 
-def _reads(models: list[str], *, name_the_model: bool = True) -> list[int]:
+def _reads(
+    models: list[str], *, name_the_model: bool = True, gaps: list[float] | None = None
+) -> list[int]:
+    """The cache reads of each request: the k-th sent to ``models[k]`` ``gaps[k - 1]``
+    seconds after the one before (10 s by default)."""
     provider = get_provider("anthropic")
     bill = Bill(provider)
     reads = []
+    now = NOW
     for k, model in enumerate(models):
+        if k:
+            now += gaps[k - 1] if gaps else 10.0
         profile = provider.model_profile(model)
         est = provider.estimate_prompt(_body(model, 2 * k + 1), profile)
         before = bill.read
-        bill.add(est, profile, NOW + 10 * k, 10, model if name_the_model else None)
+        bill.add(est, profile, now, 10, model if name_the_model else None)
         reads.append(bill.read - before)
     return reads
 
@@ -48,10 +56,18 @@ def test_a_request_to_another_model_reads_nothing():
     assert same[0] == 0 and same[1] > 0 and same[2] > 0
     switched = _reads([SONNET, OPUS, OPUS])
     assert switched == [0, 0, same[2]]
-    # And back: the bill keeps only the previous request's entry (as the rules' ledger
-    # does), so the first model's, still alive at the provider, is not read: a
-    # simplification that bills every replay the same way.
-    assert _reads([SONNET, OPUS, SONNET])[2] == 0
+
+
+
+def test_a_return_to_a_model_reads_its_entry_while_it_lives():
+    # Sonnet's entry outlives the request to Opus: the third request reads Sonnet's
+    # cached prefix (the system prompt and the first message), not nothing.
+    back = _reads([SONNET, OPUS, SONNET])
+    assert back[1] == 0 and back[2] > 0
+    assert back[2] == _reads([SONNET, SONNET], gaps=[20])[1]  # as if Opus was never asked
+    # Gone after its TTL (five minutes since Sonnet's last request), however recently
+    # Opus was asked.
+    assert _reads([SONNET, OPUS, SONNET], gaps=[200, 200])[2] == 0
 
 
 def test_an_unnamed_model_is_taken_as_the_previous_one():

@@ -78,3 +78,44 @@ def test_the_ledger_is_cold_after_another_model_only():
     assert cache.MODEL not in after
     cache.advance(after, [], [], NOW + 20, OPUS)
     assert after[cache.MODEL] == cache.model_key(OPUS) != cache.model_key(SONNET)
+
+
+def test_a_return_to_a_model_finds_its_entry_while_it_lives():
+    # Sonnet, then Opus ten seconds later with nothing cached changed, then Sonnet again:
+    # Sonnet's entry (from NOW) still lives at the provider, so the cache is warm and a
+    # change would rewrite it.  The ledger kept only the previous request's model and
+    # took the return as cold.
+    cursors: dict[str, int] = {}
+    cache.advance(cursors, [], [], NOW, SONNET)
+    cache.advance(cursors, [], [], NOW + 10, OPUS)
+
+    def ledger(at: float, cursors: dict = cursors) -> cache.CacheLedger:
+        return cache.CacheLedger(
+            now=at,
+            cursors=cursors,
+            cached_tokens=5_000,
+            has_parent=True,
+            rewritten=lambda: False,
+            model=SONNET,
+        )
+
+    back = ledger(NOW + 20)
+    assert not back.cold and back.rewrite_tokens() == 5_000
+    # After its TTL (from Sonnet's own last request, not Opus's) it is gone.
+    assert ledger(NOW + cache.TTL_SECONDS + 1).cold
+    # A commit that changed a cached item leaves the other models' entries behind.
+    changed = {}
+    cache.advance(changed, [], [], NOW, SONNET)
+    cache.advance(changed, [], [], NOW + 10, OPUS, changed=True)
+    assert cache.model_at(SONNET) not in changed and cache.model_at(OPUS) in changed
+    assert ledger(NOW + 20, changed).cold
+
+
+def test_the_engine_forgets_an_entry_a_change_left_behind():
+    # At the switch to Opus the rules age what they had waited with (free there): the
+    # prompt Sonnet cached no longer matches, so the return to Sonnet is cold.
+    _, preps = _play([SONNET] * 3 + [OPUS, SONNET])
+    assert _changed(preps[3]) > 0
+    assert cache.model_at(SONNET) in preps[2].commit.cursors
+    assert cache.model_at(SONNET) not in preps[3].commit.cursors
+    assert preps[3].commit.cursors[cache.model_at(OPUS)] == int(NOW + 33)

@@ -140,16 +140,18 @@ class Bill:
     ``input_cost`` is the prompt's part of ``cost`` (uncached input, cache reads at
     their discount, cache writes at their premium): what a context policy changes.
     Costs are ``None`` once a request's model has no prices.  The provider caches per
-    model: a request sent to another model than the previous one reads nothing."""
+    model: a request reads what the last request to its own model left, while that
+    entry lives (the recorded time since it), whatever other models were asked since."""
 
     def __init__(self, provider: Provider) -> None:
         self.provider = provider
         self.prompt = self.read = self.write = 0
         self.cost: float | None = 0.0
         self.input_cost: float | None = 0.0
-        self._before: Estimate | None = None
-        self._before_at = 0.0
-        self._before_model: str | None = None
+        #: The live entry per model: the last request sent to it and when (``None``:
+        #: requests whose model is not known, taken as the previous request's).
+        self._entries: dict[str | None, tuple[Estimate, float]] = {}
+        self._model: str | None = None
 
     def add(
         self,
@@ -162,14 +164,16 @@ class Bill:
         """Add a request whose billed prompt is ``est``, sent at ``now`` to ``model``
         (``None``: not known, taken as the previous request's), priced with ``profile``,
         answered with ``output_tokens``."""
-        before = self._before
-        if model is not None and self._before_model is not None and model != self._before_model:
-            before = None  # a cache is per model: after a switch nothing is read
-        elapsed = None if before is None else max(0.0, now - self._before_at)
+        key = self._model if model is None else model
+        if key not in self._entries and self._model is None and None in self._entries:
+            key = None  # the requests so far named no model: taken as this one
+        # A cache is per model: a return to a model reads its own last entry, if alive
+        # (``predict_cache`` takes the time since it), not what another model was sent.
+        entry = self._entries.get(key)
+        before, elapsed = (None, None) if entry is None else (entry[0], max(0.0, now - entry[1]))
         cache = self.provider.predict_cache(before, est, elapsed=elapsed, profile=profile)
-        self._before, self._before_at = est, now
-        if model is not None:
-            self._before_model = model
+        self._entries[key] = (est, now)
+        self._model = key
         self.prompt += est.input_tokens
         self.read += cache.read_tokens
         self.write += cache.write_tokens

@@ -209,7 +209,9 @@ def derive_commit(
     if ctx.answer_error is not None:  # as if the answer had been asked after the derive
         raise ctx.answer_error
     if pipeline.rules:  # the cache ledger (ctxrules.ruleapi.cache): a commit per request
-        cache.advance(cursors, items, ctx.new_positions(), now, pipeline.model)
+        cache.advance(
+            cursors, items, ctx.new_positions(), now, pipeline.model, changed=ctx.cache.rewritten
+        )
     # After the rules, so every rule sees the new items as it would without a boundary
     # (none of them folded yet) and the fold takes the items as the rules left them.
     for call, handle in boundaries:

@@ -27,14 +27,19 @@ writes it again.  The ledger prices that trade for the rules of one commit:
   whole prompt and folds what a rule saved, so savings are counted from there again.
 
 A cache belongs to one model: a request sent to another model than the previous one
-finds nothing cached (the provider caches per model), so a change there is free, as
-when the cache is cold.
+finds nothing cached of what that one was sent (the provider caches per model), so a
+change there is free, as when the cache is cold — unless the request returns to a model
+whose own entry still lives: asked within its TTL, with no cached item changed since
+(a change leaves every other model's entry behind, and the ledger forgets it).  Then
+the cache is warm, and a change is priced as on that model alone (at the parent's
+tokens: what the entry holds is at most that, so the ledger errs on waiting).
 
 The ledger's state lives in value cursors the commit generator keeps (``cache.at``:
 when the previous commit was made, in whole seconds; ``cache.requests``: the answers of
 the epoch; ``cache.model``: a key of the model the previous commit was priced for,
-``model_key``, when the pipeline names one), so a commit reads it without scanning the
-history.
+``model_key``, when the pipeline names one; ``cache.at:<key in hex>``: when the last
+commit priced for that model was made, one per model whose entry may live), so a commit
+reads it without scanning the history.
 """
 
 from __future__ import annotations
@@ -53,12 +58,14 @@ __all__ = [
     "CACHE_READ",
     "CACHE_WRITE",
     "MODEL",
+    "MODEL_AT",
     "REQUESTS",
     "TTL_SECONDS",
     "CacheLedger",
     "CachePricing",
     "advance",
     "min_saving",
+    "model_at",
     "model_key",
     "reset",
 ]
@@ -76,6 +83,9 @@ ANTHROPIC_LONG_WRITE = 2.0
 AT = "cache.at"
 REQUESTS = "cache.requests"
 MODEL = "cache.model"
+#: Prefix of the per-model cursors: ``cache.at:<model_key in hex>`` is when the last
+#: commit priced for that model was made (``model_at``).
+MODEL_AT = "cache.at:"
 
 Layout = Literal["breakpoints", "prefix", "none"]
 
@@ -173,6 +183,17 @@ def model_key(model: str) -> int:
     return int.from_bytes(hashlib.blake2b(model.encode(), digest_size=6).digest(), "big")
 
 
+def model_at(model: str) -> str:
+    """The cursor holding when the last commit priced for ``model`` was made."""
+    return f"{MODEL_AT}{model_key(model):x}"
+
+
+def _forget_others(cursors: MutableMapping[str, int], keep: str | None) -> None:
+    """Drop every model's entry but ``keep``'s: what they cached no longer matches."""
+    for key in [k for k in cursors if k.startswith(MODEL_AT) and k != keep]:
+        del cursors[key]
+
+
 def _answers(items: Sequence[ContextItem], positions: Sequence[int]) -> int:
     return sum(1 for p in positions if items[p].role == "assistant" and items[p].state != "summary")
 
@@ -183,21 +204,34 @@ def advance(
     new_positions: Sequence[int],
     now: float,
     model: str = "",
+    *,
+    changed: bool = False,
 ) -> None:
     """Record a derived commit in the ledger: its time, the answers it added and the
     model it was priced for (``model``; ``""``, not known: the record is dropped, so
-    the next commit does not take its cache for another model's)."""
+    the next commit does not take its cache for another model's), whose entry now
+    lives from ``now``.  ``changed``: the commit changed a cached item, so no other
+    model's entry matches the prompt any more (they are forgotten)."""
     cursors[AT] = int(now)
     cursors[REQUESTS] = cursors.get(REQUESTS, 0) + _answers(items, new_positions)
-    if model:
-        cursors[MODEL] = model_key(model)
-    else:
+    if not model:
+        if changed:
+            _forget_others(cursors, None)
         cursors.pop(MODEL, None)
+        return
+    mine = model_at(model)
+    if changed:
+        _forget_others(cursors, mine)
+    cursors[MODEL] = model_key(model)
+    cursors[mine] = int(now)
 
 
 def reset(cursors: MutableMapping[str, int]) -> None:
-    """Start a new cache epoch (a compaction rewrote the prompt)."""
+    """Start a new cache epoch (a compaction rewrote the prompt: only the model it was
+    made for keeps an entry)."""
     cursors[REQUESTS] = 0
+    previous = cursors.get(MODEL)
+    _forget_others(cursors, None if previous is None else f"{MODEL_AT}{previous:x}")
 
 
 class CacheLedger:
@@ -207,7 +241,8 @@ class CacheLedger:
     parent); ``rewritten``: whether a cached item already changed in this commit
     (then further changes cost nothing more); ``cold``: whether nothing is cached for
     this request — the cache expired, or the previous commit was priced for another
-    model (``model``: the one this commit is priced for; ``""`` when not known);
+    model and this one's own entry (``model``: the one this commit is priced for;
+    ``""`` when not known) is gone or expired;
     ``pricing``: the model's cache prices and TTL (``CachePricing``; the pipeline's).
     """
 
@@ -232,11 +267,14 @@ class CacheLedger:
         # Without a record of the previous commit (a parent made before the ledger, or
         # under other rules) the cache is taken as warm: the ledger errs on waiting.
         expired = at is not None and now - at > pricing.ttl_seconds
-        # The provider caches per model: after a request to another model, nothing this
-        # one sends is cached.  Unknown on either side: taken as the same model.
+        # The provider caches per model: after a request to another model, this one
+        # finds only its own entry, if it lives (``advance`` forgets it once a cached
+        # item changed).  Unknown on either side: taken as the same model.
         previous = cursors.get(MODEL)
-        switched = bool(model) and previous is not None and previous != model_key(model)
-        self.cold = has_parent and (expired or switched)
+        if model and previous is not None and previous != model_key(model):
+            back = cursors.get(model_at(model))
+            expired = back is None or now - back > pricing.ttl_seconds
+        self.cold = has_parent and expired
         self.requests = int(cursors.get(REQUESTS, 0))
 
     @property
