@@ -58,7 +58,6 @@ def test_a_request_to_another_model_reads_nothing():
     assert switched == [0, 0, same[2]]
 
 
-
 def test_a_return_to_a_model_reads_its_entry_while_it_lives():
     # Sonnet's entry outlives the request to Opus: the third request reads Sonnet's
     # cached prefix (the system prompt and the first message), not nothing.
