@@ -149,3 +149,30 @@ def test_another_model_has_nothing_cached(store, corpus, model, compacts):
     prep = other.prepare(sid, "And now the tests.", now=NOW + 8)
     assert prep.level == "compact"
     assert (prep.compaction is not None) is compacts, prep.compaction_error
+
+
+def test_a_return_to_a_model_finds_its_own_entry(store, corpus):
+    # The previous request went to Opus, but Sonnet's own entry — the request before,
+    # three seconds earlier — still lives: going back to Sonnet, the cache is warm and a
+    # compaction must pay for rewriting it.  The engine remembered only the previous
+    # request's model and took the return as free.
+    from ctxrules.engine.compacting import Sent, compaction_price
+
+    engine, sid = _started(store, corpus, **LOW)
+    sonnet = engine.prepare(sid, LONG, now=NOW + 5)
+    engine.record(sonnet, _answer(), now=NOW + 6)
+    prep = engine.prepare(sid, "And now the tests.", now=NOW + 10)
+    assert prep.model == "claude-sonnet-4-5" and prep.level == "compact"
+    pricing = engine.pricing(prep.model)
+    opus = Sent(NOW + 8, "claude-opus-4-5", None)
+    own = Sent(NOW + 5, prep.model, sonnet.request.estimate)
+
+    def price(own: Sent | None, now: float = NOW + 10) -> tuple[int, str]:
+        return compaction_price(prep, opus, None, pricing=pricing, now=now, own=own)
+
+    assert price(None) == (0, price(None)[1]) and "model changed" in price(None)[1]
+    need, why = price(own)
+    warm, _ = engine._compaction_price(prep, own, NOW + 10)  # as if Opus was never asked
+    assert need == warm > 0 and "warm" in why
+    # Past Sonnet's TTL (from its own request, not Opus's) the return is cold again.
+    assert price(own, now=NOW + 5 + pricing.ttl_seconds + 1)[0] == 0

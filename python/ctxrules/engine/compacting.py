@@ -117,15 +117,18 @@ def compaction_price(
     *,
     pricing: CachePricing,
     now: float,
+    own: Sent | None = None,
 ) -> tuple[int, str]:
     """The fewest tokens a compaction before ``prep`` must save to pay for its rewrite
     of the cached prompt (0: the rewrite is free), and why, in words.
 
     ``previous`` is the engine's record of the session's previous request (``None``:
     it prepared none); ``last_answer`` the time and request model of the branch's last
-    answer (``None``: no answer yet), which stands in for it.  What is cached is the
-    history this request shares with the previous one (all of it when the engine did
-    not prepare that one); ``pricing`` prices the rewrite."""
+    answer (``None``: no answer yet), which stands in for it; ``own`` the engine's
+    record of the session's last request to ``prep``'s model, which is what that
+    model has cached when the previous request went to another one.  What is cached
+    is the history this request shares with that request (all of it when the engine
+    did not prepare one); ``pricing`` prices the rewrite."""
     if pricing.layout == "none":
         return 0, "the provider caches nothing"
     if previous is not None:
@@ -134,11 +137,15 @@ def compaction_price(
         at, model = last_answer[0], last_answer[1] or prep.model
     else:
         return 0, "nothing is cached yet"
+    if model != prep.model:
+        # A cache is per model: what this model holds is its own last request's, if
+        # that entry lives (a return to it), else nothing.
+        if own is None or own.model != prep.model or own.at > now:
+            return 0, f"the model changed ({model} → {prep.model}): nothing of it is cached"
+        previous, at = own, own.at
     elapsed = max(0.0, now - at)
     if elapsed > pricing.ttl_seconds:
         return 0, f"the cache went cold ({elapsed:,.0f} s since the previous request)"
-    if model != prep.model:
-        return 0, f"the model changed ({model} → {prep.model}): nothing of it is cached"
     history = _held(prep, prep.tokens.estimate)
     cached = history
     current = prep.request.estimate

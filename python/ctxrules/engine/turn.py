@@ -200,6 +200,8 @@ class Engine(UsageFusion, AsyncTwins):
         # Per session, the last request prepared (its time, model and estimate): what
         # the provider has cached when the next one is due.
         self._sent: OrderedDict[str, Sent] = OrderedDict()
+        # And per session and model: what a return to a model finds cached.
+        self._sent_by_model: OrderedDict[str, dict[str, Sent]] = OrderedDict()
 
     # -- the loop ------------------------------------------------------------------------
 
@@ -290,6 +292,7 @@ class Engine(UsageFusion, AsyncTwins):
                 )
         with self._kept:  # read before ``_prep`` records this request in its place
             previous = self._sent.get(session)
+            by_model = dict(self._sent_by_model.get(session, {}))
         prep = self._prep(session, head, tuple(appended), refs, composed, now, attempt=0)
         if not_run:
             prep = msgspec.structs.replace(prep, not_run=not_run)
@@ -302,7 +305,9 @@ class Engine(UsageFusion, AsyncTwins):
         # Past the threshold a compaction must pay for its cache rewrite; past the
         # critical level the hard limit forces it (engine/compacting.py).
         need, why = (
-            (1, "") if prep.level == "critical" else self._compaction_price(prep, previous, now)
+            (1, "")
+            if prep.level == "critical"
+            else self._compaction_price(prep, previous, now, by_model.get(prep.model))
         )
         history = max(0, prep.tokens.estimate - prep.budget.system - prep.budget.tools)
         if need > history:  # even folding everything would not pay: no summary asked
@@ -521,11 +526,12 @@ class Engine(UsageFusion, AsyncTwins):
         return None
 
     def _compaction_price(
-        self, prep: TurnPrep, previous: Sent | None, now: float
+        self, prep: TurnPrep, previous: Sent | None, now: float, own: Sent | None = None
     ) -> tuple[int, str]:
         """What a compaction before ``prep`` must save to pay for its cache rewrite, and
         why (``engine.compacting.compaction_price``, at the model's cache prices);
-        ``previous`` is the session's request before it, if this engine prepared it."""
+        ``previous`` is the session's request before it, if this engine prepared it, and
+        ``own`` its last request to ``prep``'s model (what a return to it finds)."""
         pricing = self.pricing(prep.model)
         last = None
         if previous is None or previous.at > now:
@@ -537,6 +543,7 @@ class Engine(UsageFusion, AsyncTwins):
             last,
             pricing=pricing,
             now=now,
+            own=own,
         )
 
     def next_model(self, session: str) -> str:
@@ -910,10 +917,17 @@ class Engine(UsageFusion, AsyncTwins):
             if len(self._prepared) > _PREPARED_KEPT:
                 self._prepared.popitem(last=False)
             # What the provider caches from this request (engine/compacting.py).
-            self._sent[session] = Sent(now, composed.rendered.model, composed.rendered.estimate)
+            sent = Sent(now, composed.rendered.model, composed.rendered.estimate)
+            self._sent[session] = sent
             self._sent.move_to_end(session)
             if len(self._sent) > _RENDERERS_KEPT:
                 self._sent.popitem(last=False)
+            # And per model: a provider caches per model, so a return to a model finds
+            # its own last request's entry while it lives.
+            self._sent_by_model.setdefault(session, {})[sent.model] = sent
+            self._sent_by_model.move_to_end(session)
+            if len(self._sent_by_model) > _RENDERERS_KEPT:
+                self._sent_by_model.popitem(last=False)
         plan = budget(
             composed.profile,
             self.config,
