@@ -71,3 +71,17 @@ def test_a_return_to_a_model_reads_its_entry_while_it_lives():
 
 def test_an_unnamed_model_is_taken_as_the_previous_one():
     assert _reads([SONNET, OPUS, OPUS], name_the_model=False) == _reads([SONNET] * 3)
+
+
+def test_requests_of_no_named_model_are_the_next_named_ones():
+    # Unnamed, then Sonnet: the same model (the cache is read); then Opus: a switch.
+    provider = get_provider("anthropic")
+    bill = Bill(provider)
+    reads = []
+    for k, model in enumerate([None, SONNET, OPUS]):
+        profile = provider.model_profile(model or SONNET)
+        est = provider.estimate_prompt(_body(model or SONNET, 2 * k + 1), profile)
+        before = bill.read
+        bill.add(est, profile, NOW + 10 * k, 10, model)
+        reads.append(bill.read - before)
+    assert reads[0] == 0 and reads[1] > 0 and reads[2] == 0

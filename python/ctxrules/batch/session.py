@@ -165,8 +165,9 @@ class Bill:
         (``None``: not known, taken as the previous request's), priced with ``profile``,
         answered with ``output_tokens``."""
         key = self._model if model is None else model
-        if key not in self._entries and self._model is None and None in self._entries:
-            key = None  # the requests so far named no model: taken as this one
+        if key is not None and self._model is None and None in self._entries:
+            # The requests so far named no model: taken as this one's.
+            self._entries.setdefault(key, self._entries.pop(None))
         # A cache is per model: a return to a model reads its own last entry, if alive
         # (``predict_cache`` takes the time since it), not what another model was sent.
         entry = self._entries.get(key)
