@@ -22,8 +22,9 @@ from __future__ import annotations
 from typing import Any
 
 from .. import dag
-from ..commit import Generated, Pipeline, derive_with_summaries, persist, stored_answers
-from ..commit.plan import graph_marks
+from ..commit import Generated, Pipeline, derive_with_summaries, stored_answers
+from ..commit.generate import derive_planned
+from ..commit.plan import Plan, graph_marks
 from ..engine import Engine
 from ..model import ContextCommit, Node
 
@@ -116,13 +117,11 @@ class ReplayEngine(Engine):
     ) -> ContextCommit:
         self.plans[how] += 1
         if self.stored:
-
-            def load(cid: str) -> ContextCommit | None:
-                try:
-                    return persist.load(self.store, cid)
-                except Exception:
-                    return None
-
+            at_head = parent.id if parent is not None and parent.head_node_id == head else None
+            plan = Plan(parent, calls, head, session, marks, at_head)
+            saved = derive_planned(self.store, plan, pipeline, now)
+            assert saved is not None  # one replay writes its session's commits
+            return saved
         gen = derive_with_summaries(
             parent,
             calls,
@@ -130,16 +129,11 @@ class ReplayEngine(Engine):
             head_node_id=head,
             pipeline=pipeline,
             now=now,
-            load_commit=load if self.stored else self._by_id.get,
+            load_commit=self._by_id.get,
             marks=marks,
             answer=stored_answers(self.store),
         )
         commit = gen.commit
-        if self.stored:
-            at_head = parent.id if parent is not None and parent.head_node_id == head else None
-            saved = persist.save(self.store, gen, if_latest=at_head)
-            assert saved is not None  # one replay writes its session's commits
-            return saved
         self.generated.append(gen)
         self._by_id[commit.id] = commit
         return commit

@@ -105,7 +105,7 @@ def _commit_at(
                 and (reuse or parent.created_at == now)
             ):  # the plan only builds on this session's commits of this rule set
                 return parent
-            made = _derive_and_save(st, planned, pipeline, now, answer)
+            made = derive_planned(st, planned, pipeline, now, answer)
             if made is not None:
                 return made
         raise StoreError(
@@ -115,11 +115,12 @@ def _commit_at(
         )
 
 
-def _derive_and_save(
-    st: CommitStore, plan: Plan, pipeline: Pipeline, now: float, answer: Answer | None
+def derive_planned(
+    st: CommitStore, plan: Plan, pipeline: Pipeline, now: float, answer: Answer | None = None
 ) -> ContextCommit | None:
     """Derive the planned commit and store it unless another writer stored a commit at
-    the head since the plan (then ``None``: plan again)."""
+    the head since the plan (then ``None``: plan again).  A source an attach names that
+    cannot be loaded degrades to one item (``commit.items``), never fails the commit."""
 
     def load_attached(cid: str) -> ContextCommit | None:
         try:
