@@ -104,6 +104,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "keep_tail_turns": 1,
                 "cache_aware": True,
                 "payback": 3,
+                # The ledger decides when a fold pays; batches (min_run_share 1) billed
+                # 0.0006 more on the validation set and 0.0014 more on the fit set.
+                "min_run_share": 0.0,
             },
         },
     },
@@ -119,6 +122,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "target_ratio": 0.5,
                 "cache_aware": True,
                 "payback": 3,
+                # As aggressive: batches (min_run_share 1) billed 0.0012 more on the
+                # validation set and kept 0.0008 fewer older facts on the fit set.
+                "min_run_share": 0.0,
             },
         },
     },

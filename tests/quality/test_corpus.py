@@ -39,7 +39,14 @@ OFF = PipelineConfig.preset("off")
 
 def half(baseline: int) -> PipelineConfig:
     """Summarize only, triggered at half the session's tokens."""
-    rules = {"threshold_tokens": max(1, baseline // 2), "target_ratio": 0.8, "keep_tail_turns": 1}
+    # Every run folded as soon as it is over (no batches: min_run_share 0): this
+    # configuration measures how far folding can go, not how often it pays.
+    rules = {
+        "threshold_tokens": max(1, baseline // 2),
+        "target_ratio": 0.8,
+        "keep_tail_turns": 1,
+        "min_run_share": 0.0,
+    }
     return PipelineConfig(pipeline=("summarize",), rules={"summarize": rules})
 
 

@@ -33,7 +33,7 @@ REGRESSION = PipelineConfig(
     pipeline=("result_cap", "tool_aging", "idle_clearing", "summarize"),
     rules={
         "tool_aging": {"tail_turns": 3, "step_turns": 1},
-        "summarize": {"threshold_tokens": 6000, "keep_tail_turns": 12},
+        "summarize": {"threshold_tokens": 6000, "keep_tail_turns": 12, "min_run_share": 0.0},
     },
 )
 

@@ -37,7 +37,9 @@ def test_over_threshold_folds_oldest_items_into_summaries():
     folded = [it for it in c.items if it.state == "summarized"]
     assert summaries and all(it.source_node_id.startswith("sm_") for it in summaries)
     assert folded and {it.merged_into for it in folded} <= {it.source_node_id for it in summaries}
-    assert c.total_tokens <= 3000
+    # Its two-turn tail alone holds more than the target: the fold after the first
+    # waits for a batch (min_run_share), and the commit says so while it is over.
+    assert c.total_tokens <= 3000 or any("(min_run_share)" in n for n in c.notes)
     assert c.summary == summaries[-1].rendered  # the commit's summary is the latest one
 
 
@@ -256,7 +258,7 @@ def test_a_short_run_before_a_kept_item_does_not_stop_folding():
     assert pinned.state == "full"
     after = c.items[c.items.index(pinned) + 1 :]
     assert any(it.state == "summarized" for it in after)
-    assert c.total_tokens <= 3000
+    assert c.total_tokens <= 3000 or any("(min_run_share)" in n for n in c.notes)
 
 
 def test_unreachable_threshold_is_reported():

@@ -40,6 +40,21 @@ nothing before it, so the items before it are already compacted — not folded a
 not counted against the threshold — and the item holding it is kept (folding it would
 bring the history before it back into that vendor's request).
 
+Folds are batched when the target is out of reach.  Once the earlier summaries, the
+kept items and the protected tail alone hold more than the target, no fold can bring
+the commit down to it: before, every turn that left the tail was then folded into a
+summary of its own on the next commit (a summarizer call, a stored answer and a
+rewritten cached suffix every turn, until a full compaction merged the summaries).
+Now a run that ends at the protected tail (it can still grow) and cannot reach the
+target is folded only once it holds ``min_run_share`` times what a fold that reaches
+the target folds from a commit at the threshold (``threshold_tokens − target``: 40k
+tokens at the defaults); until then the commit stays over the threshold and its notes
+say it is waiting.  At the default 1 such a commit folds about as often as one that
+can; 0 folds every run as soon as it is over the threshold (the behaviour before
+version 5; the cache-aware ``lean`` and ``aggressive`` presets keep it: their cache
+ledger already decides when a fold pays, and batches billed them more on the corpus).
+A run closed by a kept unit or an earlier summary cannot grow and is folded as before.
+
 With ``cache_aware`` a run is folded only when that pays for rewriting the cached
 prompt (the commit's cache ledger, ``ctxrules.ruleapi.cache``: the cache went cold,
 another rule rewrote it in this commit already, or the run less its summary saves more
@@ -90,9 +105,10 @@ class Summarize(Rule):
     """Fold the oldest contiguous run of foldable units into one summary item."""
 
     name = "summarize"
-    # 4: a cache-aware fold that can never pay before a kept unit is stepped over
-    # (3: cache_aware; 2: a short run before a kept unit is stepped over)
-    version = 4
+    # 5: a run that cannot reach the target waits for min_run_share; 4: a cache-aware
+    # fold that can never pay before a kept unit is stepped over (3: cache_aware; 2: a
+    # short run before a kept unit is stepped over)
+    version = 5
     position_cursors = frozenset({"summarize.pos", _FAILED_START, _FAILED_END})
     promise = (
         "no locked or anchor item is folded; nothing in the last keep_tail_turns turns "
@@ -109,6 +125,7 @@ class Summarize(Rule):
         "timeout_seconds": 60.0,
         "cache_aware": False,
         "payback": 20,
+        "min_run_share": 1.0,
     }
 
     def check(self) -> None:
@@ -125,6 +142,8 @@ class Summarize(Rule):
             raise self.bad("timeout_seconds", "must be >= 0 (0: no time limit)")
         if self.payback < 1:
             raise self.bad("payback", "must be >= 1")
+        if self.min_run_share < 0:
+            raise self.bad("min_run_share", "must be >= 0 (0: fold every run)")
 
         known = registry("summarizers")
         if self.summarizer not in known:
@@ -214,6 +233,7 @@ class Summarize(Rule):
         if total <= self.threshold_tokens:
             return
         target = int(self.threshold_tokens * self.target_ratio)
+        min_run = int((self.threshold_tokens - target) * self.min_run_share)
         tail = self._tail_start(items)
         p = ctx.cursors.get("summarize.pos", 0)
         if floor >= 0:
@@ -259,6 +279,14 @@ class Summarize(Rule):
                 ctx.cursors["summarize.pos"] = nxt  # everything before is folded or kept
                 p = nxt
                 continue
+            if not before_kept and total - run_tokens > target and run_tokens < min_run:
+                # The run reaches the tail and folding it cannot reach the target: fold
+                # it once it is worth a batch, not one turn at a time.
+                blocked_by = (
+                    f"a run of {run_tokens} tokens that cannot reach the target, folded "
+                    f"once it holds {min_run} (min_run_share)"
+                )
+                break
             if self._backing_off(ctx, run_start, end):
                 blocked_by = "a fold that did not shrink (backing off)"
                 break
