@@ -588,7 +588,13 @@ pub fn write_context(items: &[Shared], options_bytes: &[u8]) -> Result<Vec<u8>, 
 
 /// Room to reserve for a body written from `items`: their texts, escaped.
 pub fn body_estimate(items: &[Shared]) -> usize {
-    items.iter().map(|i| i.get().text_len()).sum::<usize>() + 1024
+    // Folded items are not written (and not read: see `Shared::folded`).
+    items
+        .iter()
+        .filter(|i| !i.folded())
+        .map(|i| i.get().text_len())
+        .sum::<usize>()
+        + 1024
 }
 
 fn neutral_block(w: &mut Json, b: &NBlock<'_>) {

@@ -580,24 +580,23 @@ pub fn build<'c>(items: &'c [Shared]) -> Neutral<'c> {
         },
         pending: Vec::new(),
         open_assistants: Owners::default(),
-        seen_ids: HashMap::with_capacity_and_hasher(
-            items
-                .iter()
-                .filter(|i| i.get().role() == Role::Tool)
-                .count(),
-            BuildHasherDefault::default(),
-        ),
+        // Not sized by a count of the tool items: that was one more pass over every
+        // item, folded ones too (most of a long session's commit), each a cache miss.
+        seen_ids: HashMap::default(),
         renamed: HashSet::default(),
         empty_open: false,
     };
-    for (k, item) in items.iter().map(Shared::get).enumerate() {
-        if let Some(ahead) = items.get(k + PREFETCH_AHEAD) {
+    for (k, shared) in items.iter().enumerate() {
+        if let Some(ahead) = items.get(k + PREFETCH_AHEAD).filter(|a| !a.folded()) {
             ahead.get().prefetch();
         }
-        let state = item.state();
-        if state == State::Summarized {
+        // Folded items are skipped by their handle alone: their data is never read.
+        if shared.folded() {
             continue;
         }
+        let item = shared.get();
+        let state = item.state();
+        debug_assert_ne!(state, State::Summarized);
         let t = &mut b.out.tokens;
         let sum = match (item.role(), state) {
             (_, State::Summary) => &mut t.summary,

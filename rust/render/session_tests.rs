@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use super::{render_session, Reuse};
-use crate::commit::{decode_commit, decode_items, Items, Shared};
+use crate::commit::{decode_commit, decode_items, Items, Shared, State};
 use crate::render::input::{parse_options, Options};
 use crate::render::{render_request, Wire};
 
@@ -390,4 +390,62 @@ fn a_breakpoint_that_moves_inside_a_shared_message_stops_the_copy_before_it() {
     let commits = vec![commit(&items), commit(&later), commit(&items)];
     let reuse = check(Wire::Anthropic, &commits, &[OPTS; 3]);
     assert!(reuse[1] > 0 && reuse[2] > 0, "{reuse:?}");
+}
+
+/// A session folded run by run, as the summarize rule folds it: the turns before the
+/// newest two become `summarized` and a summary item is appended after the previous
+/// summaries every few requests.
+fn folded_session(requests: usize) -> Vec<Vec<u8>> {
+    let all = turns(requests + 2);
+    let mut out = Vec::new();
+    for r in 1..=requests {
+        let shown_from = 4 * r.saturating_sub(2);
+        let mut items: Vec<Value> = Vec::new();
+        for (k, it) in all[..4 * r].iter().enumerate() {
+            let mut it = it.clone();
+            if k < shown_from {
+                it["state"] = "summarized".into();
+            }
+            items.push(it);
+            // A summary after every second folded turn.
+            if k < shown_from && k % 8 == 7 {
+                items.push(
+                    json!({"source_node_id": format!("sm_{k}"), "role": "assistant",
+                    "state": "summary", "rendered": format!("summary up to {k}")}),
+                );
+            }
+        }
+        out.push(commit(&items));
+    }
+    out
+}
+
+#[test]
+fn a_folded_item_is_known_by_its_handle_on_both_decoding_paths() {
+    let mut folded = 0;
+    for c in folded_session(6) {
+        let by_commit = decode_commit(&c).unwrap();
+        let v: Value = rmp_serde::from_slice(&c).unwrap();
+        let bare = rmp_serde::to_vec_named(&v["items"]).unwrap();
+        let by_items = decode_items(&bare, |k| format!("items[{k}]")).unwrap();
+        for items in [&by_commit, &by_items] {
+            for s in items.iter() {
+                assert_eq!(s.folded(), s.get().state() == State::Summarized);
+            }
+        }
+        folded += by_commit.iter().filter(|s| s.folded()).count();
+    }
+    assert!(folded > 0);
+}
+
+#[test]
+fn a_session_folded_run_by_run_renders_the_full_bytes_on_every_wire() {
+    let commits = folded_session(8);
+    let opts = vec![OPTS; commits.len()];
+    for wire in Wire::ALL {
+        // `check` compares every body and breakdown with a full render; in a debug
+        // build `neutral::build` also checks each skipped handle's state.
+        let reuse = check(wire, &commits, &opts);
+        assert_eq!(reuse.len(), commits.len());
+    }
 }
