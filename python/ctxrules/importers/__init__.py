@@ -47,7 +47,7 @@ from ..errors import (
 from ..limits import IMPORT_EXPANSION, check_metadata, check_node, import_budget
 from ..plugins import registry
 from ..store import SessionInfo, Store
-from ._common import ImportedSession, empty, fail, read_bytes, session_id_for
+from ._common import ImportedSession, empty, fail, file_size, read_bytes, session_id_for
 from ._growth import STATE_KEY, Sessions
 from ._json import JsonImporter, detached, forget_json
 from ._messages import LIST_KEYS, read_messages
@@ -199,10 +199,7 @@ def _parse_with(imp: Importer, path: str, store: Sessions | None = None) -> list
 def _check(path: str, sessions: list[ImportedSession]) -> None:
     """Refuse, before anything is written, what the store would refuse, and more than
     ``import_budget`` bytes in all: every node and metadata is encoded once here."""
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        size = 0
+    size = file_size(path)  # a gzip file's decompressed size
     budget, used = import_budget(size), 0
     for s in sessions:
         if not s.nodes and s.base is None:  # nothing is stored as an empty session

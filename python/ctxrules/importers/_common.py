@@ -9,10 +9,14 @@ node while keeping file order wherever the edges allow.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
+import io
 import json
 import math
+import os
 import re
+import zlib
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,6 +29,8 @@ from ._yaml_loader import yaml_line
 
 __all__ = [
     "BOM",
+    "GZIP_MAGIC",
+    "MAX_GUNZIPPED_BYTES",
     "ImportedSession",
     "SessionBuilder",
     "decode_text",
@@ -32,6 +38,7 @@ __all__ = [
     "fail",
     "file_key",
     "file_key_of",
+    "file_size",
     "parse_time",
     "read_bytes",
     "session_id_for",
@@ -110,14 +117,33 @@ def document_line(path: str, at: str) -> int | None:
 BOM = b"\xef\xbb\xbf"
 
 
+#: The first two bytes of a gzip stream (RFC 1952).  A file starting with them is read
+#: through gzip whatever its name: LangChain keeps its VCR cassettes as ``.yaml.gz``,
+#: and a renamed or suffix-less copy is the same file.
+GZIP_MAGIC = b"\x1f\x8b"
+
+#: Most bytes a gzip-compressed file may expand to.  Deflate reaches ~1000:1, so a few
+#: megabytes of hostile gzip could otherwise fill the memory; the largest recorded
+#: transcripts are a few hundred megabytes.
+MAX_GUNZIPPED_BYTES = 1 << 30
+
+
 def read_bytes(path: str, limit: int = -1) -> bytes:
     """The file's bytes (the first ``limit`` only, if given) after a leading byte-order
-    mark (``BOM``); a missing or unreadable file is an ``ImportFormatError``."""
+    mark (``BOM``); a gzip-compressed file (``GZIP_MAGIC``) is read decompressed.  A
+    missing or unreadable file, or a damaged gzip stream, is an ``ImportFormatError``."""
     try:
         with open(path, "rb") as fh:
             if not fh.seekable():
                 data = fh.read(limit)
+                if data.startswith(GZIP_MAGIC):
+                    data = _gunzip(path, io.BytesIO(data), limit, cut=limit >= 0)
                 return data[len(BOM) :] if data.startswith(BOM) else data
+            if fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
+                fh.seek(0)
+                data = _gunzip(path, fh, limit)
+                return data[len(BOM) :] if data.startswith(BOM) else data
+            fh.seek(0)
             if fh.read(len(BOM)) != BOM:
                 fh.seek(0)
             return fh.read(limit)
@@ -127,6 +153,59 @@ def read_bytes(path: str, limit: int = -1) -> bytes:
         raise fail(path, None, "is a directory", "pass the transcript files inside it") from None
     except OSError as exc:
         raise fail(path, None, f"cannot read: {exc.strerror}", "check permissions") from None
+
+
+def _gunzip(path: str, raw: io.IOBase | Any, limit: int, *, cut: bool = False) -> bytes:
+    # ``limit`` bounds the decompressed bytes (a detector's head); ``cut``: ``raw`` is
+    # only the start of the file (a pipe's head), so a stream ending early is expected.
+    want = MAX_GUNZIPPED_BYTES + 1 if limit < 0 else min(limit, MAX_GUNZIPPED_BYTES + 1)
+    try:
+        with gzip.GzipFile(fileobj=raw, mode="rb") as gz:
+            data = gz.read(want)
+    except EOFError:
+        if cut:
+            return _gunzip_start(raw, want)
+        raise fail(
+            path,
+            None,
+            "the gzip stream ends early (the file is truncated)",
+            "download or copy the file again; `gzip -t FILE` checks it",
+        ) from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise fail(
+            path,
+            None,
+            f"damaged gzip stream: {exc}",
+            "download or copy the file again; `gzip -t FILE` checks it",
+        ) from None
+    if len(data) > MAX_GUNZIPPED_BYTES:
+        raise fail(
+            path,
+            None,
+            f"the gzip stream expands to more than {MAX_GUNZIPPED_BYTES:,} bytes",
+            "decompress it yourself and import the parts",
+        )
+    return data
+
+
+def _gunzip_start(raw: Any, want: int) -> bytes:
+    # What a cut gzip stream's start decompresses to (wbits 31: a gzip header).
+    raw.seek(0)
+    try:
+        return zlib.decompressobj(31).decompress(raw.read(), want)
+    except zlib.error:
+        return b""
+
+
+def file_size(path: str) -> int:
+    """The size of the file's content: decompressed for a gzip-compressed file (what
+    an import's budget is measured against), else the file's size; 0 if unreadable."""
+    try:
+        with open(path, "rb") as fh:
+            gz = fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+        return len(read_bytes(path)) if gz else os.path.getsize(path)
+    except (OSError, ImportFormatError):
+        return 0
 
 
 def session_id_for(key: str) -> str:
@@ -140,12 +219,19 @@ def file_key(data: bytes) -> str:
 
 
 def file_key_of(path: str) -> str:
-    """``file_key`` of a file's bytes, read in chunks (the file is never held whole)."""
+    """``file_key`` of a file's bytes, read in chunks (the file is never held whole); of
+    its decompressed bytes for a gzip-compressed file, so ``x.yaml`` and ``x.yaml.gz``
+    are one version of one file."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
+            gz = fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC
+            fh.seek(0)
+            if gz:
+                digest.update(read_bytes(path))  # read whole anyway by every importer
+            else:
+                while chunk := fh.read(1 << 20):
+                    digest.update(chunk)
     except OSError:
         read_bytes(path, 0)  # raises the precise error
         raise
@@ -408,9 +494,8 @@ def json_line(path: str, at: str) -> int | None:
     values with the stdlib decoder; ``None`` if the file is not such JSON.
     """
     try:
-        with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark skipped
-            text = fh.read()
-    except (OSError, UnicodeDecodeError):
+        text = read_bytes(path).decode("utf-8")  # a byte-order mark skipped, gzip read
+    except (ImportFormatError, UnicodeDecodeError):
         return None
     dec = json.JSONDecoder()
 

@@ -28,7 +28,15 @@ import msgspec
 
 from ..errors import ImportFormatError, TranscriptWarning
 from ..limits import MAX_NESTING
-from ._common import BOM, ImportedSession, decode_text, fail, file_key_of, read_bytes
+from ._common import (
+    BOM,
+    GZIP_MAGIC,
+    ImportedSession,
+    decode_text,
+    fail,
+    file_key_of,
+    read_bytes,
+)
 
 __all__ = [
     "JsonImporter",
@@ -233,7 +241,8 @@ _NONBLANK = re.compile(rb"[^ \t\r\n]")
 
 
 class JsonlFile:
-    """An open JSON Lines file, read one line at a time from a read-only mapping.
+    """An open JSON Lines file, read one line at a time from a read-only mapping (a
+    gzip-compressed file: from its decompressed bytes).
 
     ``values(until)`` yields ``(line number, value)`` for the lines that start before
     byte ``until`` (all when ``None``) and can be called again to go on where it
@@ -246,7 +255,12 @@ class JsonlFile:
     """
 
     def __init__(
-        self, path: str, mapped: mmap.mmap | None, *, quiet: bool = False, glued: bool = False
+        self,
+        path: str,
+        mapped: mmap.mmap | bytes | None,
+        *,
+        quiet: bool = False,
+        glued: bool = False,
     ):
         self.path = path
         self.quiet = quiet
@@ -370,6 +384,11 @@ def open_jsonl(path: str, *, glued: bool = False) -> Iterator[JsonlFile]:
         read_bytes(path, 0)  # raises the precise error
         raise
     with fh:
+        if fh.read(len(GZIP_MAGIC)) == GZIP_MAGIC:
+            # A compressed transcript is held decompressed (no mapping of gzip).
+            yield JsonlFile(path, read_bytes(path), glued=glued)
+            return
+        fh.seek(0)
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise fail(

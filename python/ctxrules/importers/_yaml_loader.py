@@ -131,14 +131,16 @@ def yaml_line(path: str, at: str) -> int | None:
     # deferred: PyYAML costs ~20 ms to import, paid only when a YAML file is read
     import yaml
 
+    from ..errors import CtxrulesError
+    from ._common import read_bytes  # deferred: _common imports this module
+
     try:
-        with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark skipped
-            loader = yaml_loader()(fh.read())
+        loader = yaml_loader()(read_bytes(path).decode("utf-8"))  # gzip read, BOM skipped
         try:
             node = loader.get_single_node()
         finally:
             loader.dispose()
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+    except (CtxrulesError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
     line = None
     for step in _PATH_STEP.finditer(at):

@@ -50,7 +50,15 @@ from typing import Any
 import msgspec
 
 from ..model import ContentBlock, TextBlock, ThinkingBlock, ToolUseBlock
-from ._common import ImportedSession, SessionBuilder, empty, fail, file_key_of, parse_time
+from ._common import (
+    ImportedSession,
+    SessionBuilder,
+    empty,
+    fail,
+    file_key_of,
+    parse_time,
+    read_bytes,
+)
 from ._json import load_json, open_jsonl
 from ._messages import gemini_part_blocks
 
@@ -371,8 +379,7 @@ class GeminiCliImporter:
 
     @staticmethod
     def _one_document(path: str) -> bool:
-        with open(path, "rb") as fh:
-            head = fh.read(4096).lstrip()
+        head = read_bytes(path, 4096).lstrip()
         first = head.split(b"\n", 1)[0]
         try:
             msgspec.json.decode(first)
