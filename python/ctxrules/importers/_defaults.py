@@ -26,6 +26,7 @@ __all__ = [
     "PROVIDERS",
     "SYNTHETIC_MODELS",
     "WIRE_PROVIDERS",
+    "one_or_list",
     "request_defaults",
     "system_text",
 ]
@@ -65,13 +66,23 @@ NOT_PARAMS = frozenset(
 SYNTHETIC_MODELS = frozenset({"<synthetic>"})
 
 
+def one_or_list(value: Any) -> list[Any]:
+    """A list field of a Gemini request as a list: the API also takes one object where
+    it documents a list (``tools``, a content's ``parts``, ``systemInstruction.parts``;
+    ellmer's 2025 requests send them so), which is that object alone.  A list is
+    itself; anything else (absent, a string) no element."""
+    if isinstance(value, list):
+        return value
+    return [value] if isinstance(value, dict) else []
+
+
 def system_text(system: Any) -> str:
     """The text of a recorded system prompt: a string, or the ``text`` of its blocks /
     parts joined by newlines (as the system node of the same request holds it)."""
     if isinstance(system, str):
         return system
-    if isinstance(system, dict):  # Gemini: {"parts": [...]}
-        system = system.get("parts")
+    if isinstance(system, dict):  # Gemini: {"parts": [...]} (or one part)
+        system = one_or_list(system.get("parts"))
     if isinstance(system, list):
         return "\n".join(str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in system)
     return ""
@@ -94,6 +105,8 @@ def request_defaults(body: dict[str, Any], provider: str, *, model: str = "") ->
         out["system"] = text
     if isinstance(body.get("tools"), list):
         out["tools"] = body["tools"]
+    elif provider == "gemini" and isinstance(body.get("tools"), dict):
+        out["tools"] = one_or_list(body["tools"])  # one Tool object sent alone
     recorded = body.get("model")
     name = recorded if isinstance(recorded, str) and recorded else model
     if name:

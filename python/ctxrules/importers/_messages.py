@@ -29,6 +29,7 @@ from ._common import (
     to_blocks,
     tool_result_output,
 )
+from ._defaults import one_or_list
 
 __all__ = [
     "LIST_KEYS",
@@ -413,7 +414,7 @@ def gemini_contents(
             "system",
             "",
             pos=-1,
-            input=_text_of(system.get("parts")),
+            input=_text_of(one_or_list(system.get("parts"))),
             metadata={"gemini_parts": system.get("parts")},
             at=_beside(at, "systemInstruction"),
         )
@@ -422,7 +423,8 @@ def gemini_contents(
     open_calls: list[tuple[str, str, str, dict[str, Any]]] = []  # (id, name, node, args)
     for i, content in enumerate(contents):
         where = f"{at}[{i}]"
-        parts = content.get("parts") if isinstance(content, dict) else None
+        sent = content.get("parts") if isinstance(content, dict) else None
+        parts = one_or_list(sent) if isinstance(sent, dict) else sent
         if not isinstance(parts, list):
             raise fail(
                 path, None, "a content without 'parts'", "each content needs a parts list", at=where
@@ -430,7 +432,7 @@ def gemini_contents(
         role = "assistant" if content.get("role") == "model" else "user"
         blocks: list[ContentBlock] = []
         responses = []
-        meta: dict[str, Any] = {"index": i, "gemini_parts": parts}
+        meta: dict[str, Any] = {"index": i, "gemini_parts": sent}
         nid = b.node_id(f"{at}#{i}")
         for j, part in enumerate(parts):
             if not isinstance(part, dict):

@@ -16,6 +16,7 @@ from typing import Any
 import msgspec
 
 from ..errors import ValidationError
+from ..importers._defaults import one_or_list
 from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .estimate import (
     EstimateFrame,
@@ -102,8 +103,8 @@ def validate_gemini(body: Mapping[str, Any]) -> list[str]:
         if role == prev_role:
             problems.append(f"{where}: repeats role {role}")
         prev_role = role
-        parts = c.get("parts")
-        if not isinstance(parts, list) or not parts:
+        parts = one_or_list(c.get("parts"))
+        if not parts:
             problems.append(f"{where}: no parts")
             continue
         calls: list[tuple[str | None, str]] = []
@@ -135,7 +136,9 @@ def validate_gemini(body: Mapping[str, Any]) -> list[str]:
     if pending:
         problems.append(f"functionCalls {pending} unanswered at the end")
     system = _get(body, "systemInstruction")
-    if system is not None and not (isinstance(system, Mapping) and system.get("parts")):
+    if system is not None and not (
+        isinstance(system, Mapping) and one_or_list(system.get("parts"))
+    ):
         problems.append("systemInstruction without parts")
     return problems
 
@@ -290,7 +293,7 @@ def _current_turn(contents: list[Any]) -> int:
     for i in range(len(contents) - 1, -1, -1):
         c = contents[i]
         if isinstance(c, Mapping) and c.get("role", "user") == "user":
-            parts = c.get("parts") or []
+            parts = one_or_list(c.get("parts"))
             if any(isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in parts):
                 return i
     return 0
@@ -406,7 +409,7 @@ def estimate_gemini(
     u = SegmentBuilder()
     decls: list[Any] = []
     server = False
-    for t in body.get("tools") or []:
+    for t in one_or_list(body.get("tools")):  # a list, or one Tool object alone
         if isinstance(t, Mapping):
             fd = _get(t, "functionDeclarations")
             decls.extend(fd if isinstance(fd, list) else [t])
@@ -435,7 +438,7 @@ def estimate_gemini(
     if isinstance(system, Mapping):
         texts = [
             p["text"]
-            for p in system.get("parts") or []
+            for p in one_or_list(system.get("parts"))
             if isinstance(p, Mapping) and isinstance(p.get("text"), str)
         ]
         u.add({"system": system}, prose=texts)
@@ -445,7 +448,7 @@ def estimate_gemini(
         if not isinstance(c, Mapping):
             continue
         first = len(u.units)
-        for p in c.get("parts") or []:
+        for p in one_or_list(c.get("parts")):  # a list, or one part alone
             if not isinstance(p, Mapping):
                 continue
             key = {"role": c.get("role"), "part": p}

@@ -198,7 +198,9 @@ def native_form(
                     # The chain's instructions: a chained request sends its own only.
                     table[node.id] = NativeMember(skip=True)
                 continue
-            system_nodes += 1
+            # A system node of no text shows nothing (the renderer drops it), like a
+            # field recorded empty: not one of the field's items.
+            system_nodes += node.input != ""
             bp = provider == "anthropic" and _has_marker(_decode(system.value, Any))
             table[node.id] = NativeMember(sys=True, bp=bp)
             continue
