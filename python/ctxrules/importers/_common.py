@@ -105,9 +105,13 @@ def fail(
 
 def document_line(path: str, at: str) -> int | None:
     """The line where the element ``at`` starts in a JSON or YAML file (error path only)."""
-    line = json_line(path, at)
-    if line is None and path.endswith((".yaml", ".yml")):
-        line = yaml_line(path, at)
+    try:
+        text = read_bytes(path).decode("utf-8")  # a byte-order mark skipped, gzip read
+    except (ImportFormatError, UnicodeDecodeError):
+        return None
+    line = json_line(text, at)
+    if line is None and path.endswith((".yaml", ".yml", ".yaml.gz", ".yml.gz")):
+        line = yaml_line(text, at)
     return line
 
 
@@ -487,16 +491,12 @@ _PATH_STEP = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]")
 _WS = re.compile(r"[ \t\n\r]*")
 
 
-def json_line(path: str, at: str) -> int | None:
-    """The line where the element ``at`` (``key[3].other``) starts in a JSON file.
+def json_line(text: str, at: str) -> int | None:
+    """The line where the element ``at`` (``key[3].other``) starts in a JSON file's text.
 
-    Only used on the error path, so it simply re-reads the file and hops over sibling
-    values with the stdlib decoder; ``None`` if the file is not such JSON.
+    Only used on the error path, so it simply hops over sibling values with the stdlib
+    decoder; ``None`` if the text is not such JSON.
     """
-    try:
-        text = read_bytes(path).decode("utf-8")  # a byte-order mark skipped, gzip read
-    except (ImportFormatError, UnicodeDecodeError):
-        return None
     dec = json.JSONDecoder()
 
     def ws(i: int) -> int:

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..providers.gemini import one_or_list
+
 __all__ = [
     "NOT_PARAMS",
     "PROVIDERS",
@@ -64,16 +66,6 @@ NOT_PARAMS = frozenset(
 
 #: Model names Claude Code writes on messages it made itself (no request was sent).
 SYNTHETIC_MODELS = frozenset({"<synthetic>"})
-
-
-def one_or_list(value: Any) -> list[Any]:
-    """A list field of a Gemini request as a list: the API also takes one object where
-    it documents a list (``tools``, a content's ``parts``, ``systemInstruction.parts``;
-    ellmer's 2025 requests send them so), which is that object alone.  A list is
-    itself; anything else (absent, a string) no element."""
-    if isinstance(value, list):
-        return value
-    return [value] if isinstance(value, dict) else []
 
 
 def system_text(system: Any) -> str:

@@ -20,6 +20,7 @@ from ..model import (
     ThinkingBlock,
     ToolUseBlock,
 )
+from ..providers.gemini import one_or_list
 from ..providers.responses import tool_arguments
 from ._common import (
     ImportedSession,
@@ -29,7 +30,6 @@ from ._common import (
     to_blocks,
     tool_result_output,
 )
-from ._defaults import one_or_list
 
 __all__ = [
     "LIST_KEYS",

@@ -125,22 +125,19 @@ def yaml_loader() -> Any:
 _PATH_STEP = re.compile(r"\.?([A-Za-z_][\w-]*)|\[(\d+)\]")
 
 
-def yaml_line(path: str, at: str) -> int | None:
+def yaml_line(text: str, at: str) -> int | None:
     """The line of the deepest element of ``at`` (``interactions[3].request``) found in a
-    YAML file; only used on the error path.  ``None`` if the file cannot be composed."""
+    YAML file's text; only used on the error path.  ``None`` if it cannot be composed."""
     # deferred: PyYAML costs ~20 ms to import, paid only when a YAML file is read
     import yaml
 
-    from ..errors import CtxrulesError
-    from ._common import read_bytes  # deferred: _common imports this module
-
     try:
-        loader = yaml_loader()(read_bytes(path).decode("utf-8"))  # gzip read, BOM skipped
+        loader = yaml_loader()(text)
         try:
             node = loader.get_single_node()
         finally:
             loader.dispose()
-    except (CtxrulesError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+    except (yaml.YAMLError, RecursionError):
         return None
     line = None
     for step in _PATH_STEP.finditer(at):

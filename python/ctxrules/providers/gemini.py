@@ -16,7 +16,6 @@ from typing import Any
 import msgspec
 
 from ..errors import ValidationError
-from ..importers._defaults import one_or_list
 from .base import PromptTooLong, Provider, RequestOptions, Usage
 from .estimate import (
     EstimateFrame,
@@ -50,6 +49,7 @@ __all__ = [
     "gemini_call_profile",
     "gemini_frame",
     "generate_content_args",
+    "one_or_list",
     "validate_gemini",
 ]
 
@@ -70,6 +70,16 @@ def _get(d: Mapping[str, Any], camel: str) -> Any:
         return d[camel]
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in camel)
     return d.get(snake)
+
+
+def one_or_list(value: Any) -> list[Any]:
+    """A list field of a Gemini request as a list: the API also takes one object where
+    it documents a list (``tools``, a content's ``parts``, ``systemInstruction.parts``;
+    ellmer's 2025 requests send them so), which is that object alone.  A list is
+    itself; anything else (absent, a string) no element."""
+    if isinstance(value, list):
+        return value
+    return [value] if isinstance(value, dict) else []
 
 
 def generate_content_args(body: Mapping[str, Any], model: str) -> dict[str, Any]:
