@@ -115,10 +115,26 @@ fn commit_arg<'py>(
 /// Read a commit argument: `bytes` (a whole commit, as `msgspec.msgpack.encode(commit)`
 /// writes it) or a tuple or list of items (a commit's `items`).
 pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
+    Ok(gather_after(py, commit, None)?.0)
+}
+
+/// `gather`, taking the items at the positions where the tuple holds the very objects
+/// `prev` (an earlier tuple, kept alive by the caller, and its items in order) held
+/// there from `prev`, without looking them up: successive commits of a session hold
+/// mostly the same objects at the same positions, and the lookups in the table (a
+/// cache miss each, for thousands of items) were most of a render's cost.  Also says
+/// how many were taken so.  A live object has one address, so the same address at the
+/// same position is the same object, hence the same prepared item.
+pub fn gather_after<'py>(
+    py: Python<'py>,
+    commit: &Bound<'py, PyAny>,
+    prev: Option<(&Bound<'py, PyTuple>, &[Shared])>,
+) -> PyResult<(Pending, usize)> {
     let tuple = match commit_arg(commit, None)? {
-        Ok(bytes) => return Ok(Pending::Bytes(bytes)),
+        Ok(bytes) => return Ok((Pending::Bytes(bytes), 0)),
         Err(tuple) => tuple,
     };
+    let mut kept = 0;
     let item_type = ITEM_TYPE
         .import(py, "ctxrules.model", "ContextItem")?
         .as_ptr();
@@ -129,7 +145,15 @@ pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
         // object the table keeps alive, so it is the very item listed.  Objects are
         // touched (type checked, encoded) only when they are not found.
         let mut t = table();
+        let mut before = prev.map(|(pt, items)| pt.iter_borrowed().zip(items.iter()));
         for (i, obj) in tuple.iter_borrowed().enumerate() {
+            if let Some((was, item)) = before.as_mut().and_then(Iterator::next) {
+                if was.as_ptr() == obj.as_ptr() {
+                    found.push(Some(item.clone()));
+                    kept += 1;
+                    continue;
+                }
+            }
             match t.map.get(&(obj.as_ptr() as usize)) {
                 Some(e) => found.push(Some(e.item.clone())),
                 None => {
@@ -167,11 +191,14 @@ pub fn gather(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Pending> {
         })?;
         Some(out.extract::<PyBackedBytes>()?)
     };
-    Ok(Pending::Items {
-        found,
-        missing,
-        encoded,
-    })
+    Ok((
+        Pending::Items {
+            found,
+            missing,
+            encoded,
+        },
+        kept,
+    ))
 }
 
 impl Pending {
@@ -239,12 +266,21 @@ impl Pending {
 
 /// Read, decode and remember a commit argument in one go (for single calls).
 pub fn items_of(py: Python<'_>, commit: &Bound<'_, PyAny>) -> PyResult<Items> {
-    let mut pending = gather(py, commit)?;
+    Ok(items_of_after(py, commit, None)?.0)
+}
+
+/// `items_of` through `gather_after`: also how many items were taken from `prev`.
+pub fn items_of_after<'py>(
+    py: Python<'py>,
+    commit: &Bound<'py, PyAny>,
+    prev: Option<(&Bound<'py, PyTuple>, &[Shared])>,
+) -> PyResult<(Items, usize)> {
+    let (mut pending, kept) = gather_after(py, commit, prev)?;
     let items = py
         .detach(|| pending.resolve())
         .map_err(PyValueError::new_err)?;
     pending.remember(py, &items);
-    Ok(items)
+    Ok((items, kept))
 }
 
 /// (objects listed, bytes they hold, identity hits).

@@ -14,9 +14,9 @@ use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyTuple};
 
-use super::commit::items_of;
+use super::commit::items_of_after;
 use super::estimate::{PyEstimate, PyFrame};
 use super::render::{unfilled, wire};
 use crate::commit::Items;
@@ -36,6 +36,9 @@ type Next<'py> = (
 /// What is kept of the previous request.
 struct Kept {
     items: Items,
+    /// The item tuple `items` were read from (kept alive, so that an object at the same
+    /// position of the next tuple is provably the same; None when it was not a tuple).
+    tuple: Option<Py<PyTuple>>,
     options: PyBackedBytes,
     /// Held so that the next request's frame is compared by identity with a live one.
     frame: Option<Arc<Frame>>,
@@ -58,6 +61,7 @@ pub struct PySessionRenderer {
     renders: u64,
     reused: u64,
     written: u64,
+    items_kept: u64,
 }
 
 #[pymethods]
@@ -71,6 +75,7 @@ impl PySessionRenderer {
             renders: 0,
             reused: 0,
             written: 0,
+            items_kept: 0,
         })
     }
 
@@ -84,6 +89,13 @@ impl PySessionRenderer {
     #[getter]
     fn stats(&self) -> (u64, u64, u64) {
         (self.renders, self.reused, self.written)
+    }
+
+    /// Items taken from the previous request by position (the same object at the same
+    /// place of the item tuple) instead of being looked up, over every render.
+    #[getter]
+    fn items_kept(&self) -> u64 {
+        self.items_kept
     }
 
     /// Forget the previous request: the next one is written in full.
@@ -102,7 +114,13 @@ impl PySessionRenderer {
         options: PyBackedBytes,
         frame: Option<PyRef<'py, PyFrame>>,
     ) -> PyResult<Next<'py>> {
-        let items = items_of(py, commit)?;
+        let prev_tuple = self
+            .prev
+            .as_ref()
+            .and_then(|k| Some((k.tuple.as_ref()?.bind(py).clone(), &k.items[..])));
+        let (items, kept) = items_of_after(py, commit, prev_tuple.as_ref().map(|(t, i)| (t, *i)))?;
+        drop(prev_tuple);
+        let tuple = commit.cast::<PyTuple>().ok().map(|t| t.clone().unbind());
         let frame = frame.map(|f| f.frame.clone());
         let wire = self.wire;
         let mut prev = self.prev.take();
@@ -158,12 +176,14 @@ impl PySessionRenderer {
         self.renders += 1;
         self.reused += reuse.bytes() as u64;
         self.written += new.len() as u64;
+        self.items_kept += kept as u64;
         let estimate = match (estimate, &frame) {
             (Some(e), Some(f)) => Some(Py::new(py, PyEstimate::new(e, Arc::clone(f)))?),
             _ => None,
         };
         self.prev = Some(Kept {
             items,
+            tuple,
             options,
             frame,
             trace,
