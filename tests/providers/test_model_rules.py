@@ -892,3 +892,34 @@ def test_gemini_2_0_bills_four_tokens_beyond_its_declarations():
         ]
     )
     assert all(abs(o.billed - estimate_observation(o).input_tokens) <= 2 for o in simple)
+
+
+def test_a_gemini_declaration_without_parameters_bills_an_empty_schema(monkeypatch):
+    """Fit set: ellmer's google-tool.yml declares two tools without parameters; its four
+    Gemini 2.5 Flash requests with them were 24 … 28 tokens under their bills counting
+    none (−12 … −34 %), and are within 4 % counting each as declaring
+    ``GEMINI_EMPTY_PARAMETERS``; its requests whose declarations have parameters do not
+    change."""
+    from ctxrules.providers import gemini
+
+    (path,) = [p for p in files(wire="gemini", split="fit") if p.name.endswith("google-tool.yml")]
+    calls = read_observations([path])
+    assert len(calls) == 10
+    bare = [
+        o
+        for o in calls
+        if all("parameters" not in d for t in [o.body["tools"]] for d in t["functionDeclarations"])
+    ]
+    assert len(bare) == 4
+
+    def errors(observations) -> list[float]:
+        return [estimate_observation(o).input_tokens / o.billed - 1 for o in observations]
+
+    counted, counted_all = errors(bare), errors(calls)
+    assert max(abs(e) for e in counted) <= 0.04, counted
+    monkeypatch.setattr(gemini, "_with_parameters", lambda d: d)
+    uncounted, uncounted_all = errors(bare), errors(calls)
+    assert all(e < -0.10 for e in uncounted), uncounted
+    assert [a for a, o in zip(counted_all, calls) if o not in bare] == [
+        b for b, o in zip(uncounted_all, calls) if o not in bare
+    ]

@@ -32,6 +32,7 @@ from .models import ModelProfile
 
 __all__ = [
     "GEMINI_3_CONTENT_TOKENS",
+    "GEMINI_EMPTY_PARAMETERS",
     "GEMINI_25_FLASH_FUNCTION_PART_TOKENS",
     "GEMINI_25_FLASH_SIGNATURE_SLOPE",
     "GEMINI_FUNCTION_PART_TOKENS",
@@ -259,12 +260,35 @@ def _schema_words(schema: Any) -> list[str]:
     return out
 
 
+#: What a function declaration without parameters is billed as: one declaring this
+#: empty object schema (google-genai's form of it).  chatlas' ``test_tools_simple``
+#: request bills 59 tokens on Gemini 2.5 Flash with its ``get_date`` declared with and
+#: without it (est5's reading of its history); ellmer's ``google-tool.yml`` (fit set)
+#: declares two tools without parameters and its requests were 24 … 28 tokens under
+#: their bills counting none (the first −33.7 %), its one-parameter requests within 4 %.
+GEMINI_EMPTY_PARAMETERS: dict[str, Any] = {"properties": {}, "required": [], "type": "OBJECT"}
+_PARAMETER_KEYS = ("parameters", "parametersJsonSchema", "parameters_json_schema")
+
+
+def _with_parameters(decl: Any) -> Any:
+    """A declaration as billed: one without parameters with ``GEMINI_EMPTY_PARAMETERS``
+    (a server tool, ``{"codeExecution": {}}``, is no declaration: as it is)."""
+    if (
+        not isinstance(decl, Mapping)
+        or "name" not in decl
+        or any(k in decl for k in _PARAMETER_KEYS)
+    ):
+        return decl
+    return {**decl, "parameters": GEMINI_EMPTY_PARAMETERS}
+
+
 def declaration_texts(decls: list[Any], profile: ModelProfile) -> list[str]:
     """The function declarations as the model's profile says they are read: their
-    compact JSON (the default), or with ``declarations = "words"`` (Gemini 2.0, fitted)
-    their words alone: name, description and the parameters' ``_schema_words``."""
+    compact JSON (the default; a declaration without parameters as one declaring
+    ``GEMINI_EMPTY_PARAMETERS``), or with ``declarations = "words"`` (Gemini 2.0,
+    fitted) their words alone: name, description and the parameters' ``_schema_words``."""
     if profile.rule("declarations", "json") != "words":
-        return [compact_json(d) for d in decls]
+        return [compact_json(_with_parameters(d)) for d in decls]
     out = []
     for d in decls:
         if not isinstance(d, Mapping):
