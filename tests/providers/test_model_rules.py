@@ -923,3 +923,37 @@ def test_a_gemini_declaration_without_parameters_bills_an_empty_schema(monkeypat
     assert [a for a, o in zip(counted_all, calls) if o not in bare] == [
         b for b, o in zip(uncounted_all, calls) if o not in bare
     ]
+
+
+def test_responses_gpt_4o_and_4_1_bill_a_forced_call_nine_tokens_more():
+    """Fit set: activeagent's three gpt-4.1 Responses requests differ only in
+    ``tool_choice``: billed 38 with "auto", 47 with "required" and 47 with the function
+    named.  A forced call adds 9 to the tool section on GPT-4o / 4o-mini / 4.1
+    (``responses_tool_forced``); "auto", "none", ``null`` and a request without tools
+    add nothing, and the gpt-5 models state no such rule."""
+    responses = get_provider("openai-responses")
+    tool = {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {}}}
+    base = {"model": "m", "input": "hi", "tools": [tool]}
+    named = {"type": "function", "name": "f"}
+    for model, extra in (("gpt-4o", 9), ("gpt-4o-mini", 9), ("gpt-4.1-nano", 9), ("gpt-5", 0)):
+        profile = resolve_model(f"openai-responses:{model}")
+        auto = responses.estimate_prompt(base, profile).input_tokens
+        for choice, expected in (("required", extra), (named, extra), ("auto", 0), ("none", 0)):
+            body = {**base, "tool_choice": choice}
+            grown = responses.estimate_prompt(body, profile).input_tokens - auto
+            assert grown == expected, (model, choice)
+        toolless = {"model": "m", "input": "hi"}
+        assert (
+            responses.estimate_prompt({**toolless, "tool_choice": "required"}, profile).input_tokens
+            == responses.estimate_prompt(toolless, profile).input_tokens
+        )
+    folder = CORPUS / "ruby-vcr-cassettes-yaml" / "openai-responses"
+    observed = read_observations(sorted(folder.glob("activeagent__*")))
+    firsts = {o.source.rsplit("_", 1)[-1]: o for o in observed if o.index == 0}
+    assert {k: o.billed for k, o in firsts.items()} == {
+        "auto.yml": 38,
+        "required.yml": 47,
+        "specific.yml": 47,
+    }
+    for o in observed:
+        assert estimate_observation(o).input_tokens == pytest.approx(o.billed, abs=1), o.source

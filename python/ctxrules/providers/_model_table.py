@@ -141,15 +141,23 @@ _CHAT_TOOL_PROMPT_4 = 9
 # declarations (RESPONSES_TOOL_PROMPT_4), and the parameters' titles count as comment
 # lines (responses_titles); fitted on the fit set's first requests with function tools.
 _RESPONSES_TOOL_PROMPT_4 = 2
+# A forced call (``tool_choice`` "required" or a named function) adds 9 to that section,
+# "required" as much as the named function (Chat's ``tool_forced`` counts the named one
+# only).  Fitted on the fit set's three activeagent gpt-4.1 requests that differ only in
+# ``tool_choice``: 38 billed with "auto", 47 with "required", 47 with the function named.
+_RESPONSES_TOOL_FORCED_4 = 9
 _RESPONSES_TOOLS_4 = {
     "responses_tool_prompt": _RESPONSES_TOOL_PROMPT_4,
     "responses_titles": "comment",
+    "responses_tool_forced": _RESPONSES_TOOL_FORCED_4,
 }
 _RESPONSES_TOOLS_4_BASIS = {
     "responses_tool_prompt": "fit: the fit set's GPT-4o / 4o-mini / 4.1 Responses requests "
     "with function tools and no call yet: 2 ... 3 beyond the declarations with titles read",
     "responses_titles": "fit: the same; with pydantic titles 8 ... 30 over the untitled "
     "declarations, within 1 of the titles as comment lines",
+    "responses_tool_forced": "fit: activeagent's gpt-4.1 request billed 38 with tool_choice "
+    "auto, 47 with required, 47 with the function named (+9 each)",
 }
 # The Responses API on GPT-4.1 (4.1, 4.1-mini, 4.1-nano): a function call sent back with
 # its output costs 6 tokens beyond their text where the request declares tools, not the

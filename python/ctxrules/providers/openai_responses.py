@@ -173,9 +173,25 @@ def reasoning_item_tokens(item: Mapping[str, Any], current: bool) -> int | None:
     return None
 
 
-def _responses_tool_prompt(profile: ModelProfile) -> int:
-    """The tool prompt on the Responses API (the gpt-5 models' is their own)."""
-    return int(profile.rule("responses_tool_prompt", profile.tool_prompt_tokens))
+def _call_forced(body: Mapping[str, Any]) -> bool:
+    """Whether a Responses request's ``tool_choice`` forces a function call: ``"required"``
+    or a named function (``{"type": "function", "name": …}``); ``"auto"``, ``"none"``,
+    ``null`` and the hosted tools' choices do not."""
+    choice = body.get("tool_choice")
+    if isinstance(choice, Mapping):
+        return choice.get("type") == "function"
+    return choice == "required"
+
+
+def _responses_tool_prompt(profile: ModelProfile, body: Mapping[str, Any]) -> int:
+    """The tool prompt on the Responses API (the gpt-5 models' is their own), plus the
+    profile's ``responses_tool_forced`` when ``tool_choice`` forces a call
+    (``_call_forced``; 0 unless the model's entry states it).  Unlike Chat's
+    ``tool_forced``, ``"required"`` costs as much as a named function."""
+    prompt = profile.rule("responses_tool_prompt", profile.tool_prompt_tokens)
+    if _call_forced(body):
+        prompt += profile.rule("responses_tool_forced", 0)
+    return int(prompt)
 
 
 def _responses_titles(profile: ModelProfile) -> bool:
@@ -216,7 +232,7 @@ def openai_responses_frame(options: RequestOptions, profile: ModelProfile) -> Es
         profile,
         wire="openai-responses",
         framing=framing,
-        tool_prompt=_responses_tool_prompt(profile),
+        tool_prompt=_responses_tool_prompt(profile, options.extra),
         output_format=text.get("format") if isinstance(text, Mapping) else None,
         titles=_responses_titles(profile),
     )
@@ -243,7 +259,7 @@ def estimate_openai_responses(
         u,
         [t for t in body.get("tools") or [] if isinstance(t, Mapping)],
         profile,
-        _responses_tool_prompt(profile),
+        _responses_tool_prompt(profile, body),
         titles=_responses_titles(profile),
     )
     text = body.get("text")
