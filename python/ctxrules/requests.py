@@ -341,7 +341,10 @@ class _Recorded:
         # equal, its last answer is the answer (a session's requests mostly share it).
         # (The registries too: a model or provider registered since may choose otherwise.)
         kinds = (registry("models"), registry("providers"))
-        inputs = (self.metadata, provider, self.used_tools, answer, chosen, kinds)
+        # The tools called count only where no declarations are given: a session that
+        # calls one more tool keeps the answer made with the tools given.
+        used = None if chosen.get("tools") is not None else self.used_tools
+        inputs = (self.metadata, provider, used, answer, chosen, kinds)
         last = self._reuse
         if last is not None and last.get("inputs") == inputs:
             out: RenderDefaults = last["out"]

@@ -9,6 +9,7 @@ SQLite, the engine's default, with a second connection as the other writer.
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from tests.counting import count_calls
 from tests.engine.scripted import CONFIG, answer
@@ -109,3 +110,46 @@ def test_a_turn_reads_heads_calls_once_before_its_appends(grown, monkeypatch):
     engine.prepare(sid, tool_results=[ToolResult("r3", "y\n" * 50)], now=2e9)
     assert nodes.count(head) == 3  # settle, the plan, usage fusion's walk back
     assert results.count(head) == 2  # settle, the plan
+
+
+def _calling(i: int, prompt: int, tool: str) -> dict:
+    """``answer(i, prompt)`` calling the tool ``tool`` instead of ``Read``."""
+    out = answer(i, prompt)
+    out["content"][-1]["name"] = tool
+    return out
+
+
+def test_render_defaults_are_not_made_again_for_a_tool_the_configuration_does_not_declare(
+    tmp_path, monkeypatch
+):
+    """Each turn calls a tool not called before.  With declarations configured, the
+    tools called are not what the request declares: the render defaults made once the
+    session's setup is recorded serve every later request (``session_defaults`` is
+    not asked again because another tool was called)."""
+    import ctxrules.requests as requests_module
+
+    made: list[list[str]] = []
+    real = requests_module.session_defaults
+
+    def counted(*args, **kwargs):
+        made.append(list(kwargs.get("used_tools") or ()))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(requests_module, "session_defaults", counted)
+    store = open_store(tmp_path / "store")
+    sid = store.create_session().id
+    engine = Engine(store, CONFIG, pipeline=PIPELINE)
+    prep = engine.prepare(sid, "read the modules", now=1e9)
+    bodies, counts = [], []
+    for i in range(4):
+        engine.record(prep, _calling(i, prep.tokens.estimate, f"T{i}"), now=1e9 + 2 * i + 1)
+        prep = engine.prepare(sid, tool_results=[ToolResult(f"r{i}", "x")], now=1e9 + 2 * i + 2)
+        bodies.append(prep.body)
+        counts.append(len(made))
+    # The tools called did grow (what the defaults were asked with before the change).
+    assert sorted(engine._tool_names(sid)) == ["T0", "T1", "T2", "T3"]
+    store.close()
+    # (The first answer records the engine's setup in the session's metadata, which
+    # the defaults read: from the second turn on only the tools called change.)
+    assert counts[1:] == [counts[0]] * 3
+    assert [[t["name"] for t in b["tools"]] for b in bodies] == [["Read"]] * 4
