@@ -60,3 +60,36 @@ def test_the_replay_recall_is_each_request_scored_whole(sessions, preset):
         differ += sum(rules[k] != plain[k] for k in rules)
     if preset == "aggressive":
         assert differ  # the rules changed requests: both paths of the shared score ran
+
+
+def test_a_request_whose_answer_needs_no_fact_is_not_read(sessions, monkeypatch):
+    """Its recall is 0 of 0 whatever it holds: the body is not read (the report is the
+    whole-text one all the same: the test above)."""
+    from ctxrules.quality import needed as needed_module
+
+    read: list[bytes] = []
+    real = needed_module.RequestTexts.text
+
+    def counted(self, body):
+        read.append(body)
+        return real(self, body)
+
+    monkeypatch.setattr(needed_module.RequestTexts, "text", counted)
+    options = ReplayOptions.of(PipelineConfig.preset("off"))
+    answers = without = 0
+    for data in sessions[:8]:
+        got = replay_detail(data, options)
+        bodies = {p.answer.id: prep.request.body for p, prep, *_ in got.plain if p.answer}
+        index, wanted = FactIndex(), []
+        for node in data.nodes:
+            if node.role == "assistant" and node.caller is None and node.id in bodies:
+                answers += 1
+                if index.needed(node):
+                    wanted.append(bodies[node.id])
+                else:
+                    without += 1
+            index.add(node)
+        read.clear()
+        needed_module.session_recalls(data.id, data.nodes, [bodies])
+        assert read == wanted
+    assert 0 < without < answers
