@@ -9,7 +9,6 @@ SQLite, the engine's default, with a second connection as the other writer.
 
 from __future__ import annotations
 
-import msgspec
 import pytest
 from tests.counting import count_calls
 from tests.engine.scripted import CONFIG, answer
