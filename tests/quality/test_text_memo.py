@@ -97,3 +97,31 @@ def test_recalls_of_several_replays_are_each_replays_recall():
     assert both[0] == session_recall("s", nodes, {"a3": aged})
     assert both[1] == session_recall("s", nodes, {"a3": full})
     assert both[2].requests == () and both[0].recall != both[1].recall
+
+
+def _walk(value: Any) -> Any:
+    """The specification of ``request_strings``: depth first, a string as sent and then
+    the data a JSON object or list in it encodes; no key of ``SKIPPED_KEYS``."""
+    if isinstance(value, str):
+        yield value
+        if value[:1] in ("{", "[") and value[-1:] in ("}", "]"):
+            try:
+                inner = json.loads(value)
+            except ValueError:
+                return
+            yield from _walk(inner)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key not in SKIPPED_KEYS:
+                yield from _walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _walk(item)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(_keys, _values, max_size=5))
+def test_the_strings_of_a_body_are_its_strings_depth_first(body: dict[str, Any]):
+    assert list(request_strings(body)) == list(_walk(body))
+    raw = json.dumps(body).encode()
+    assert request_text(raw) == normalize(" ".join(_walk(body)))

@@ -61,18 +61,26 @@ def _decoded(text: str) -> Any:
 
 def request_strings(value: Any) -> Iterator[str]:
     """Every string of a decoded request body that the model reads (depth first)."""
+    out: list[str] = []
+    _collect(value, out)
+    return iter(out)
+
+
+def _collect(value: Any, out: list[str]) -> None:
+    """``request_strings`` of ``value`` appended to ``out`` (a walk of plain calls: a
+    chain of nested generators costs a resumption per level for every string)."""
     if isinstance(value, str):
-        yield value  # as sent (a JSON tool result keeps its numbers)
+        out.append(value)  # as sent (a JSON tool result keeps its numbers)
         inner = _decoded(value)
         if inner is not None:
-            yield from request_strings(inner)  # and as the data it encodes
+            _collect(inner, out)  # and as the data it encodes
     elif isinstance(value, dict):
         for key, item in value.items():
             if key not in SKIPPED_KEYS:
-                yield from request_strings(item)
+                _collect(item, out)
     elif isinstance(value, list):
         for item in value:
-            yield from request_strings(item)
+            _collect(item, out)
 
 
 #: A body's top-level fields, and a conversation's entries, left undecoded.
@@ -81,7 +89,9 @@ _ENTRIES = msgspec.json.Decoder(list[msgspec.Raw])
 
 
 def _text(value: Any) -> str:
-    return normalize(" ".join(request_strings(value)))
+    out: list[str] = []
+    _collect(value, out)
+    return normalize(" ".join(out))
 
 
 def request_text(body: bytes, memo: dict[bytes, str] | None = None) -> str:
