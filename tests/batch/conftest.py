@@ -14,6 +14,8 @@ from tests.corpus import FIRST
 
 from ctxrules.batch import ReplayOptions, rerender
 from ctxrules.config import PipelineConfig
+from ctxrules.importers import import_paths
+from ctxrules.store import open_store
 
 #: The configuration the tests replay under: every rule fires on the corpus.
 OPTIONS = ReplayOptions.of(PipelineConfig.preset("aggressive"))
@@ -44,3 +46,14 @@ def reference(subset: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
     result = rerender([str(subset)], OPTIONS, jobs=1, out=out)
     assert not result.interrupted and result.replayed == result.sessions == 19
     return out.read_bytes()
+
+
+def filled_store(location: str, subset: Path) -> str:
+    """The store at ``location`` (a path or a PostgreSQL URL), filled with what
+    ``subset``'s transcripts import to."""
+    store = open_store(location)
+    try:
+        import_paths(store, [str(subset)])
+    finally:
+        store.close()
+    return location

@@ -15,10 +15,9 @@ from ctxrules.batch.requests import session_data
 from ctxrules.commit import derive, generate, persist
 from ctxrules.config import PipelineConfig
 from ctxrules.engine import Engine
-from ctxrules.importers import import_paths
 from ctxrules.store import open_store
 
-from .conftest import OPTIONS
+from .conftest import OPTIONS, filled_store
 
 
 class _FromStore(_recording.ReplayEngine):
@@ -33,13 +32,7 @@ class _FromStore(_recording.ReplayEngine):
 
 @pytest.fixture(scope="module")
 def location(subset, tmp_path_factory) -> str:
-    where = str(tmp_path_factory.mktemp("replay") / "store")
-    store = open_store(where)
-    try:
-        import_paths(store, [str(subset)])
-    finally:
-        store.close()
-    return where
+    return filled_store(str(tmp_path_factory.mktemp("replay") / "store"), subset)
 
 
 #: The rules replay compacting as soon as it can: its commits after each compaction

@@ -9,30 +9,19 @@ import pytest
 
 from ctxrules.batch import rerender
 from ctxrules.errors import NotFoundError, StoreError, ValidationError
-from ctxrules.importers import import_paths
-from ctxrules.store import open_store
 
-from .conftest import OPTIONS
-
-
-def _filled(location: str, subset) -> str:
-    store = open_store(location)
-    try:
-        import_paths(store, [str(subset)])
-    finally:
-        store.close()
-    return location
+from .conftest import OPTIONS, filled_store
 
 
 def test_a_sqlite_store_gives_what_its_transcripts_give(subset, reference, tmp_path):
-    store = _filled(str(tmp_path / "store"), subset)
+    store = filled_store(str(tmp_path / "store"), subset)
     out = tmp_path / "out.jsonl"
     rerender([store], OPTIONS, jobs=1, out=out)
     assert out.read_bytes() == reference
 
 
 def test_a_postgresql_store_gives_what_its_transcripts_give(subset, reference, tmp_path, pg_server):
-    url = _filled(pg_server.new_store(), subset)
+    url = filled_store(pg_server.new_store(), subset)
     out = tmp_path / "out.jsonl"
     try:
         rerender([url], OPTIONS, jobs=2, out=out)
@@ -57,6 +46,6 @@ def test_what_cannot_be_read_is_named(subset, tmp_path):
     assert str(tmp_path / "missing") in str(exc.value)
     with pytest.raises(StoreError):
         rerender(["memory:never-made"], OPTIONS, jobs=1)
-    store = _filled(str(tmp_path / "store"), subset)
+    store = filled_store(str(tmp_path / "store"), subset)
     with pytest.raises(ValidationError, match="is in two sources"):
         rerender([store, str(subset)], OPTIONS, jobs=1)
